@@ -1,0 +1,28 @@
+# Set-up and main jobs. `make demo` and `make test` are the README's two commands.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+OUT ?= out
+
+.PHONY: install demo test clean
+
+install: $(VENV)/.installed
+
+# torch is pinned to the CPU wheel on disk (unpinned pulls a multi-GB CUDA build); torchrec goes in with
+# --no-deps because its metadata asks for an unpinned fbgemm-gpu, which would replace fbgemm-gpu-cpu.
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0 fbgemm-gpu-cpu==1.8.0
+	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q --no-deps torchrec==1.8.0
+	touch $@
+
+demo: install
+	$(VENV)/bin/autoshard tables synth --num-tables 50 --seed 0 -o $(OUT)/tables.json
+	$(VENV)/bin/autoshard plan --tables $(OUT)/tables.json --devices 4 --memory 5GB --algo size_lookup_greedy -o $(OUT)/plan.json
+
+test: install
+	$(PY) -m pytest
+
+clean:
+	rm -rf $(VENV) $(OUT)

@@ -1,0 +1,78 @@
+"""``autoshard plan``: place a task's tables with one algorithm and print the per-device table."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from autoshard.cli.common import device_memory, positive_int
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("plan", help="plan a task with one algorithm", description=__doc__)
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--tables", help="tables file (autoshard tables ...); all its tables form the task")
+    src.add_argument("--task", help="tasks file (autoshard tasks ...); see --task-index")
+    p.add_argument("--task-index", type=int, default=0, help="which task of --task (default 0)")
+    p.add_argument("--devices", type=positive_int, help="number of devices (with --tables)")
+    p.add_argument("--memory", default="5GB", help="memory per device, e.g. 5GB, or one per device: 8GB,4GB")
+    p.add_argument("--batch-size", type=positive_int, default=None, help="per-device batch size (with --tables)")
+    p.add_argument("--algo", default="size_lookup_greedy", help="algorithm; see --list-algos")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cost-model", help="cost model checkpoint for cost-driven algorithms")
+    p.add_argument("--policy", help="trained policy checkpoint for --algo rl")
+    p.add_argument("--time-limit", type=float, default=10.0, help="seconds for searching algorithms")
+    p.add_argument("-o", "--output", help="write the plan JSON here")
+    p.add_argument("--list-algos", action="store_true", help="list the algorithms and exit")
+    p.set_defaults(func=run)
+
+
+def load_task(args: argparse.Namespace):
+    """The task named by --task/--task-index, or all tables of --tables on --devices."""
+    from autoshard.errors import AutoshardError
+    from autoshard.tables import TablePool
+    from autoshard.tasks import DEFAULT_BATCH_SIZE, Task, load_tasks
+
+    if args.task:
+        tasks = load_tasks(args.task)
+        if not 0 <= args.task_index < len(tasks):
+            raise AutoshardError(f"--task-index {args.task_index} out of range: {args.task} has {len(tasks)} tasks")
+        return tasks[args.task_index]
+    if not args.tables:
+        raise AutoshardError("give --tables FILE with --devices N, or --task FILE")
+    if not args.devices:
+        raise AutoshardError("--tables needs --devices N (a positive number of devices)")
+    pool = TablePool.load(args.tables)
+    return Task(tables=pool.tables, device_memory=device_memory(args.memory, args.devices),
+                batch_size=args.batch_size or DEFAULT_BATCH_SIZE, name=args.tables)
+
+
+def run(args: argparse.Namespace) -> int:
+    from autoshard.planners.base import PlannerOptions, available_planners, make_planner, run_planner
+
+    if args.list_algos:
+        for name, desc in available_planners().items():
+            print(f"{name:<20} {desc}")
+        return 0
+    from autoshard.costs.loading import load_cost_model
+    from autoshard.plan import format_report
+    from autoshard.planners.heuristics import size_lookup_proxy
+
+    task = load_task(args)
+    cost_model = load_cost_model(args.cost_model) if args.cost_model else None
+    options = PlannerOptions(seed=args.seed, cost_model=cost_model, policy_path=args.policy,
+                             time_limit_s=args.time_limit)
+    planner = make_planner(args.algo, options)
+    plan = run_planner(planner, task)
+    if cost_model is not None:
+        from autoshard.costs.base import plan_cost
+
+        plan = plan.with_cost(plan_cost(cost_model, task, plan))
+    proxy = [sum(size_lookup_proxy(task.tables[s.table].with_dim(s.dim)) for s in dev)
+             for dev in plan.device_shards(task)]
+    print(format_report(plan, task, proxy))
+    print(f"planned in {plan.planning_time_s * 1000:.1f} ms; cost proxy = size_lookup (dim x pooling x log10 rows)")
+    if args.output:
+        plan.save(args.output)
+        print(f"wrote {args.output}", file=sys.stderr)
+    return 0

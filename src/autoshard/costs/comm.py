@@ -1,0 +1,60 @@
+"""Communication cost of a device: the all-to-all of pooled embeddings, forward and backward.
+
+With table-wise/column-wise sharding, the embedding kernels of a device process the global batch ``B`` for its
+shards, then an all-to-all sends each other rank its ``B / D`` rows of pooled outputs; backward sends the
+gradients back the same way. A device with dim sum ``s`` so sends ``B / D * (D - 1) * s * elem_bytes`` bytes
+each way. Its time follows the alpha-beta model (latency + bytes / bandwidth), fitted to measured all-to-alls
+by ``autoshard profile-comm``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from autoshard.errors import AutoshardError
+from autoshard.io import ARTEFACT_VERSION, read_json, write_json
+
+
+def all_to_all_bytes(dim_sum: float, batch_size: int, num_devices: int, elem_bytes: int = 4) -> float:
+    """Bytes one device sends in one all-to-all of its pooled embeddings."""
+    if num_devices <= 1:
+        return 0.0
+    return batch_size / num_devices * (num_devices - 1) * dim_sum * elem_bytes
+
+
+@dataclass(frozen=True)
+class AlphaBeta:
+    """All-to-all time = alpha + bytes / bandwidth, per direction."""
+
+    alpha_ms: float
+    bytes_per_ms: float
+    source: str = "default"
+    """'default' (uncalibrated), or what it was fitted on (host, backend, D)."""
+
+    def all_to_all_ms(self, bytes_sent: float) -> float:
+        return self.alpha_ms + bytes_sent / self.bytes_per_ms
+
+    def device_comm_ms(self, dim_sum: float, batch_size: int, num_devices: int, elem_bytes: int = 4) -> float:
+        """Forward + backward all-to-all time of a device; 0 on one device or with nothing placed."""
+        if num_devices <= 1 or dim_sum <= 0:
+            return 0.0
+        return 2.0 * self.all_to_all_ms(all_to_all_bytes(dim_sum, batch_size, num_devices, elem_bytes))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": "autoshard.comm_model", "version": ARTEFACT_VERSION, "alpha_ms": self.alpha_ms,
+                "bytes_per_ms": self.bytes_per_ms, "source": self.source}
+
+    def save(self, path: str) -> None:
+        write_json(path, self.to_json())
+
+    @staticmethod
+    def load(path: str) -> AlphaBeta:
+        d = read_json(path, kind="autoshard.comm_model")
+        if not d.get("bytes_per_ms", 0) > 0 or d.get("alpha_ms", -1) < 0:
+            raise AutoshardError(f"{path}: alpha_ms must be >= 0 and bytes_per_ms > 0; re-run profile-comm")
+        return AlphaBeta(float(d["alpha_ms"]), float(d["bytes_per_ms"]), str(d.get("source", "")))
+
+
+DEFAULT_COMM = AlphaBeta(alpha_ms=0.2, bytes_per_ms=1.0e6, source="default: gloo on loopback, order of magnitude")
+"""Uncalibrated: ~0.2 ms per collective and ~1 GB/s, the order seen for gloo between processes on one host."""

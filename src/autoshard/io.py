@@ -1,0 +1,104 @@
+"""File helpers: atomic writes and versioned JSON artefacts with clear errors on bad files."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from autoshard.errors import AutoshardError
+
+ARTEFACT_VERSION = 1
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file or the whole new one, never a part."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_json(path: str | os.PathLike[str], obj: Any) -> None:
+    """Atomically write ``obj`` as indented JSON (NaN/inf are refused: they are not JSON)."""
+    atomic_write_bytes(path, (json.dumps(obj, indent=1, allow_nan=False) + "\n").encode())
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"non-finite number {name}")
+
+
+def read_json(path: str | os.PathLike[str], kind: str | None = None) -> dict[str, Any]:
+    """Read a JSON artefact; if ``kind`` is given, check the file says it is one.
+
+    Raises AutoshardError with one line for a missing file, malformed JSON, NaN/inf values, or the wrong kind.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise AutoshardError(f"{p}: no such file; check the path")
+    try:
+        obj = json.loads(p.read_text(), parse_constant=_reject_constant)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise AutoshardError(f"{p}: not valid JSON ({e}); regenerate the file") from None
+    except ValueError as e:
+        raise AutoshardError(f"{p}: {e} is not allowed; every number must be finite") from None
+    if kind is not None:
+        if not isinstance(obj, dict) or obj.get("kind") != kind:
+            found = obj.get("kind") if isinstance(obj, dict) else type(obj).__name__
+            raise AutoshardError(f"{p}: expected a '{kind}' file, found '{found}'; pass the right file")
+        if obj.get("version") != ARTEFACT_VERSION:
+            raise AutoshardError(
+                f"{p}: version {obj.get('version')!r} is not supported (expected {ARTEFACT_VERSION}); regenerate it"
+            )
+    return obj
+
+
+def check_finite(value: float, what: str) -> float:
+    """Return ``value`` as float, or raise AutoshardError naming ``what`` if it is NaN or infinite."""
+    v = float(value)
+    if not math.isfinite(v):
+        raise AutoshardError(f"{what} is {v}; it must be a finite number")
+    return v
+
+
+_UNITS = {
+    "": 1, "b": 1,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+}
+
+
+def parse_bytes(text: str) -> int:
+    """Parse '5GB', '512MiB', '1.5e9' into bytes; AutoshardError on anything else or a non-positive size."""
+    s = str(text).strip().lower().replace(" ", "")
+    num = s.rstrip("kmgtib")
+    unit = s[len(num):]
+    try:
+        value = float(num)
+    except ValueError:
+        raise AutoshardError(f"memory size {text!r} is not understood; write e.g. 5GB, 512MiB or 1.5e9") from None
+    if unit not in _UNITS or not math.isfinite(value):
+        raise AutoshardError(f"memory size {text!r} is not understood; write e.g. 5GB, 512MiB or 1.5e9")
+    if value <= 0:
+        raise AutoshardError(f"memory size {text!r} must be positive")
+    return int(value * _UNITS[unit])
+
+
+def format_bytes(n: float) -> str:
+    """Human-readable size in decimal units (GB, MB), as memory capacities are usually given."""
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.2f}{unit}"
+    return f"{int(n)}B"

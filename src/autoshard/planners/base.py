@@ -1,0 +1,81 @@
+"""The planner interface and the registry behind ``autoshard plan --algo NAME``.
+
+A planner is a class with a ``name`` and ``plan(task) -> Plan``. Every planner is built from the same
+``PlannerOptions`` by a factory registered under its name, so the CLI and the benchmark treat them alike.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol, runtime_checkable
+
+from autoshard.costs.base import CostModel
+from autoshard.errors import AutoshardError
+from autoshard.plan import Plan, validate
+from autoshard.tasks import Task
+
+
+@runtime_checkable
+class Planner(Protocol):
+    name: str
+
+    def plan(self, task: Task) -> Plan:
+        """A valid plan for ``task``, or InfeasibleError naming the table that does not fit."""
+        ...
+
+
+@dataclass(frozen=True)
+class PlannerOptions:
+    """What any planner may need; each factory takes what it uses."""
+
+    seed: int = 0
+    """Seed for every random choice, so a planner is deterministic."""
+    cost_model: CostModel | None = None
+    """Cost model for planners that score candidates (search, ilp, rl); None = the default model."""
+    policy_path: str | None = None
+    """Trained policy checkpoint for ``rl``."""
+    time_limit_s: float = 10.0
+    """Wall-time budget for planners that search (local search, ilp)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Planner-specific settings (e.g. beam width), by name."""
+
+
+PLANNERS: dict[str, tuple[str, str]] = {
+    # name: ("module:factory(options) -> Planner", one-line description)
+    "random": ("autoshard.planners.heuristics:random_planner",
+               "uniformly random device among those with memory room"),
+    "round_robin": ("autoshard.planners.heuristics:round_robin_planner",
+                    "tables in order to devices in turn, skipping full devices"),
+    "dim_greedy": ("autoshard.planners.heuristics:dim_greedy_planner",
+                   "largest dim first onto the least-loaded device (load = sum of dims)"),
+    "lookup_greedy": ("autoshard.planners.heuristics:lookup_greedy_planner",
+                      "largest dim x pooling first onto the least-loaded device"),
+    "size_greedy": ("autoshard.planners.heuristics:size_greedy_planner",
+                    "largest table size first onto the least-loaded device"),
+    "size_lookup_greedy": ("autoshard.planners.heuristics:size_lookup_greedy_planner",
+                           "largest dim x pooling x log10(rows) first onto the least-loaded device"),
+}
+
+
+def available_planners() -> dict[str, str]:
+    """Name -> description of every registered planner."""
+    return {name: desc for name, (_, desc) in PLANNERS.items()}
+
+
+def make_planner(name: str, options: PlannerOptions | None = None) -> Planner:
+    if name not in PLANNERS:
+        raise AutoshardError(f"unknown algorithm {name!r}; choose one of: {', '.join(PLANNERS)}")
+    module, factory = PLANNERS[name][0].split(":")
+    return getattr(importlib.import_module(module), factory)(options or PlannerOptions())
+
+
+def run_planner(planner: Planner, task: Task) -> Plan:
+    """Plan ``task``, record the wall time, and validate the result (a planner bug never yields a bad plan)."""
+    task.check_fits()
+    start = time.perf_counter()
+    plan = planner.plan(task)
+    elapsed = time.perf_counter() - start
+    validate(plan, task)
+    return replace(plan, planning_time_s=elapsed, task_name=task.name)

@@ -1,0 +1,98 @@
+"""Real lookups for a table: generated from its synthetic distribution or read from its trace.
+
+These are the index batches the real kernels are timed on, and from which the access bins are computed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from autoshard.errors import AutoshardError
+from autoshard.tables.table import NUM_ACCESS_BINS, LookupKind, Table
+
+_PERMUTATION_PRIMES = (1_000_003, 1_000_033, 1_000_037)
+"""Multipliers of the rank->row bijection (k * p + off) mod rows; small enough that k * p fits in int64."""
+
+
+@dataclass(frozen=True)
+class Lookups:
+    """One batch of bags for one table: ``indices`` flat, bag ``b`` is indices[offsets[b]:offsets[b+1]]."""
+
+    indices: np.ndarray  # int64
+    offsets: np.ndarray  # int64, length batch_size + 1
+
+    @property
+    def batch_size(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+
+def _power_law_ranks(rng: np.random.Generator, n: int, rows: int, alpha: float) -> np.ndarray:
+    """Ranks in [0, rows) with density proportional to (rank + 1) ** -alpha (inverse-CDF sampling)."""
+    u = rng.random(n)
+    if abs(alpha - 1.0) < 1e-9:
+        x = np.exp(u * np.log(rows + 1.0)) - 1.0
+    else:
+        top = (rows + 1.0) ** (1.0 - alpha)
+        x = (1.0 + u * (top - 1.0)) ** (1.0 / (1.0 - alpha)) - 1.0
+    return np.minimum(x.astype(np.int64), rows - 1)
+
+
+def _rank_to_row(ranks: np.ndarray, rows: int, seed: int) -> np.ndarray:
+    """Scatter hot ranks over the table (real hot rows are not contiguous) with a seeded bijection."""
+    p = next(p for p in _PERMUTATION_PRIMES if rows % p != 0)
+    off = seed % rows
+    return (ranks * p + off) % rows
+
+
+def _bag_lengths(rng: np.random.Generator, batch_size: int, mean: float, cv: float) -> np.ndarray:
+    """Gamma-Poisson (negative binomial) bag sizes with the given mean and coefficient of variation."""
+    if mean <= 0:
+        return np.zeros(batch_size, dtype=np.int64)
+    if cv <= 0:
+        return rng.poisson(mean, batch_size).astype(np.int64)
+    shape = 1.0 / (cv * cv)
+    lam = rng.gamma(shape, mean / shape, batch_size)
+    return rng.poisson(lam).astype(np.int64)
+
+
+def sample_lookups(table: Table, batch_size: int, seed: int = 0, rows: int | None = None) -> Lookups:
+    """A deterministic batch of lookups for ``table``.
+
+    ``rows`` caps the index range (used when a table is too large to allocate for timing; indices are folded
+    with ``mod rows``, which keeps the reuse pattern of the hot rows). ``seed`` picks the batch.
+    """
+    if batch_size <= 0:
+        raise AutoshardError(f"batch size {batch_size} must be positive")
+    spec = table.lookups
+    n_rows = min(table.rows, rows) if rows else table.rows
+    if spec is None:
+        raise AutoshardError(f"table {table.name} has no lookup distribution; regenerate it with 'autoshard tables'")
+    if spec.kind is LookupKind.TRACE:
+        from autoshard.tables.trace import trace_lookups
+
+        lk = trace_lookups(table, batch_size, seed)
+        return Lookups(lk.indices % n_rows, lk.offsets)
+    rng = np.random.default_rng([spec.seed, seed])
+    lengths = _bag_lengths(rng, batch_size, table.pooling_factor, spec.pooling_cv)
+    offsets = np.zeros(batch_size + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    ranks = _power_law_ranks(rng, int(offsets[-1]), table.rows, spec.alpha)
+    indices = _rank_to_row(ranks, table.rows, spec.seed) % n_rows
+    return Lookups(indices.astype(np.int64), offsets)
+
+
+def access_bins(indices: np.ndarray) -> tuple[float, ...]:
+    """Share of unique indices accessed (0,1], (1,2], (2,4], ..., >32768 times (17 bins); all zero if empty."""
+    if len(indices) == 0:
+        return (0.0,) * NUM_ACCESS_BINS
+    _, counts = np.unique(indices, return_counts=True)
+    # count c falls in bin ceil(log2(c)) for c in (2^(k-1), 2^k]; c = 1 -> bin 0; > 32768 -> bin 16.
+    bins = np.ceil(np.log2(counts)).astype(np.int64)
+    hist = np.bincount(np.minimum(bins, NUM_ACCESS_BINS - 1), minlength=NUM_ACCESS_BINS)
+    return tuple(float(x) for x in hist / len(counts))

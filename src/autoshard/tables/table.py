@@ -1,0 +1,259 @@
+"""The ``Table`` value type, its learning features, and the table pool (a set of tables + feature normaliser).
+
+Features follow DreamShard (NeurIPS 2022, Sec. 4.1): dimension, hash size (rows), pooling factor, table size and
+the 17 access-frequency bins. Normalisation is fitted once on a table pool and stored with it, so the same table
+gets the same features in every task (never re-fitted per task).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Any
+
+import numpy as np
+
+from autoshard.errors import AutoshardError
+from autoshard.io import ARTEFACT_VERSION, check_finite, read_json, write_json
+
+NUM_ACCESS_BINS = 17
+"""Access-count bins (0,1], (1,2], (2,4], ..., (16384,32768], >32768 as in the dlrm_datasets locality stats."""
+
+ACCESS_BIN_EDGES: tuple[int, ...] = tuple(2**i for i in range(NUM_ACCESS_BINS - 1))
+"""Upper edges of the first 16 bins: 1, 2, 4, ..., 32768; the 17th bin is everything above 32768."""
+
+FEATURE_NAMES: tuple[str, ...] = (
+    "dim", "log10_rows", "log10_1p_pooling", "log10_size_bytes",
+    *(f"access_bin_{i}" for i in range(NUM_ACCESS_BINS)),
+)
+NUM_FEATURES = len(FEATURE_NAMES)
+
+FEATURE_SIZE_ELEMENT_BYTES = 4
+"""Table size in the feature vector is always counted at fp32, so features don't depend on a task's precision."""
+
+
+class Precision(str, Enum):
+    """Element precision of embedding weights."""
+
+    FP32 = "fp32"
+    FP16 = "fp16"
+
+    @property
+    def bytes(self) -> int:
+        return 4 if self is Precision.FP32 else 2
+
+
+class LookupKind(str, Enum):
+    """Where a table's lookups come from when real kernels are timed."""
+
+    POWER_LAW = "power_law"
+    """Synthetic: indices drawn from a power law over a seeded permutation of rows (see ``tables.lookups``)."""
+    TRACE = "trace"
+    """Real: the table's index stream in a dlrm_datasets trace file."""
+
+
+@dataclass(frozen=True)
+class LookupSpec:
+    """How to generate (or load) real lookups for a table, deterministically."""
+
+    kind: LookupKind
+    seed: int = 0
+    alpha: float = 1.0
+    """Power-law exponent over row ranks (POWER_LAW only); larger = more skewed reuse."""
+    pooling_cv: float = 1.0
+    """Coefficient of variation of bag sizes (POWER_LAW only)."""
+    trace_path: str | None = None
+    trace_table: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"kind": self.kind.value, "seed": self.seed}
+        if self.kind is LookupKind.POWER_LAW:
+            d.update(alpha=self.alpha, pooling_cv=self.pooling_cv)
+        else:
+            d.update(trace_path=self.trace_path, trace_table=self.trace_table)
+        return d
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> LookupSpec:
+        try:
+            kind = LookupKind(d["kind"])
+        except (KeyError, ValueError):
+            raise AutoshardError(
+                f"lookup spec kind {d.get('kind')!r} unknown; use one of {[k.value for k in LookupKind]}"
+            ) from None
+        return LookupSpec(
+            kind=kind,
+            seed=int(d.get("seed", 0)),
+            alpha=check_finite(d.get("alpha", 1.0), "lookup alpha"),
+            pooling_cv=check_finite(d.get("pooling_cv", 1.0), "lookup pooling_cv"),
+            trace_path=d.get("trace_path"),
+            trace_table=d.get("trace_table"),
+        )
+
+
+@dataclass(frozen=True)
+class Table:
+    """One embedding table as the planner sees it."""
+
+    name: str
+    dim: int
+    rows: int
+    pooling_factor: float
+    """Mean number of lookups per sample (bag size)."""
+    access_bins: tuple[float, ...] = field(default=(1.0,) + (0.0,) * (NUM_ACCESS_BINS - 1))
+    """Share of the table's unique indices accessed (0,1], (1,2], (2,4], ..., >32768 times in one batch."""
+    lookups: LookupSpec | None = None
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise AutoshardError("a table has an empty name; give every table a unique name")
+        if int(self.dim) <= 0 or int(self.rows) <= 0:
+            raise AutoshardError(f"table {self.name}: dim={self.dim} rows={self.rows}; both must be positive")
+        check_finite(self.pooling_factor, f"table {self.name} pooling_factor")
+        if self.pooling_factor < 0:
+            raise AutoshardError(f"table {self.name}: pooling_factor {self.pooling_factor} must be >= 0")
+        if len(self.access_bins) != NUM_ACCESS_BINS:
+            raise AutoshardError(
+                f"table {self.name}: {len(self.access_bins)} access bins, expected {NUM_ACCESS_BINS}"
+            )
+        for b in self.access_bins:
+            check_finite(b, f"table {self.name} access bin")
+
+    def size_bytes(self, precision: Precision = Precision.FP32, dim: int | None = None) -> int:
+        """Bytes of the weights (of ``dim`` columns if given, e.g. a column shard)."""
+        return self.rows * (self.dim if dim is None else dim) * precision.bytes
+
+    def memory_bytes(self, precision: Precision, optimizer_bytes_per_element: float, dim: int | None = None) -> int:
+        """Bytes a device needs for this table (or a column shard of ``dim`` columns): weights + optimizer state."""
+        d = self.dim if dim is None else dim
+        return int(math.ceil(self.rows * d * (precision.bytes + optimizer_bytes_per_element)))
+
+    def raw_features(self, dim: int | None = None) -> np.ndarray:
+        """Un-normalised feature vector (length NUM_FEATURES); ``dim`` overrides the dim for a column shard."""
+        d = self.dim if dim is None else dim
+        size = self.rows * d * FEATURE_SIZE_ELEMENT_BYTES
+        return np.array(
+            [d, math.log10(self.rows), math.log10(1.0 + self.pooling_factor), math.log10(size), *self.access_bins],
+            dtype=np.float64,
+        )
+
+    def with_dim(self, dim: int) -> Table:
+        return replace(self, dim=dim)
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "name": self.name,
+            "dim": self.dim,
+            "rows": self.rows,
+            "pooling_factor": self.pooling_factor,
+            "access_bins": list(self.access_bins),
+        }
+        if self.lookups is not None:
+            d["lookups"] = self.lookups.to_json()
+        return d
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> Table:
+        try:
+            return Table(
+                name=str(d["name"]),
+                dim=int(d["dim"]),
+                rows=int(d["rows"]),
+                pooling_factor=check_finite(d["pooling_factor"], f"table {d.get('name')} pooling_factor"),
+                access_bins=tuple(float(x) for x in d.get("access_bins", Table.__dataclass_fields__[
+                    "access_bins"].default)),
+                lookups=LookupSpec.from_json(d["lookups"]) if d.get("lookups") else None,
+            )
+        except KeyError as e:
+            raise AutoshardError(f"a table entry lacks the field {e}; each needs name, dim, rows, pooling_factor") \
+                from None
+        except (TypeError, ValueError) as e:
+            raise AutoshardError(f"table {d.get('name')!r}: bad value ({e})") from None
+
+
+@dataclass(frozen=True)
+class FeatureNormalizer:
+    """Per-feature z-score fitted on a table pool; stored with the pool and with every model trained on it."""
+
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+
+    @staticmethod
+    def fit(tables: Iterable[Table]) -> FeatureNormalizer:
+        x = np.stack([t.raw_features() for t in tables])
+        std = x.std(axis=0)
+        std[std < 1e-8] = 1.0  # a constant feature (e.g. one dim for all tables) stays 0 after centring
+        return FeatureNormalizer(tuple(float(v) for v in x.mean(axis=0)), tuple(float(v) for v in std))
+
+    def transform(self, raw: np.ndarray) -> np.ndarray:
+        return (raw - np.asarray(self.mean)) / np.asarray(self.std)
+
+    def features(self, table: Table, dim: int | None = None) -> np.ndarray:
+        return self.transform(table.raw_features(dim))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"feature_names": list(FEATURE_NAMES), "mean": list(self.mean), "std": list(self.std)}
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> FeatureNormalizer:
+        if list(d.get("feature_names", [])) != list(FEATURE_NAMES):
+            raise AutoshardError("feature normaliser was made for other features; regenerate the table pool")
+        return FeatureNormalizer(tuple(map(float, d["mean"])), tuple(map(float, d["std"])))
+
+
+@dataclass(frozen=True)
+class TablePool:
+    """A set of tables with the feature normaliser fitted on them and the settings that made them."""
+
+    tables: tuple[Table, ...]
+    normalizer: FeatureNormalizer
+    source: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.tables:
+            raise AutoshardError("the table pool is empty; generate or load at least one table")
+        names = [t.name for t in self.tables]
+        if len(set(names)) != len(names):
+            dup = next(n for n in names if names.count(n) > 1)
+            raise AutoshardError(f"table name {dup!r} appears more than once; table names must be unique")
+
+    @staticmethod
+    def from_tables(tables: Sequence[Table], source: dict[str, Any] | None = None) -> TablePool:
+        return TablePool(tuple(tables), FeatureNormalizer.fit(tables), dict(source or {}))
+
+    def by_name(self) -> dict[str, Table]:
+        return {t.name: t for t in self.tables}
+
+    def subset(self, names: Sequence[str]) -> TablePool:
+        """The named tables, keeping this pool's normaliser (features stay comparable)."""
+        lookup = self.by_name()
+        missing = [n for n in names if n not in lookup]
+        if missing:
+            raise AutoshardError(f"tables {missing[:3]} are not in the pool")
+        return TablePool(tuple(lookup[n] for n in names), self.normalizer, self.source)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": "autoshard.tables",
+            "version": ARTEFACT_VERSION,
+            "source": self.source,
+            "normalizer": self.normalizer.to_json(),
+            "tables": [t.to_json() for t in self.tables],
+        }
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> TablePool:
+        if not isinstance(d.get("tables"), list):
+            raise AutoshardError("tables file has no 'tables' list; regenerate it with 'autoshard tables'")
+        tables = tuple(Table.from_json(t) for t in d["tables"])
+        norm = FeatureNormalizer.from_json(d["normalizer"]) if "normalizer" in d else FeatureNormalizer.fit(tables)
+        return TablePool(tables, norm, dict(d.get("source", {})))
+
+    def save(self, path: str) -> None:
+        write_json(path, self.to_json())
+
+    @staticmethod
+    def load(path: str) -> TablePool:
+        return TablePool.from_json(read_json(path, kind="autoshard.tables"))
