@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from autoshard.errors import AutoshardError
-from autoshard.io import ARTEFACT_VERSION, check_finite, read_json, write_json
+from autoshard.errors import AutoshardError, InfeasibleError
+from autoshard.io import ARTEFACT_VERSION, check_finite, format_bytes, read_json, write_json
 from autoshard.tables.table import Precision, Table, TablePool
 
 DEFAULT_BATCH_SIZE = 2048
@@ -73,9 +73,9 @@ class Task:
         for t in self.tables:
             need = self.table_memory(t)
             if need > cap:
-                raise AutoshardError(
-                    f"table {t.name} needs {need / 1e9:.2f} GB but the largest device has {cap / 1e9:.2f} GB; "
-                    "give more memory per device"
+                raise InfeasibleError(
+                    f"table {t.name} needs {format_bytes(need)} but the largest device has {format_bytes(cap)} "
+                    f"(short by {format_bytes(need - cap)}); give more memory per device"
                 )
 
     def to_json(self) -> dict[str, Any]:

@@ -16,8 +16,15 @@ from autoshard.errors import AutoshardError
 _NOT_COMMANDS = {"main", "common"}
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors as one line (what is wrong, where to look) and exit code 2, without the usage block."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}; see '{self.prog} --help'\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="autoshard",
         description="Place DLRM embedding tables across devices so the slowest device is fastest.",
     )

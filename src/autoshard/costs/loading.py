@@ -13,3 +13,12 @@ def load_cost_model(spec: str) -> CostModel:
     from autoshard.costs.learned import LearnedCostModel
 
     return LearnedCostModel.load(spec)
+
+
+def default_cost_model() -> CostModel:
+    """The model planners use when none is given: the roofline estimator (until a calibrated one ships)."""
+    return AnalyticalCostModel()
+
+
+def resolve_cost_model(model: CostModel | None) -> CostModel:
+    return model if model is not None else default_cost_model()

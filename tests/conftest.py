@@ -1,0 +1,41 @@
+"""Shared fixtures: small deterministic tables and tasks built through the public API."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from autoshard.tables import LookupKind, LookupSpec, Table, TablePool
+from autoshard.tasks import Task
+
+
+def make_tables(n: int, seed: int = 0, dims: tuple[int, ...] = (16,), max_rows: int = 10**6) -> list[Table]:
+    """``n`` DLRM-like tables with a power-law lookup distribution (small enough to measure)."""
+    rng = np.random.default_rng(seed)
+    tables = []
+    for i in range(n):
+        tables.append(Table(
+            name=f"t{i}",
+            dim=int(rng.choice(dims)),
+            rows=int(rng.integers(100, max_rows)),
+            pooling_factor=float(rng.uniform(0.5, 40.0)),
+            lookups=LookupSpec(LookupKind.POWER_LAW, seed=int(seed * 1000 + i), alpha=float(rng.uniform(0.6, 1.4))),
+        ))
+    return tables
+
+
+@pytest.fixture
+def tables() -> list[Table]:
+    return make_tables(20)
+
+
+@pytest.fixture
+def task(tables: list[Table]) -> Task:
+    return Task(tables=tuple(tables), device_memory=(10**9,) * 4, name="fixture")
+
+
+@pytest.fixture
+def tables_file(tmp_path, tables) -> str:
+    path = str(tmp_path / "tables.json")
+    TablePool.from_tables(tables).save(path)
+    return path

@@ -1,0 +1,75 @@
+"""The plan command through the CLI: output, written plan, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from autoshard.cli.main import main
+from autoshard.plan import Plan, validate
+from autoshard.tables import TablePool
+from autoshard.tasks import Task
+
+
+def test_plan_prints_per_device_table_and_writes_plan(tables_file, tmp_path, capsys):
+    out = str(tmp_path / "plan.json")
+    assert main(["plan", "--tables", tables_file, "--devices", "4", "--memory", "5GB",
+                 "--algo", "size_lookup_greedy", "-o", out]) == 0
+    text = capsys.readouterr().out
+    assert "memory used / capacity" in text and text.count("/ 5.00GB") == 4
+    plan = Plan.load(out)
+    pool = TablePool.load(tables_file)
+    validate(plan, Task(tables=pool.tables, device_memory=(5 * 10**9,) * 4))
+    assert plan.algorithm == "size_lookup_greedy"
+
+
+def test_list_algos(capsys):
+    assert main(["plan", "--list-algos"]) == 0
+    out = capsys.readouterr().out
+    for name in ["random", "round_robin", "dim_greedy", "lookup_greedy", "size_greedy", "size_lookup_greedy"]:
+        assert name in out
+
+
+def test_per_device_memory_list(tables_file, capsys):
+    assert main(["plan", "--tables", tables_file, "--devices", "2", "--memory", "8GB,4GB"]) == 0
+    assert "/ 8.00GB" in capsys.readouterr().out
+
+
+def _bad_json(tmp_path):
+    p = tmp_path / "bad.json"
+    p.write_text("{oops")
+    return str(p)
+
+
+def _nan_tables(tmp_path, tables_file):
+    d = json.loads(open(tables_file).read())
+    d["tables"][0]["pooling_factor"] = float("nan")
+    p = tmp_path / "nan.json"
+    p.write_text(json.dumps(d))
+    return str(p)
+
+
+@pytest.mark.parametrize("args, message", [
+    (lambda tmp, tf: ["--tables", str(tmp / "missing.json"), "--devices", "2"], "no such file"),
+    (lambda tmp, tf: ["--tables", _bad_json(tmp), "--devices", "2"], "not valid JSON"),
+    (lambda tmp, tf: ["--tables", tf, "--devices", "2", "--algo", "nope"], "unknown algorithm"),
+    (lambda tmp, tf: ["--tables", tf, "--devices", "2", "--memory", "1KB"], "give more memory"),
+    (lambda tmp, tf: ["--tables", tf, "--devices", "2", "--memory=-3GB"], "memory size"),
+    (lambda tmp, tf: ["--tables", tf, "--devices", "2", "--memory", "lots"], "not understood"),
+    (lambda tmp, tf: ["--tables", _nan_tables(tmp, tf), "--devices", "2"], "finite"),
+    (lambda tmp, tf: ["--tables", tf], "--devices"),
+])
+def test_bad_input_is_one_line_and_nonzero(tmp_path, tables_file, capsys, args, message):
+    assert main(["plan", *args(tmp_path, tables_file)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("devices", ["0", "-2"])
+def test_non_positive_devices_rejected_by_parser(tables_file, devices, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["plan", "--tables", tables_file, f"--devices={devices}"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "positive integer" in err and len(err.splitlines()) == 1
