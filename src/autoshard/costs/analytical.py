@@ -6,14 +6,31 @@ compared against. ``fit`` calibrates its few constants to measured shard costs b
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
+from typing import Any
 from dataclasses import dataclass, replace
+from itertools import chain
 
 import numpy as np
 
 from autoshard.costs.breakdown import ShardRef
 from autoshard.costs.comm import DEFAULT_COMM, AlphaBeta
 from autoshard.tasks import Task
+
+_POOLING_CACHE: dict[int, tuple[weakref.ref, np.ndarray]] = {}
+"""Per-task pooling factors by id(task), checked against a weak reference (a task is immutable)."""
+
+
+def _pooling_factors(task: Task) -> np.ndarray:
+    hit = _POOLING_CACHE.get(id(task))
+    if hit is not None and hit[0]() is task:
+        return hit[1]
+    pooling = np.array([t.pooling_factor for t in task.tables], dtype=np.float64)
+    if len(_POOLING_CACHE) >= 64:
+        _POOLING_CACHE.clear()
+    _POOLING_CACHE[id(task)] = (weakref.ref(task), pooling)
+    return pooling
 
 
 @dataclass(frozen=True)
@@ -39,15 +56,25 @@ class AnalyticalCostModel:
         return task.batch_size * (t.pooling_factor + 1.0) * shard.dim * task.precision.bytes
 
     def device_costs(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> np.ndarray:
+        # Vectorised (planners price thousands of candidate devices per call); the arithmetic is shard_bytes's,
+        # in the same order, and np.bincount adds each device's shards sequentially like sum(), so results are
+        # bit-identical to the per-shard loop.
         out = np.zeros((len(devices), 3))
-        for g, shards in enumerate(devices):
-            if not shards:
-                continue
-            nbytes = sum(self.shard_bytes(task, s) for s in shards)
-            dim_sum = sum(s.dim for s in shards)
-            out[g, 0] = self.fwd_launch_ms + nbytes / self.fwd_bytes_per_ms
-            out[g, 1] = self.bwd_launch_ms + nbytes / self.bwd_bytes_per_ms
-            out[g, 2] = self.comm.device_comm_ms(dim_sum, task.batch_size, task.num_devices,
+        counts = np.fromiter((len(shards) for shards in devices), dtype=np.int64, count=len(devices))
+        if counts.sum() == 0:
+            return out
+        flat = np.fromiter(chain.from_iterable(chain.from_iterable(devices)), dtype=np.int64,
+                           count=2 * int(counts.sum())).reshape(-1, 2)
+        owner = np.repeat(np.arange(len(devices)), counts)
+        pooling = _pooling_factors(task)[flat[:, 0]]
+        shard_bytes = task.batch_size * (pooling + 1.0) * flat[:, 1] * task.precision.bytes
+        nbytes = np.bincount(owner, weights=shard_bytes, minlength=len(devices))
+        dim_sum = np.bincount(owner, weights=flat[:, 1], minlength=len(devices))
+        used = counts > 0
+        out[used, 0] = self.fwd_launch_ms + nbytes[used] / self.fwd_bytes_per_ms
+        out[used, 1] = self.bwd_launch_ms + nbytes[used] / self.bwd_bytes_per_ms
+        for g in np.flatnonzero(used):
+            out[g, 2] = self.comm.device_comm_ms(int(dim_sum[g]), task.batch_size, task.num_devices,
                                                  task.precision.bytes)
         return out
 
@@ -59,3 +86,20 @@ class AnalyticalCostModel:
         return replace(self, fwd_launch_ms=max(float(f0), 0.0), fwd_bytes_per_ms=1.0 / max(float(f1), 1e-12),
                        bwd_launch_ms=max(float(b0), 0.0), bwd_bytes_per_ms=1.0 / max(float(b1), 1e-12),
                        name="analytical-fitted")
+
+    def fit_from_dataset(self, dataset: Any, records: Sequence[Any] | None = None) -> AnalyticalCostModel:
+        """``fit`` on profiled records (``autoshard.hardware.profiler.CostDataset``; default: all of them), and
+        take the dataset's measured alpha-beta comm model when it has one."""
+        from autoshard.errors import AutoshardError
+        from autoshard.tables.table import Precision
+
+        records = list(dataset.records if records is None else records)
+        if len(records) < 2:
+            raise AutoshardError("fitting the analytical model needs at least 2 profiled records")
+        tables = dataset.pool.by_name()
+        nbytes = np.array([
+            r.batch_size * Precision(r.settings.get("precision", "fp32")).bytes
+            * sum((tables[n].pooling_factor + 1.0) * d for n, d in zip(r.tables, r.dims))
+            for r in records])
+        fitted = self.fit(nbytes, np.array([r.fwd_ms for r in records]), np.array([r.bwd_ms for r in records]))
+        return fitted if dataset.comm is None else replace(fitted, comm=dataset.comm)

@@ -1,0 +1,223 @@
+"""``autoshard profile``, ``profile-comm`` and ``evaluate``: measure real costs and plans on this machine."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from autoshard.cli.common import positive_int
+from autoshard.errors import AutoshardError
+
+
+def _add_measure_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("measurement (recorded with every result)")
+    g.add_argument("--optimizer", choices=["exact_sgd", "rowwise_adagrad"], default="exact_sgd",
+                   help="optimizer fused into backward (default exact_sgd)")
+    g.add_argument("--threads", type=positive_int, default=1, help="torch threads (default 1; see README)")
+    g.add_argument("--warmup", type=int, default=3, help="untimed steps first (default 3)")
+    g.add_argument("--repeats", type=positive_int, default=10, help="timed steps; the median is kept (default 10)")
+    g.add_argument("--rows-cap", type=positive_int, default=1_000_000,
+                   help="most rows a table keeps for timing; lookups are folded mod it (default 1000000)")
+    g.add_argument("--max-shard-bytes", default="2GiB",
+                   help="most weight bytes one shard allocates; rows are capped further to fit (default 2GiB)")
+    g.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where kernels run (default cpu)")
+    g.add_argument("--max-cv", type=float, default=0.10, help="re-measure when CV is above this (default 0.10)")
+    g.add_argument("--max-tries", type=positive_int, default=3, help="most tries per measurement (default 3)")
+    g.add_argument("--no-flush", action="store_true", help="do not evict caches between timed runs")
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    from autoshard.hardware.kernel import MeasureSettings
+    from autoshard.io import parse_bytes
+
+    return MeasureSettings(optimizer=args.optimizer, threads=args.threads, warmup=args.warmup,
+                           repeats=args.repeats, rows_cap=args.rows_cap,
+                           max_shard_bytes=parse_bytes(args.max_shard_bytes), device=args.device,
+                           max_cv=args.max_cv, max_tries=args.max_tries, flush_cache=not args.no_flush)
+
+
+def _env_int(name: str, default: int) -> int:
+    text = os.environ.get(name)
+    if text is None:
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        raise AutoshardError(f"environment variable {name}={text!r} is not an integer") from None
+
+
+def _use_local_gpu(rank: int) -> None:
+    """One GPU per process: torchrun's LOCAL_RANK (or the rank) picks this process's device."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise AutoshardError("--device cuda but torch sees no CUDA device; use --device cpu")
+    torch.cuda.set_device(_env_int("LOCAL_RANK", rank) % torch.cuda.device_count())
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("profile", help="measure random table subsets on the real kernels (resumable)",
+                       description="Measure random shards of a table pool and append one record per sample to "
+                                   "OUT/shards-rank<R>.jsonl; re-run the same command to resume.")
+    p.add_argument("--tables", required=True, help="tables file (autoshard.tables) to profile")
+    p.add_argument("--samples", type=positive_int, required=True, help="samples in the profile (all ranks)")
+    p.add_argument("-o", "--output", required=True, help="profile directory (created; resumed if it exists)")
+    p.add_argument("--max-tables", type=positive_int, default=8, help="a sample has 1..K tables (default 8)")
+    p.add_argument("--batch-size", type=positive_int, default=2048, help="batch per device (default 2048)")
+    p.add_argument("--precision", choices=["fp32", "fp16"], default="fp32", help="weights (default fp32)")
+    p.add_argument("--column-share", type=float, default=0.2,
+                   help="probability a table of a sample is a column shard (default 0.2)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--rank", type=int, default=None, help="this process's share (default $RANK or 0)")
+    p.add_argument("--world-size", type=int, default=None, help="processes sharing the work ($WORLD_SIZE or 1)")
+    _add_measure_args(p)
+    p.set_defaults(func=run_profile)
+
+    c = sub.add_parser("profile-comm", help="measure the all-to-all and fit the comm model (resumable)",
+                       description="Time forward/backward all-to-all of pooled embeddings over D processes, "
+                                   "append to OUT/comm.jsonl and fit OUT/comm_model.json; or, with --topology, "
+                                   "derive the model from link bandwidths.")
+    c.add_argument("-o", "--output", required=True, help="profile directory")
+    c.add_argument("--devices", type=positive_int, default=2, help="processes (devices) D (default 2)")
+    c.add_argument("--dim-sums", default="16,64,256,1024,4096", help="per-device dim sums to sweep")
+    c.add_argument("--batch-size", type=positive_int, default=2048, help="global batch (default 2048)")
+    c.add_argument("--precision", choices=["fp32", "fp16"], default="fp32", help="element type sent")
+    c.add_argument("--warmup", type=int, default=3)
+    c.add_argument("--repeats", type=positive_int, default=10)
+    c.add_argument("--backend", choices=["auto", "gloo", "nccl"], default="auto")
+    c.add_argument("--topology", help="topology file: derive the model for --devices instead of measuring")
+    c.set_defaults(func=run_profile_comm)
+
+    e = sub.add_parser("evaluate", help="measure a plan's per-device cost on the real kernels",
+                       description="Validate a plan against its task, time every device's fused shard, add "
+                                   "the all-to-all, print per-device costs and the plan cost (slowest device).")
+    e.add_argument("--plan", required=True, help="plan file (autoshard plan -o ...)")
+    src = e.add_mutually_exclusive_group()
+    src.add_argument("--tables", help="tables file; all its tables form the task")
+    src.add_argument("--task", help="tasks file; see --task-index")
+    e.add_argument("--task-index", type=int, default=0)
+    e.add_argument("--memory", default="5GB", help="memory per device with --tables (default 5GB)")
+    e.add_argument("--batch-size", type=positive_int, default=None, help="batch with --tables (default 2048)")
+    e.add_argument("--precision", choices=["fp32", "fp16"], default=None, help="weights with --tables")
+    e.add_argument("--comm-model", help="comm_model.json (autoshard profile-comm); default: uncalibrated")
+    e.add_argument("--json", help="also write the result as JSON here")
+    _add_measure_args(e)
+    e.set_defaults(func=run_evaluate)
+
+
+def run_profile(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from autoshard.hardware.profiler import ProfileConfig, check_rank, pending_samples, prepare_dir, profile
+    from autoshard.tables.table import Precision, TablePool
+
+    rank = args.rank if args.rank is not None else _env_int("RANK", 0)
+    world = args.world_size if args.world_size is not None else _env_int("WORLD_SIZE", 1)
+    check_rank(rank, world)
+    pool = TablePool.load(args.tables)
+    config = ProfileConfig(samples=args.samples, max_tables=args.max_tables, batch_size=args.batch_size,
+                           seed=args.seed, precision=Precision(args.precision), column_share=args.column_share,
+                           settings=_settings(args))
+    prepare_dir(pool, args.output, config)
+    if config.settings.device.value == "cuda":
+        _use_local_gpu(rank)
+    mine = len(range(rank, config.samples, world))
+    todo = len(pending_samples(args.output, config, rank, world))
+    print(f"profiling {mine} samples (rank {rank} of {world}); {mine - todo} already done in {args.output}",
+          file=sys.stderr)
+    bar = tqdm(total=mine, initial=mine - todo, unit="sample", desc="profile", dynamic_ncols=True)
+    try:
+        for rec in profile(pool, args.output, config, rank, world):
+            bar.set_postfix_str(f"{len(rec.tables)} tables fwd {rec.fwd_ms:.2f} bwd {rec.bwd_ms:.2f} ms")
+            bar.update(1)
+    finally:
+        bar.close()
+    print(f"done: {mine} samples of rank {rank} in {args.output}", file=sys.stderr)
+    return 0
+
+
+def _dim_sums(text: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise AutoshardError(f"--dim-sums {text!r} must be a comma list of positive integers, e.g. 16,64,256") \
+            from None
+    if not values or any(v <= 0 for v in values):
+        raise AutoshardError(f"--dim-sums {text!r} must be a comma list of positive integers, e.g. 16,64,256")
+    return values
+
+
+def run_profile_comm(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from autoshard.hardware.comm import (
+        COMM_MODEL_FILE,
+        fit_alpha_beta,
+        load_comm_records,
+        load_topology,
+        profile_comm,
+    )
+
+    out = Path(args.output)
+    if args.topology:
+        model = load_topology(args.topology).alpha_beta(args.devices)
+        out.mkdir(parents=True, exist_ok=True)
+        model.save(str(out / COMM_MODEL_FILE))
+        print(f"alpha {model.alpha_ms:.4f} ms, {model.bytes_per_ms / 1e6:.3f} GB/s ({model.source}); "
+              f"wrote {out / COMM_MODEL_FILE}")
+        return 0
+    if args.devices < 2:
+        raise AutoshardError("--devices must be at least 2 to measure an all-to-all")
+    from tqdm import tqdm
+
+    dim_sums = _dim_sums(args.dim_sums)
+    elem_bytes = 2 if args.precision == "fp16" else 4
+    with tqdm(total=len(dim_sums), unit="point", desc="all-to-all", dynamic_ncols=True) as bar:
+        for rec in profile_comm(out, args.devices, dim_sums, args.batch_size, elem_bytes, args.warmup,
+                                args.repeats, args.backend):
+            bar.set_postfix_str(f"dim sum {rec.dim_sum}: fwd {rec.fwd_ms:.3f} bwd {rec.bwd_ms:.3f} ms")
+            bar.update(1)
+    model = fit_alpha_beta(load_comm_records(out))
+    model.save(str(out / COMM_MODEL_FILE))
+    print(f"alpha {model.alpha_ms:.4f} ms, {model.bytes_per_ms / 1e6:.3f} GB/s ({model.source}); "
+          f"wrote {out / COMM_MODEL_FILE}")
+    return 0
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from tqdm import tqdm
+
+    from autoshard.cli.plan import load_task
+    from autoshard.costs.comm import DEFAULT_COMM, AlphaBeta
+    from autoshard.hardware.evaluator import evaluate_plan
+    from autoshard.hardware.host import host_info
+    from autoshard.io import ARTEFACT_VERSION, write_json
+    from autoshard.plan import Plan, format_report, validate
+    from autoshard.tables.table import Precision
+
+    plan = Plan.load(args.plan)
+    args.devices = plan.num_devices
+    task = load_task(args)
+    if args.precision:
+        if args.task:
+            raise AutoshardError("--precision applies to --tables; a --task file states its own precision")
+        task = replace(task, precision=Precision(args.precision))
+    validate(plan, task)  # before any measuring, so a bad plan is one line and nothing else
+    comm = AlphaBeta.load(args.comm_model) if args.comm_model else DEFAULT_COMM
+    settings = _settings(args)
+    with tqdm(total=plan.num_devices, unit="device", desc="measure", dynamic_ncols=True) as bar:
+        cost = evaluate_plan(task, plan, settings, comm, progress=lambda done, total: bar.update(1))
+    print(format_report(plan.with_cost(cost), task))
+    print(f"comm model: {comm.source}")
+    if args.json:
+        write_json(args.json, {"kind": "autoshard.evaluation", "version": ARTEFACT_VERSION, "plan": args.plan,
+                               "algorithm": plan.algorithm, "task": task.name, "batch_size": task.batch_size,
+                               "precision": task.precision.value, "cost": cost.to_json(),
+                               "settings": settings.to_json(), "comm_model": comm.to_json(),
+                               "host": host_info(settings.device.value)})
+        print(f"wrote {args.json}", file=sys.stderr)
+    return 0

@@ -1,0 +1,380 @@
+"""Measure the all-to-all of pooled embeddings for real, fit an alpha-beta model, or derive one from a topology.
+
+Measurement: D processes on this host (gloo over 127.0.0.1 on a free port chosen at run time; NCCL when
+CUDA devices are there), each holding the pooled embeddings of its shards for the global batch
+(``batch_size x dim_sum``) and sending ``batch_size / D`` rows to every rank with
+``dist.all_to_all_single``; the backward is the reverse all-to-all of the gradients (what the autograd of
+TorchRec's all-to-all runs), timed separately. Before each step the ranks meet at a barrier; a step's time is the slowest
+rank's (a collective ends when the last rank ends), and the median over repeats is recorded.
+
+Topology file (for hardware you don't have; JSON, ``kind: autoshard.topology``, ``version: 1``)::
+
+    {"kind": "autoshard.topology", "version": 1,
+     "devices_per_host": 8,                                      # GPUs in one host
+     "intra_host": {"bandwidth_gbps": 300.0, "latency_us": 10},  # per-device all-to-all bandwidth (NVLink)
+     "inter_host": {"bandwidth_gbps": 25.0,  "latency_us": 30}}  # per-device share of the network (NIC)
+
+Bandwidths are GB/s (10^9 bytes per second) each device can send over that kind of link. In an all-to-all
+over D devices a device sends (h-1)/(D-1) of its bytes inside its host (h = min(devices_per_host, D)) and the
+rest between hosts, over both kinds of link at once, so the time per byte is the slower share:
+``max(f_intra / bw_intra, f_inter / bw_inter)``; the latency is that of the slowest link used. The result
+is an :class:`AlphaBeta` valid for that D.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue as queue_mod
+import socket
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from dataclasses import asdict, dataclass
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+
+from autoshard.costs.comm import AlphaBeta, all_to_all_bytes
+from autoshard.errors import AutoshardError
+from autoshard.hardware.jsonl import append_jsonl, read_jsonl, repair_tail
+from autoshard.io import ARTEFACT_VERSION, check_finite, read_json
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DIM_SUMS = (16, 64, 256, 1024, 4096)
+"""Per-device dim sums swept by default: from one small table to ~40 tables of dim 128 (bytes span 256x)."""
+
+COMM_RECORDS_FILE = "comm.jsonl"
+"""Measured all-to-all points in a profile directory, one CommRecord a line."""
+COMM_MODEL_FILE = "comm_model.json"
+"""The fitted (or topology-derived) AlphaBeta in a profile directory."""
+
+PROCESS_TIMEOUT_S = 300.0
+"""Longest a sweep may go without a result before its processes are killed (a hung collective)."""
+
+
+@dataclass(frozen=True)
+class CommRecord:
+    """One measured all-to-all point: every rank sends ``bytes_sent`` bytes per direction."""
+
+    num_devices: int
+    dim_sum: int
+    batch_size: int
+    elem_bytes: int
+    bytes_sent: float
+    fwd_ms: float
+    """Median forward all-to-all time (slowest rank)."""
+    bwd_ms: float
+    """Median backward (gradient) all-to-all time (slowest rank)."""
+    fwd_cv: float
+    bwd_cv: float
+    backend: str
+    host: dict[str, Any]
+
+    def key(self) -> tuple[int, int, int, int, str]:
+        return (self.num_devices, self.dim_sum, self.batch_size, self.elem_bytes, self.backend)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> CommRecord:
+        try:
+            return CommRecord(int(d["num_devices"]), int(d["dim_sum"]), int(d["batch_size"]), int(d["elem_bytes"]),
+                              float(d["bytes_sent"]), float(d["fwd_ms"]), float(d["bwd_ms"]), float(d["fwd_cv"]),
+                              float(d["bwd_cv"]), str(d["backend"]), dict(d.get("host", {})))
+        except (KeyError, TypeError, ValueError) as e:
+            raise AutoshardError(f"comm record lacks or has a bad field ({e}); re-run profile-comm") from None
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 free right now (the OS picks it), so parallel runs never collide on 29500."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def resolve_backend(backend: str) -> str:
+    """'auto' -> nccl when CUDA devices are visible, else gloo."""
+    import torch
+
+    if backend == "auto":
+        return "nccl" if torch.cuda.is_available() else "gloo"
+    if backend not in ("gloo", "nccl"):
+        raise AutoshardError(f"backend {backend!r} unknown; use auto, gloo or nccl")
+    if backend == "nccl" and torch.cuda.device_count() < 1:
+        raise AutoshardError("backend nccl needs CUDA devices; use --backend gloo")
+    return backend
+
+
+def _cv(x: np.ndarray) -> float:
+    m = float(np.mean(x))
+    return float(np.std(x) / m) if m > 0 else 0.0
+
+
+def _worker(rank: int, world: int, port: int, backend: str, dim_sums: Sequence[int], batch_size: int,
+            elem_bytes: int, warmup: int, repeats: int, timeout_s: float, results: Any) -> None:
+    """One rank: time forward and backward all-to-all for every dim sum; rank 0 reports the slowest rank."""
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    _exit_with_parent()
+    try:
+        dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                                timeout=timedelta(seconds=timeout_s))
+        cuda = backend == "nccl"
+        device = torch.device(f"cuda:{rank % torch.cuda.device_count()}") if cuda else torch.device("cpu")
+        if cuda:
+            torch.cuda.set_device(device)
+        dtype = {4: torch.float32, 2: torch.float16}[elem_bytes]
+        per_rank = batch_size // world
+
+        def sync() -> None:
+            if cuda:
+                torch.cuda.synchronize(device)
+
+        for dim_sum in dim_sums:
+            n = per_rank * world * dim_sum
+            x = torch.randn(n, device=device).to(dtype)  # pooled embeddings of this rank's shards
+            out = torch.empty_like(x)
+            g = torch.randn(n, device=device).to(dtype)  # gradients of the pooled embeddings it received
+            grad_in = torch.empty_like(g)
+            times = np.zeros((warmup + repeats, 2))
+            for k in range(warmup + repeats):
+                dist.barrier()
+                sync()
+                t0 = time.perf_counter()
+                dist.all_to_all_single(out, x)
+                sync()
+                t1 = time.perf_counter()
+                dist.barrier()
+                sync()
+                t2 = time.perf_counter()
+                dist.all_to_all_single(grad_in, g)  # backward: the reverse all-to-all of the gradients
+                sync()
+                t3 = time.perf_counter()
+                times[k] = ((t1 - t0) * 1e3, (t3 - t2) * 1e3)
+            slowest = torch.tensor(times[warmup:], dtype=torch.float64, device=device)
+            dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+            if rank == 0:
+                results.put(("point", dim_sum, slowest.cpu().numpy().tolist()))
+        dist.barrier()
+        dist.destroy_process_group()
+    except Exception as e:  # noqa: BLE001 - the parent turns it into one line
+        results.put(("error", rank, f"{type(e).__name__}: {e}"))
+        raise
+
+
+def _exit_with_parent() -> None:
+    """Exit if the parent dies (killed without clean-up), instead of waiting out the collective timeout."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
+
+
+def measure_all_to_all(
+    num_devices: int,
+    dim_sums: Sequence[int] = DEFAULT_DIM_SUMS,
+    batch_size: int = 2048,
+    elem_bytes: int = 4,
+    warmup: int = 3,
+    repeats: int = 10,
+    backend: str = "auto",
+    timeout_s: float = PROCESS_TIMEOUT_S,
+) -> Iterator[CommRecord]:
+    """Yield one CommRecord per dim sum as it is measured by ``num_devices`` processes on this host.
+
+    The processes are always stopped on return, on error, on Ctrl-C and after ``timeout_s`` without progress.
+    """
+    import torch.multiprocessing as mp
+
+    from autoshard.hardware.host import host_info
+
+    if num_devices < 2:
+        raise AutoshardError(f"an all-to-all needs at least 2 devices, got {num_devices}")
+    if batch_size < num_devices:
+        raise AutoshardError(f"batch size {batch_size} must be at least the number of devices {num_devices}")
+    if elem_bytes not in (2, 4):
+        raise AutoshardError(f"element bytes {elem_bytes} unsupported; use 4 (fp32) or 2 (fp16)")
+    if not dim_sums or any(int(s) <= 0 for s in dim_sums):
+        raise AutoshardError(f"dim sums {list(dim_sums)} must be positive integers")
+    backend = resolve_backend(backend)
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    port = free_port()
+    procs = [ctx.Process(target=_worker, daemon=True,
+                         args=(r, num_devices, port, backend, list(map(int, dim_sums)), batch_size, elem_bytes,
+                               warmup, repeats, timeout_s, results))
+             for r in range(num_devices)]
+    host = dict(host_info("cuda" if backend == "nccl" else "cpu"), comm_backend=backend)
+    try:
+        for p in procs:
+            p.start()
+        for _ in dim_sums:
+            msg = _next_message(results, procs, timeout_s)
+            if msg[0] == "error":
+                raise AutoshardError(f"all-to-all rank {msg[1]} failed ({msg[2]}); re-run, or try --backend gloo")
+            _, dim_sum, runs = msg
+            arr = np.asarray(runs)
+            yield CommRecord(num_devices, int(dim_sum), batch_size, elem_bytes,
+                             all_to_all_bytes(dim_sum, batch_size // num_devices * num_devices, num_devices,
+                                              elem_bytes),
+                             float(np.median(arr[:, 0])), float(np.median(arr[:, 1])), _cv(arr[:, 0]),
+                             _cv(arr[:, 1]), backend, host)
+        for p in procs:
+            p.join(timeout=30)
+    finally:
+        _stop(procs)
+        results.close()
+
+
+def _next_message(results: Any, procs: Sequence[Any], timeout_s: float) -> tuple[Any, ...]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            return results.get(timeout=0.5)
+        except queue_mod.Empty:
+            dead = [p for p in procs if p.exitcode not in (None, 0)]
+            if dead:
+                time.sleep(0.5)  # let its error message arrive first
+                try:
+                    return results.get_nowait()
+                except queue_mod.Empty:
+                    raise AutoshardError(
+                        f"an all-to-all process exited with code {dead[0].exitcode}; re-run profile-comm"
+                    ) from None
+    raise AutoshardError(f"no all-to-all result within {timeout_s:.0f} s; the processes were stopped, re-run")
+
+
+def _stop(procs: Sequence[Any]) -> None:
+    """Terminate (then kill) every process still alive; only the ones this sweep started."""
+    started = [p for p in procs if p.pid is not None]
+    for p in started:
+        if p.is_alive():
+            p.terminate()
+    for p in started:
+        p.join(timeout=5)
+        if p.is_alive():
+            p.kill()
+            p.join(timeout=5)
+
+
+def fit_alpha_beta(records: Sequence[CommRecord], source: str | None = None) -> AlphaBeta:
+    """Least-squares latency (>= 0) and bandwidth over every record's forward and backward time vs bytes sent."""
+    if len({r.bytes_sent for r in records}) < 2:
+        raise AutoshardError("fitting the comm model needs at least 2 distinct message sizes; sweep more dim sums")
+    x = np.array([r.bytes_sent for r in records for _ in (0, 1)], dtype=np.float64)
+    y = np.array([t for r in records for t in (r.fwd_ms, r.bwd_ms)], dtype=np.float64)
+    # plain least squares in ms: a plan's cost adds comm ms to compute ms, and its slowest devices are the
+    # ones sending the most, so the large messages matter most (gloo on a loaded host is not quite linear)
+    a = np.stack([np.ones_like(x), x], axis=1)
+    (alpha, slope), *_ = np.linalg.lstsq(a, y, rcond=None)
+    if alpha < 0:  # latency cannot be negative: the constrained optimum then has alpha = 0
+        alpha, slope = 0.0, float(x @ y / (x @ x))
+    if not slope > 0:
+        raise AutoshardError("measured all-to-all times do not grow with message size; sweep larger dim sums")
+    if source is None:
+        backends = sorted({r.backend for r in records})
+        ds = sorted({r.num_devices for r in records})
+        host = records[0].host.get("hostname", "?")
+        source = f"measured: {'/'.join(backends)} D={ds} on {host}, {len(records)} points"
+    return AlphaBeta(max(float(alpha), 0.0), float(1.0 / slope), source)
+
+
+def load_comm_records(out_dir: str | Path) -> list[CommRecord]:
+    """The CommRecords of a profile directory (empty when none were measured)."""
+    path = Path(out_dir) / COMM_RECORDS_FILE
+    return [CommRecord.from_json(d) for d in read_jsonl(path)] if path.is_file() else []
+
+
+def profile_comm(out_dir: str | Path, num_devices: int, dim_sums: Sequence[int] = DEFAULT_DIM_SUMS,
+                 batch_size: int = 2048, elem_bytes: int = 4, warmup: int = 3, repeats: int = 10,
+                 backend: str = "auto") -> Iterator[CommRecord]:
+    """Measure the sweep points not yet in ``out_dir/comm.jsonl``, appending (fsynced) each as it arrives.
+
+    Call :func:`fit_alpha_beta` on :func:`load_comm_records` afterwards (the CLI does, writing comm_model.json).
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / COMM_RECORDS_FILE
+    repair_tail(path)
+    backend = resolve_backend(backend)
+    done = {r.key() for r in load_comm_records(out)}
+    todo = [int(s) for s in dim_sums if (num_devices, int(s), batch_size, elem_bytes, backend) not in done]
+    if not todo:
+        return
+    for rec in measure_all_to_all(num_devices, todo, batch_size, elem_bytes, warmup, repeats, backend):
+        append_jsonl(path, rec.to_json())
+        yield rec
+
+
+@dataclass(frozen=True)
+class Link:
+    """One kind of link as a device sees it."""
+
+    bandwidth_gbps: float
+    """GB/s (10^9 bytes/s) one device can send over it."""
+    latency_us: float
+    """Per-collective start-up latency in microseconds."""
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Hosts of ``devices_per_host`` devices, a fast link inside a host and a slower one between hosts."""
+
+    devices_per_host: int
+    intra_host: Link
+    inter_host: Link
+
+    def alpha_beta(self, num_devices: int) -> AlphaBeta:
+        """The all-to-all model for ``num_devices`` devices (see the module docstring for the rule)."""
+        if num_devices < 2:
+            raise AutoshardError(f"a topology comm model needs at least 2 devices, got {num_devices}")
+        h = min(self.devices_per_host, num_devices)
+        f_intra = (h - 1) / (num_devices - 1)
+        f_inter = 1.0 - f_intra
+        ms_per_byte = max(f_intra / (self.intra_host.bandwidth_gbps * 1e6),
+                          f_inter / (self.inter_host.bandwidth_gbps * 1e6))
+        latency_us = self.inter_host.latency_us if f_inter > 0 else self.intra_host.latency_us
+        return AlphaBeta(latency_us / 1e3, 1.0 / ms_per_byte,
+                         f"topology: {num_devices} devices, {self.devices_per_host}/host, "
+                         f"intra {self.intra_host.bandwidth_gbps} GB/s, inter {self.inter_host.bandwidth_gbps} GB/s")
+
+
+def load_topology(path: str) -> Topology:
+    """Read a topology file (schema in the module docstring); one-line AutoshardError on anything wrong."""
+    d = read_json(path, kind="autoshard.topology")
+
+    def link(name: str) -> Link:
+        x = d.get(name)
+        if not isinstance(x, dict) or "bandwidth_gbps" not in x:
+            raise AutoshardError(f"{path}: '{name}' needs {{'bandwidth_gbps': GB/s, 'latency_us': us}}")
+        bw = check_finite(x["bandwidth_gbps"], f"{path}: {name}.bandwidth_gbps")
+        lat = check_finite(x.get("latency_us", 0.0), f"{path}: {name}.latency_us")
+        if bw <= 0 or lat < 0:
+            raise AutoshardError(f"{path}: {name} needs bandwidth_gbps > 0 and latency_us >= 0")
+        return Link(bw, lat)
+
+    try:
+        per_host = int(d["devices_per_host"])
+    except (KeyError, TypeError, ValueError):
+        raise AutoshardError(f"{path}: needs an integer 'devices_per_host'") from None
+    if per_host < 1:
+        raise AutoshardError(f"{path}: devices_per_host {per_host} must be at least 1")
+    return Topology(per_host, link("intra_host"), link("inter_host"))
+
+
+def topology_json(topology: Topology) -> dict[str, Any]:
+    """The file form of ``topology`` (for writing examples)."""
+    return {"kind": "autoshard.topology", "version": ARTEFACT_VERSION, **asdict(topology)}
+

@@ -1,0 +1,82 @@
+"""A description of the machine a measurement was taken on, stored with every record and model."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+from functools import lru_cache
+from typing import Any
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _llc_bytes() -> int | None:
+    """Size of the last-level cache of CPU 0 (Linux sysfs), or None when unknown."""
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    best = None
+    try:
+        for entry in sorted(os.listdir(base)):
+            try:
+                with open(os.path.join(base, entry, "size")) as f:
+                    text = f.read().strip().upper()
+            except OSError:
+                continue
+            scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
+            value = int(text.rstrip("KMG")) * scale
+            best = value if best is None else max(best, value)
+    except (OSError, ValueError):
+        return best
+    return best
+
+
+@lru_cache(maxsize=4)
+def _host_info(device: str) -> tuple[tuple[str, Any], ...]:
+    import torch
+
+    info: dict[str, Any] = {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "cpu": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "llc_bytes": _llc_bytes(),
+        "torch": torch.__version__,
+        "device": device,
+    }
+    try:
+        from importlib.metadata import version
+
+        info["fbgemm_gpu"] = next((version(p) for p in ("fbgemm-gpu-cpu", "fbgemm-gpu")
+                                   if _has_dist(p)), None)
+    except Exception:  # noqa: BLE001 - metadata is informative only
+        info["fbgemm_gpu"] = None
+    if device == "cuda" and torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        info["gpu"] = props.name
+        info["gpu_memory_bytes"] = int(props.total_memory)
+        info["cuda"] = torch.version.cuda
+    return tuple(info.items())
+
+
+def _has_dist(name: str) -> bool:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        version(name)
+        return True
+    except PackageNotFoundError:
+        return False
+
+
+def host_info(device: str = "cpu") -> dict[str, Any]:
+    """Hostname, CPU model, cache size, library versions and (on CUDA) the GPU: what a cost refers to."""
+    return dict(_host_info(device))

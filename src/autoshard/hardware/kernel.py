@@ -1,0 +1,312 @@
+"""Time one device's embedding work for real: FBGEMM's fused table-batched embedding bag, forward and backward.
+
+All the shards on a device run as ONE ``SplitTableBatchedEmbeddingBagsCodegen`` op, as TorchRec's fused kernel
+runs them, with the optimizer update fused into the backward. Each shard is a table (or a column shard of it:
+``ShardRef.dim`` columns) fed lookups drawn from that table's distribution (``autoshard.tables.lookups``).
+
+Rows rule (recorded with every timing): a table keeps ``min(rows, cap)`` rows, where ``cap`` is
+``settings.rows_cap``, lowered further for the whole shard when its weights would exceed
+``settings.max_shard_bytes``. Lookups are folded into the kept rows with ``index mod rows`` (the rule of
+``sample_lookups(rows=...)``), which keeps the hot rows hot and the reuse pattern intact; only the cold tail
+shares rows, so very large tables time like slightly more cache-friendly ones. ``ShardTiming.rows`` says what
+was used.
+
+Timing protocol: ``warmup`` untimed steps, then ``repeats`` timed steps cycling through ``num_batches``
+distinct seeded lookup batches; forward and backward are timed separately and the caches are flushed before
+each (training runs the dense layers in between, which evict the embedding rows). Reported: the median and
+the coefficient of variation (std / mean). A measurement whose CV is above ``max_cv`` is repeated, up to
+``max_tries`` times, and the least noisy try is kept (``ShardTiming.tries`` says how many were made).
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+import numpy as np
+
+from autoshard.costs.breakdown import ShardRef
+from autoshard.errors import AutoshardError
+from autoshard.tables.lookups import sample_lookups
+from autoshard.tables.table import Precision
+from autoshard.tasks import Task
+
+log = logging.getLogger(__name__)
+
+CPU_FLUSH_BYTES = 64 * 2**20
+"""Bytes written to evict the CPU caches between runs: twice this machine's 32 MiB L3 (AMD EPYC, from
+/sys/devices/system/cpu/cpu0/cache/index3/size); server CPUs with a larger L3 can raise it via settings."""
+
+GPU_FLUSH_MIN_BYTES = 256 * 2**20
+"""Lower bound of the GPU L2 flush buffer; the buffer is max(this, 4 x L2 size) (H100 L2 = 50 MB)."""
+
+FBGEMM_DIM_MULTIPLE = 4
+"""FBGEMM's split TBE asserts every embedding dim is a multiple of 4 (construct_split_state)."""
+
+WEIGHT_INIT_RANGE = 0.01
+"""Weights are initialised uniform in +-this, writing every page (FBGEMM's CPU default leaves zeros, whose
+untouched pages could alias one physical zero page and make lookups look cache-resident)."""
+
+
+class Optimizer(str, Enum):
+    """The sparse optimizer fused into the backward kernel."""
+
+    EXACT_SGD = "exact_sgd"
+    ROWWISE_ADAGRAD = "rowwise_adagrad"
+
+
+class DeviceKind(str, Enum):
+    """Where the kernels run."""
+
+    CPU = "cpu"
+    CUDA = "cuda"
+
+
+@dataclass(frozen=True)
+class MeasureSettings:
+    """How a shard is timed. Batch size and precision come from the Task; everything else is here."""
+
+    optimizer: Optimizer = Optimizer.EXACT_SGD
+    """Optimizer fused into backward: exact SGD or exact row-wise Adagrad (TorchRec's common choices)."""
+    threads: int = 1
+    """torch intra-op threads (CPU). 1: with 2 threads FBGEMM's CPU backward adds ~70 ms/table (shared README)."""
+    warmup: int = 3
+    """Untimed steps before timing (first-call allocation, page faults)."""
+    repeats: int = 10
+    """Timed steps per try; the median is reported."""
+    rows_cap: int = 1_000_000
+    """Most rows a table keeps for timing; lookups are folded mod the kept rows (see module docstring)."""
+    max_shard_bytes: int = 2 * 2**30
+    """Most weight bytes one shard may allocate; the rows cap is lowered for the whole shard to fit."""
+    device: DeviceKind = DeviceKind.CPU
+    """cpu (EmbeddingLocation.HOST) or cuda (EmbeddingLocation.DEVICE, timed with CUDA events)."""
+    num_batches: int = 4
+    """Distinct seeded lookup batches the timed steps cycle through."""
+    lookup_seed: int = 0
+    """Seed of the lookup batches (batch k uses seed lookup_seed * 1000 + k) and of the weight init."""
+    max_cv: float = 0.10
+    """A try whose fwd or bwd CV is above this is re-measured."""
+    max_tries: int = 3
+    """Most tries per measurement; the try with the lowest max(fwd_cv, bwd_cv) is kept."""
+    flush_cache: bool = True
+    """Evict caches before every timed fwd and bwd by writing a buffer larger than the last-level cache."""
+    cpu_flush_bytes: int = CPU_FLUSH_BYTES
+    """Size of the CPU flush buffer."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "optimizer", _enum(Optimizer, self.optimizer, "optimizer"))
+        object.__setattr__(self, "device", _enum(DeviceKind, self.device, "device"))
+        for name in ("threads", "repeats", "rows_cap", "max_shard_bytes", "num_batches", "max_tries"):
+            if int(getattr(self, name)) <= 0:
+                raise AutoshardError(f"measure setting {name}={getattr(self, name)} must be a positive integer")
+        if self.warmup < 0:
+            raise AutoshardError(f"measure setting warmup={self.warmup} must be >= 0")
+        if not self.max_cv > 0:
+            raise AutoshardError(f"measure setting max_cv={self.max_cv} must be positive")
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["optimizer"] = self.optimizer.value
+        d["device"] = self.device.value
+        return d
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> MeasureSettings:
+        known = set(MeasureSettings.__dataclass_fields__)
+        return MeasureSettings(**{k: v for k, v in d.items() if k in known})
+
+
+def _enum(cls: type[Enum], value: Any, what: str) -> Any:
+    try:
+        return cls(value.value if isinstance(value, Enum) else value)
+    except ValueError:
+        raise AutoshardError(f"{what} {value!r} unknown; use one of {[e.value for e in cls]}") from None
+
+
+@dataclass(frozen=True)
+class ShardTiming:
+    """The measured cost of one device's fused shard, in milliseconds."""
+
+    fwd_ms: float
+    """Median forward time."""
+    bwd_ms: float
+    """Median backward time (gradient + fused optimizer update)."""
+    fwd_cv: float
+    """Coefficient of variation (std / mean) of the kept try's forward times."""
+    bwd_cv: float
+    tries: int = 1
+    """How many tries were made (more than 1 when a try was noisier than max_cv)."""
+    rows: tuple[int, ...] = ()
+    """Rows each shard actually had (after the rows rule), in the order of the shards."""
+    fwd_runs_ms: tuple[float, ...] = field(default=(), repr=False)
+    """Every timed forward of the kept try."""
+    bwd_runs_ms: tuple[float, ...] = field(default=(), repr=False)
+
+
+def effective_rows(task: Task, shards: Sequence[ShardRef], settings: MeasureSettings) -> list[int]:
+    """Rows each shard keeps for timing: min(rows, cap), the cap lowered so the shard fits max_shard_bytes."""
+    elem = task.precision.bytes
+    cap = settings.rows_cap
+    dim_sum = sum(s.dim for s in shards)
+    full = sum(min(task.tables[s.table].rows, cap) * s.dim * elem for s in shards)
+    if full > settings.max_shard_bytes:
+        cap = max(1, int(settings.max_shard_bytes // (dim_sum * elem)))
+        log.info("shard of %d tables too large to allocate; rows capped at %d", len(shards), cap)
+    return [min(task.tables[s.table].rows, cap) for s in shards]
+
+
+def _check_shards(task: Task, shards: Sequence[ShardRef]) -> None:
+    if not shards:
+        raise AutoshardError("cannot time an empty shard; an empty device costs 0")
+    for s in shards:
+        if not 0 <= s.table < task.num_tables:
+            raise AutoshardError(f"shard table index {s.table} out of range 0..{task.num_tables - 1}")
+        dim = task.tables[s.table].dim
+        if not 0 < s.dim <= dim:
+            raise AutoshardError(f"shard of table {task.tables[s.table].name} has dim {s.dim}; use 1..{dim}")
+        if s.dim % FBGEMM_DIM_MULTIPLE:
+            raise AutoshardError(f"table {task.tables[s.table].name}: dim {s.dim} is not a multiple of "
+                                 f"{FBGEMM_DIM_MULTIPLE}, which FBGEMM's fused kernels require; round the dim")
+
+
+def _fused_lookups(task: Task, shards: Sequence[ShardRef], rows: Sequence[int], seed: int) -> tuple[Any, Any]:
+    """One batch for the fused op: per-table index/offset arrays concatenated table-major (FBGEMM's layout)."""
+    import torch
+
+    idx, off, base = [], [np.zeros(1, dtype=np.int64)], 0
+    for s, r in zip(shards, rows):
+        lk = sample_lookups(task.tables[s.table], task.batch_size, seed=seed, rows=r)
+        idx.append(lk.indices)
+        off.append(lk.offsets[1:] + base)
+        base += int(lk.offsets[-1])
+    return torch.from_numpy(np.concatenate(idx)), torch.from_numpy(np.concatenate(off))
+
+
+def _build_tbe(task: Task, shards: Sequence[ShardRef], rows: Sequence[int], settings: MeasureSettings) -> Any:
+    import torch
+    from fbgemm_gpu.split_embedding_configs import EmbOptimType, SparseType
+    from fbgemm_gpu.split_table_batched_embeddings_ops_common import EmbeddingLocation, PoolingMode
+    from fbgemm_gpu.split_table_batched_embeddings_ops_training import (
+        ComputeDevice,
+        SplitTableBatchedEmbeddingBagsCodegen,
+    )
+
+    cuda = settings.device is DeviceKind.CUDA
+    location, compute = ((EmbeddingLocation.DEVICE, ComputeDevice.CUDA) if cuda
+                         else (EmbeddingLocation.HOST, ComputeDevice.CPU))
+    optimizer = {Optimizer.EXACT_SGD: EmbOptimType.EXACT_SGD,
+                 Optimizer.ROWWISE_ADAGRAD: EmbOptimType.EXACT_ROWWISE_ADAGRAD}[settings.optimizer]
+    precision = SparseType.FP16 if task.precision is Precision.FP16 else SparseType.FP32
+    tbe = SplitTableBatchedEmbeddingBagsCodegen(
+        [(int(r), int(s.dim), location, compute) for s, r in zip(shards, rows)],
+        optimizer=optimizer,
+        weights_precision=precision,
+        output_dtype=SparseType.FP32,  # pooled outputs feed the fp32 dense layers
+        pooling_mode=PoolingMode.SUM,
+        learning_rate=0.01,
+        device=torch.device("cuda") if cuda else torch.device("cpu"),
+    )
+    tbe.init_embedding_weights_uniform(-WEIGHT_INIT_RANGE, WEIGHT_INIT_RANGE)
+    return tbe
+
+
+class _Timer:
+    """Wall-clock timing on CPU; CUDA events on GPU, with a real L2 flush (a write larger than L2 on the GPU)."""
+
+    def __init__(self, settings: MeasureSettings) -> None:
+        import torch
+
+        self.torch = torch
+        self.cuda = settings.device is DeviceKind.CUDA
+        if self.cuda:
+            l2 = int(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0))
+            self.flush_buf = torch.empty(max(GPU_FLUSH_MIN_BYTES, 4 * l2) // 4, dtype=torch.float32, device="cuda")
+        else:
+            self.flush_buf = torch.empty(settings.cpu_flush_bytes // 4, dtype=torch.float32)
+        self.flush_enabled = settings.flush_cache
+        self.counter = 0.0
+
+    def flush(self) -> None:
+        if self.flush_enabled:
+            self.counter += 1.0
+            self.flush_buf.fill_(self.counter)  # a write to every line evicts the embedding rows
+
+    def time_ms(self, fn: Any) -> tuple[Any, float]:
+        self.flush()
+        if self.cuda:
+            start = self.torch.cuda.Event(enable_timing=True)
+            end = self.torch.cuda.Event(enable_timing=True)
+            self.torch.cuda.synchronize()
+            start.record()
+            out = fn()
+            end.record()
+            end.synchronize()
+            return out, float(start.elapsed_time(end))
+        t0 = time.perf_counter()
+        out = fn()
+        return out, (time.perf_counter() - t0) * 1e3
+
+
+def _cv(x: np.ndarray) -> float:
+    m = float(np.mean(x))
+    return float(np.std(x) / m) if m > 0 else 0.0
+
+
+def measure_shard(task: Task, shards: Sequence[ShardRef], settings: MeasureSettings | None = None) -> ShardTiming:
+    """Time the fused forward and backward of the shards one device holds, at ``task``'s batch and precision."""
+    import torch
+
+    settings = settings or MeasureSettings()
+    _check_shards(task, shards)
+    if settings.device is DeviceKind.CUDA and not torch.cuda.is_available():
+        raise AutoshardError("device 'cuda' requested but torch sees no CUDA device; use --device cpu")
+    rows = effective_rows(task, shards, settings)
+    old_threads = torch.get_num_threads()
+    torch.set_num_threads(settings.threads)
+    tbe = timer = None
+    try:
+        dev = torch.device(settings.device.value)
+        rng_devices = [torch.cuda.current_device()] if settings.device is DeviceKind.CUDA else []
+        with torch.random.fork_rng(devices=rng_devices):  # seeded init, the caller's RNG state untouched
+            torch.manual_seed(settings.lookup_seed)
+            tbe = _build_tbe(task, shards, rows, settings)
+            grad = torch.rand(task.batch_size, sum(s.dim for s in shards)).to(dev)
+        batches = [tuple(t.to(dev) for t in _fused_lookups(task, shards, rows, settings.lookup_seed * 1000 + k))
+                   for k in range(settings.num_batches)]
+        timer = _Timer(settings)
+
+        def step(k: int) -> tuple[float, float]:
+            idx, off = batches[k % len(batches)]
+            out, f = timer.time_ms(lambda: tbe(idx, off))
+            _, b = timer.time_ms(lambda: out.backward(grad))
+            return f, b
+
+        for k in range(settings.warmup):
+            step(k)
+        best: tuple[float, np.ndarray, np.ndarray] | None = None
+        tries = 0
+        while tries < settings.max_tries:
+            tries += 1
+            runs = np.array([step(k) for k in range(settings.repeats)])
+            fwd, bwd = runs[:, 0], runs[:, 1]
+            noise = max(_cv(fwd), _cv(bwd))
+            if best is None or noise < best[0]:
+                best = (noise, fwd, bwd)
+            if noise <= settings.max_cv:
+                break
+            log.info("try %d: CV %.3f above %.3f; measuring again", tries, noise, settings.max_cv)
+        assert best is not None
+        _, fwd, bwd = best
+        return ShardTiming(float(np.median(fwd)), float(np.median(bwd)), _cv(fwd), _cv(bwd), tries,
+                           tuple(rows), tuple(float(x) for x in fwd), tuple(float(x) for x in bwd))
+    finally:
+        torch.set_num_threads(old_threads)
+        del tbe, timer
+        gc.collect()
+        if settings.device is DeviceKind.CUDA:
+            torch.cuda.empty_cache()

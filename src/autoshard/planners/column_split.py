@@ -1,0 +1,128 @@
+"""Column-wise sharding helpers: a plan as a flat list of shards plus a rank per shard, and column splits.
+
+Search planners work on a *layout*: a tuple of ``ShardRef(table, dim)`` sorted by table index, where the shards
+of one table are consecutive and in column order (so shard ``k`` of a table holds the columns after shards
+``0..k-1``). A layout plus one rank per shard is a plan; ``to_plan`` and ``from_plan`` convert both ways.
+Keeping shards sorted by table makes a device's shards come out in the same order as ``Plan.device_shards``,
+so a cost model sees identical inputs whichever way a plan is evaluated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from autoshard.costs.breakdown import ShardRef
+from autoshard.errors import AutoshardError, PlanError
+from autoshard.plan import COLUMN_SHARD_MULTIPLE, Plan, TablePlacement
+from autoshard.tasks import Task
+
+Layout = tuple[ShardRef, ...]
+
+
+def can_halve(dim: int) -> bool:
+    """Whether a shard of ``dim`` columns splits into two shards whose dims are multiples of 4."""
+    return dim % COLUMN_SHARD_MULTIPLE == 0 and dim >= 2 * COLUMN_SHARD_MULTIPLE
+
+
+def halve(dim: int) -> tuple[int, int]:
+    """Two column shards as equal as multiples of 4 allow (24 -> 12+12, 12 -> 4+8), the smaller first."""
+    if not can_halve(dim):
+        raise AutoshardError(
+            f"a shard of {dim} columns cannot be halved into multiples of {COLUMN_SHARD_MULTIPLE}; "
+            f"it needs a dim that is a multiple of {COLUMN_SHARD_MULTIPLE} and at least {2 * COLUMN_SHARD_MULTIPLE}"
+        )
+    a = (dim // 2) // COLUMN_SHARD_MULTIPLE * COLUMN_SHARD_MULTIPLE
+    return a, dim - a
+
+
+def even_split(dim: int, parts: int) -> tuple[int, ...]:
+    """``parts`` column shards of a ``dim``-column table, multiples of 4 as equal as possible, adding up to dim."""
+    if parts < 1:
+        raise AutoshardError(f"cannot split a table into {parts} column shards; use 1 or more")
+    if parts == 1:
+        return (dim,)
+    if dim % COLUMN_SHARD_MULTIPLE or dim < parts * COLUMN_SHARD_MULTIPLE:
+        raise AutoshardError(
+            f"a table of dim {dim} cannot be split into {parts} column shards of multiples of "
+            f"{COLUMN_SHARD_MULTIPLE}; use at most {dim // COLUMN_SHARD_MULTIPLE} shards of a dim divisible by 4"
+        )
+    units = dim // COLUMN_SHARD_MULTIPLE
+    base, extra = divmod(units, parts)
+    return tuple((base + (1 if k < extra else 0)) * COLUMN_SHARD_MULTIPLE for k in range(parts))
+
+
+def table_wise_layout(task: Task) -> Layout:
+    """Every table whole: one shard per table."""
+    return tuple(ShardRef(i, t.dim) for i, t in enumerate(task.tables))
+
+
+def split_shard(layout: Layout, position: int) -> Layout:
+    """The layout with shard ``position`` halved in place (its two halves stay adjacent, in column order)."""
+    s = layout[position]
+    a, b = halve(s.dim)
+    return layout[:position] + (ShardRef(s.table, a), ShardRef(s.table, b)) + layout[position + 1:]
+
+
+def shards_per_table(layout: Layout, num_tables: int) -> np.ndarray:
+    """How many column shards each table has in ``layout``."""
+    return np.bincount(np.fromiter((s.table for s in layout), dtype=np.int64, count=len(layout)),
+                       minlength=num_tables)
+
+
+def layout_key(layout: Layout) -> Layout:
+    """A canonical key: layouts reached by splitting in different orders compare equal."""
+    return tuple(sorted(layout))
+
+
+def shard_memory(task: Task, layout: Layout) -> np.ndarray:
+    """Bytes each shard takes on a device (weights + optimizer state), int64."""
+    return np.array([task.table_memory(task.tables[s.table], s.dim) for s in layout], dtype=np.int64)
+
+
+def device_contents(layout: Layout, ranks: Sequence[int], num_devices: int) -> list[list[ShardRef]]:
+    """The shards each rank holds, in layout order (= ``Plan.device_shards`` order for ``to_plan``'s plan)."""
+    ranks = np.asarray(ranks)
+    if len(ranks) != len(layout):
+        raise PlanError(f"{len(layout)} shards but {len(ranks)} ranks; give one rank per shard")
+    order = np.argsort(ranks, kind="stable")  # stable: each device's shards stay in layout order
+    items = list(map(layout.__getitem__, order.tolist()))
+    bounds = np.searchsorted(ranks[order], np.arange(num_devices + 1)).tolist()
+    return [items[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def to_plan(task: Task, layout: Layout, ranks: Sequence[int], algorithm: str) -> Plan:
+    """A plan from a layout and one rank per shard: whole tables table-wise, split ones column-wise."""
+    if len(layout) != len(ranks):
+        raise PlanError(f"{len(layout)} shards but {len(ranks)} ranks; give one rank per shard")
+    groups: dict[int, list[tuple[int, int]]] = {}
+    for s, r in zip(layout, ranks):
+        groups.setdefault(s.table, []).append((int(r), s.dim))
+    placements = []
+    for i in sorted(groups):
+        name = task.tables[i].name
+        shards = groups[i]
+        if len(shards) == 1 and shards[0][1] == task.tables[i].dim:
+            placements.append(TablePlacement.table_wise(name, shards[0][0], shards[0][1]))
+        else:
+            placements.append(TablePlacement.column_wise(name, [r for r, _ in shards], [d for _, d in shards]))
+    return Plan(tuple(placements), task.num_devices, algorithm, task.name)
+
+
+def from_plan(task: Task, plan: Plan) -> tuple[Layout, np.ndarray]:
+    """The layout and ranks of any plan of ``task`` (the inverse of ``to_plan``)."""
+    index = {t.name: i for i, t in enumerate(task.tables)}
+    by_table: dict[int, TablePlacement] = {}
+    for p in plan.placements:
+        if p.table not in index:
+            raise PlanError(f"plan places table {p.table}, which is not in the task")
+        by_table[index[p.table]] = p
+    layout: list[ShardRef] = []
+    ranks: list[int] = []
+    for i in sorted(by_table):
+        p = by_table[i]
+        for r, d in zip(p.ranks, p.shard_dims):
+            layout.append(ShardRef(i, int(d)))
+            ranks.append(int(r))
+    return tuple(layout), np.array(ranks, dtype=np.int64)

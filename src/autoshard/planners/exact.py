@@ -1,0 +1,272 @@
+"""Exact baseline: min-max table-wise placement with memory constraints, solved by OR-Tools CP-SAT.
+
+The cost model is first linearised per device: a device holding tables S costs ``overhead + sum(weights[S])``
+(0 when empty), where ``weights[i]`` is table i's standalone predicted cost (fwd + bwd + comm) minus the
+per-device fixed part ``overhead`` (kernel launches, all-to-all latency) that a pair of tables shares. For the
+roofline model this is exact (bytes and all-to-all volume add up per device); for a learned model it is the
+model's own additive view of the tables (a model with fused-kernel savings, like the measured CPU costs at
+0.93-0.96x the sum, makes the linear objective and bound approximate). Then, top to bottom:
+
+    data        weights (ms), overhead (ms) -> integers (scaled, CP-SAT is integer), memory bytes, capacities
+    variables   x[i, r] = table i on device r;  u[r] = device r holds anything;  z = the max device cost
+    constraints every table on exactly one device; each device's memory within its capacity;
+                sum_i x[i, r] <= n u[r]; z >= cost of every device; devices of equal memory ordered by cost
+                (symmetry breaking)
+    objective   minimise z
+    solve       CP-SAT with the time limit, hinted with a greedy (LPT) placement
+    extract     ranks from x; the objective, the solver's best bound (a lower bound) and the gap
+
+The planner's plan is judged elsewhere with the full cost model; ``ExactPlanner.last_result`` holds the
+optimality gap and lower bound of the linearised problem, and ``lower_bound`` gives the benchmark a bound.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from autoshard.costs.base import CostModel
+from autoshard.costs.breakdown import ShardRef
+from autoshard.costs.loading import resolve_cost_model
+from autoshard.errors import AutoshardError, InfeasibleError
+from autoshard.plan import COLUMN_SHARD_MULTIPLE, Plan
+from autoshard.planners.base import PlannerOptions
+from autoshard.planners.neuroshard import config_from_extra, device_overhead_ms
+from autoshard.tasks import Task
+
+log = logging.getLogger(__name__)
+
+COST_RESOLUTION = 1_000_000
+"""Integer units the costliest table is scaled to: rounding moves a device's cost by at most
+(tables + 1) / 2 units, i.e. about 1e-6 of the largest table per 2 tables on the device."""
+
+LARGE_MODEL_BOOLS = 2000
+"""Above this many placement variables the solver skips presolve probing and symmetry detection: measured at
+856 tables x 16 devices on this CPU, they took over 8 s before the search even started (devices of equal
+memory are already ordered by cost here, which removes their symmetry)."""
+
+
+@dataclass(frozen=True)
+class LinearCosts:
+    """The cost model's additive per-device view: a non-empty device costs overhead + the sum of its weights."""
+
+    weights_ms: np.ndarray
+    """Per table: its standalone predicted cost minus the overhead (ms)."""
+    overhead_ms: float
+    """Per non-empty device: the fixed part of its cost (launches, all-to-all latency) (ms)."""
+
+    def device_ms(self, ranks: np.ndarray, num_devices: int) -> np.ndarray:
+        ranks = np.asarray(ranks)
+        load = np.bincount(ranks, weights=self.weights_ms, minlength=num_devices)
+        used = np.bincount(ranks, minlength=num_devices) > 0
+        return np.where(used, load + self.overhead_ms, 0.0)
+
+    def objective(self, ranks: np.ndarray, num_devices: int) -> float:
+        """The min-max objective the ILP optimises, for any table-wise placement."""
+        return float(self.device_ms(ranks, num_devices).max())
+
+
+def linear_costs(task: Task, model: CostModel) -> LinearCosts:
+    """Price every table alone (one batched call) and split off the per-device overhead pairs of tables share."""
+    alone = model.device_costs(task, [[ShardRef(i, t.dim)] for i, t in enumerate(task.tables)]).sum(axis=1)
+    overhead = min(device_overhead_ms(task, model), float(alone.min()))
+    return LinearCosts(alone - overhead, overhead)
+
+
+def _simple_bound(costs: LinearCosts, task: Task, column_wise: bool) -> float:
+    """overhead + max(average load, the largest table (or, column-wise, its smallest possible largest shard))."""
+    w = costs.weights_ms
+    if column_wise:
+        parts = np.array([min(task.num_devices, t.dim // COLUMN_SHARD_MULTIPLE) if t.dim % COLUMN_SHARD_MULTIPLE
+                          == 0 else 1 for t in task.tables])
+        largest = float((w / np.maximum(parts, 1)).max())
+    else:
+        largest = float(w.max())
+    return costs.overhead_ms + max(float(w.sum()) / task.num_devices, largest)
+
+
+@dataclass(frozen=True)
+class ExactConfig:
+    """CP-SAT settings (the time limit is PlannerOptions.time_limit_s)."""
+
+    workers: int = 1
+    """CP-SAT search workers; 1 keeps runs reproducible and leaves the shared CPU to others."""
+    symmetry_breaking: bool = True
+    """Order devices of equal memory by cost, which removes their permutations from the search."""
+
+    def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise AutoshardError(f"ilp setting workers={self.workers} must be at least 1")
+
+
+@dataclass(frozen=True)
+class ExactResult:
+    """The outcome of one solve, in the linearised model's milliseconds."""
+
+    status: str
+    """'optimal' (proved) or 'feasible' (stopped by the time limit)."""
+    objective_ms: float
+    """Min-max objective of the returned placement."""
+    lower_bound_ms: float
+    """No table-wise placement has a lower objective (solver's best bound, minus rounding slack)."""
+    gap: float
+    """(objective - lower bound) / objective; 0 when proved optimal (up to rounding)."""
+    wall_s: float
+
+
+def _lpt(costs: LinearCosts, task: Task) -> np.ndarray | None:
+    """Largest weight first onto the least-loaded device with room; None if memory stops it."""
+    free = np.array(task.device_memory, dtype=np.int64)
+    load = np.zeros(task.num_devices)
+    ranks = np.zeros(task.num_tables, dtype=np.int64)
+    for i in np.argsort(-costs.weights_ms, kind="stable"):
+        need = task.table_memory(task.tables[i])
+        r = int(np.argmin(np.where(free >= need, load, np.inf)))
+        if free[r] < need:
+            return None
+        ranks[i], free[r], load[r] = r, free[r] - need, load[r] + costs.weights_ms[i]
+    return ranks
+
+
+def solve(task: Task, costs: LinearCosts, time_limit_s: float, config: ExactConfig = ExactConfig(),
+          seed: int = 0) -> tuple[np.ndarray, ExactResult]:
+    """Solve the min-max placement; InfeasibleError when memory cannot hold the tables, AutoshardError when the
+    time limit passes without a solution."""
+    start = time.perf_counter()
+    from ortools.sat.python import cp_model
+
+    n, d = task.num_tables, task.num_devices
+    # data
+    scale = COST_RESOLUTION / max(float(costs.weights_ms.max()), costs.overhead_ms, 1e-12)
+    w = np.maximum(np.rint(costs.weights_ms * scale), 0).astype(np.int64).tolist()
+    overhead = int(round(costs.overhead_ms * scale))
+    mem = [task.table_memory(t) for t in task.tables]
+    # variables
+    m = cp_model.CpModel()
+    x = [[m.new_bool_var(f"x{i}_{r}") for r in range(d)] for i in range(n)]
+    u = [m.new_bool_var(f"u{r}") for r in range(d)]
+    z = m.new_int_var(0, sum(w) + overhead, "z")
+    # constraints
+    for i in range(n):
+        m.add_exactly_one(x[i])
+    loads = []
+    for r in range(d):
+        col = [x[i][r] for i in range(n)]
+        m.add(cp_model.LinearExpr.weighted_sum(col, mem) <= task.device_memory[r])
+        m.add(sum(col) <= n * u[r])  # one big-M row instead of n implications: a much smaller model
+        load = cp_model.LinearExpr.weighted_sum(col, w) + overhead * u[r]
+        loads.append(load)
+        m.add(z >= load)
+    groups: dict[int, list[int]] = {}
+    for r, cap in enumerate(task.device_memory):
+        groups.setdefault(cap, []).append(r)
+    if config.symmetry_breaking:
+        for members in groups.values():
+            for a, b in zip(members, members[1:]):
+                m.add(loads[a] >= loads[b])
+    # objective
+    m.minimize(z)
+    hint = _lpt(costs, task)
+    if hint is not None:
+        if config.symmetry_breaking:  # relabel equal-memory devices so the hint obeys the ordering
+            int_load = np.bincount(hint, weights=w, minlength=d)
+            relabel = np.arange(d)
+            for members in groups.values():
+                by_load = sorted(members, key=lambda r: -int_load[r])
+                relabel[by_load] = members
+            hint = relabel[hint]
+        for i in range(n):
+            for r in range(d):
+                m.add_hint(x[i][r], int(hint[i]) == r)
+        hint_used = np.bincount(hint, minlength=d) > 0
+        hint_loads = np.bincount(hint, weights=w, minlength=d) + overhead * hint_used
+        for r in range(d):
+            m.add_hint(u[r], bool(hint_used[r]))
+        m.add_hint(z, int(hint_loads.max()))
+    # solve
+    solver = cp_model.CpSolver()
+    # the budget covers building the model too
+    solver.parameters.max_time_in_seconds = max(float(time_limit_s) - (time.perf_counter() - start), 0.01)
+    solver.parameters.num_workers = config.workers
+    solver.parameters.random_seed = int(seed)
+    if n * d > LARGE_MODEL_BOOLS:  # presolve's probing alone can eat a 10 s budget on large models
+        solver.parameters.cp_model_probing_level = 0
+        solver.parameters.symmetry_level = 0
+        solver.parameters.max_presolve_iterations = 1
+    status = solver.solve(m)
+    if status == cp_model.INFEASIBLE:
+        raise InfeasibleError(f"ilp: CP-SAT proved that no table-wise placement of the {n} tables fits the "
+                              f"{d} devices' memory; give more memory or more devices")
+    if status == cp_model.MODEL_INVALID:
+        raise AutoshardError(f"ilp: CP-SAT rejected the model ({solver.solution_info()}); please report this")
+    solved = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    if not solved and hint is None:
+        raise AutoshardError(f"ilp: CP-SAT found no placement within the time limit of {time_limit_s:g} s "
+                             f"({n} tables, {d} devices); raise --time-limit or use --algo search")
+    # extract (the greedy hint is a valid placement too: keep it if the solver had nothing better)
+    bound = _simple_bound(costs, task, column_wise=False)
+    if solved:
+        values = np.array([[solver.boolean_value(x[i][r]) for r in range(d)] for i in range(n)])
+        ranks = values.argmax(axis=1).astype(np.int64)
+        slack = (n + 1) / 2 / scale  # integer rounding of every weight on a device
+        bound = max(bound, solver.best_objective_bound / scale - slack)
+    if hint is not None and (not solved or costs.objective(hint, d) < costs.objective(ranks, d)):
+        ranks = hint
+    objective = costs.objective(ranks, d)
+    bound = min(bound, objective)
+    result = ExactResult("optimal" if status == cp_model.OPTIMAL else "feasible", objective, bound,
+                         (objective - bound) / objective if objective > 0 else 0.0, time.perf_counter() - start)
+    return ranks, result
+
+
+def lower_bound(task: Task, cost_model: CostModel | None = None, *, column_wise: bool = True,
+                time_limit_s: float = 0.0) -> float:
+    """A lower bound (ms) on the plan cost of ``task`` under ``cost_model``'s linearised per-device costs.
+
+    Always: overhead + max(sum of weights / devices, the largest table's weight, divided by the most column
+    shards it can have when ``column_wise``). For table-wise plans (``column_wise=False``) with
+    ``time_limit_s > 0``, also the ILP's proved bound, which is usually much tighter.
+    """
+    model = resolve_cost_model(cost_model)
+    costs = linear_costs(task, model)
+    bound = _simple_bound(costs, task, column_wise)
+    if not column_wise and time_limit_s > 0:
+        _, result = solve(task, costs, time_limit_s)
+        bound = max(bound, result.lower_bound_ms)
+    return bound
+
+
+class ExactPlanner:
+    """Table-wise min-max placement by CP-SAT over the cost model's per-table predicted costs."""
+
+    name = "ilp"
+
+    def __init__(self, cost_model: CostModel | None = None, config: ExactConfig | None = None,
+                 time_limit_s: float = 10.0, seed: int = 0) -> None:
+        self.cost_model = resolve_cost_model(cost_model)
+        self.config = config or ExactConfig()
+        self.time_limit_s = time_limit_s
+        self.seed = seed
+        self.last_result: ExactResult | None = None
+
+    def plan(self, task: Task) -> Plan:
+        start = time.perf_counter()
+        costs = linear_costs(task, self.cost_model)
+        budget = self.time_limit_s - (time.perf_counter() - start)  # pricing the tables counts too
+        ranks, result = solve(task, costs, budget, self.config, self.seed)
+        self.last_result = result
+        if result.status == "optimal":
+            log.info("ilp: optimal, objective %.3f ms (lower bound %.3f ms) in %.2f s", result.objective_ms,
+                     result.lower_bound_ms, result.wall_s)
+        else:
+            log.warning("ilp: stopped at the %g s time limit: objective %.3f ms, lower bound %.3f ms, gap %.3f%%",
+                        self.time_limit_s, result.objective_ms, result.lower_bound_ms, 100 * result.gap)
+        return Plan.from_ranks(task, ranks.tolist(), self.name)
+
+
+def ilp_planner(options: PlannerOptions) -> ExactPlanner:
+    config = config_from_extra(ExactConfig, options.extra)
+    return ExactPlanner(options.cost_model, config, options.time_limit_s, options.seed)  # type: ignore[arg-type]

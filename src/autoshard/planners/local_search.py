@@ -1,0 +1,279 @@
+"""Local search: refine the best plan of NeuroShard and the heuristics by moving and swapping shards.
+
+Top to bottom:
+
+1. **Start.** Run every planner in ``starts`` (infeasible ones are skipped) and start from the plan the cost
+   model scores cheapest (plan cost = max over devices of predicted fwd + bwd + comm).
+2. **Descent.** Repeatedly take the bottleneck device ``b`` (the most expensive) and price, in one batched
+   ``device_costs`` call, every move of one of its shards to another device and a seeded sample of swaps of
+   one of its shards with a shard elsewhere (memory respected; column shards of a table stay on distinct
+   devices). Apply the candidate with the lowest (plan cost, sum of squared device costs) if it is lower than
+   the current one; the second key lets the search leave ties between bottleneck devices. Stop when no
+   candidate improves.
+3. **Kicks.** Until ``kicks`` rounds or the time limit: from the best plan, move ``kick_size`` random shards to
+   random devices with room, descend again, and keep the result if the model scores it better.
+
+Column shards move like whole tables; the layout (which tables are split, and how) is the start plan's. The
+result is the best plan seen, so the model never scores it worse than the start. The time limit covers
+everything: NeuroShard's start gets what is left of it (it stops between beam levels), then the descent and kicks
+(they stop between steps). With the same seed the search is deterministic as long as it finishes within
+``time_limit_s``; when the limit cuts it short, how far it got depends on the machine's speed.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from autoshard.costs.base import CostModel
+from autoshard.costs.breakdown import ShardRef
+from autoshard.costs.loading import resolve_cost_model
+from autoshard.errors import AutoshardError, InfeasibleError
+from autoshard.plan import Plan
+from autoshard.planners.base import PlannerOptions, make_planner
+from autoshard.planners.column_split import Layout, from_plan, shard_memory, to_plan
+from autoshard.planners.neuroshard import (
+    NeuroShardConfig,
+    NeuroShardPlanner,
+    config_from_extra,
+    plan_costs,
+    price_devices,
+)
+from autoshard.tasks import Task
+
+log = logging.getLogger(__name__)
+
+IMPROVEMENT_RTOL = 1e-9
+"""A candidate must lower the objective by this relative margin: float noise never counts as progress."""
+
+
+@dataclass(frozen=True)
+class LocalSearchConfig:
+    """Local search settings (NeuroShard's own settings can be given alongside, for its start plan)."""
+
+    starts: tuple[str, ...] = ("neuroshard", "size_lookup_greedy", "lookup_greedy", "dim_greedy", "size_greedy")
+    """Registered planners whose plans may seed the search; it starts from the one the model scores best."""
+    swap_samples: int = 256
+    """Swaps (bottleneck shard x shard elsewhere) priced per step, sampled with the seed when there are more."""
+    kicks: int = 20
+    """Perturbation rounds after the first descent (each: random moves, then descent)."""
+    kick_size: int = 3
+    """Random shard moves per perturbation."""
+
+    def __post_init__(self) -> None:
+        if not self.starts or "search" in self.starts:
+            raise AutoshardError("search setting starts must name at least one planner other than 'search'")
+        if self.swap_samples < 0 or self.kicks < 0 or self.kick_size < 1:
+            raise AutoshardError("search settings need swap_samples >= 0, kicks >= 0 and kick_size >= 1")
+
+
+@dataclass(frozen=True)
+class LocalSearchResult:
+    """What the last search did."""
+
+    start_algorithm: str
+    start_ms: float
+    """Model plan cost of the start plan."""
+    final_ms: float
+    """Model plan cost of the returned plan (never above start_ms)."""
+    steps: int
+    """Improving moves/swaps applied."""
+    kicks: int
+    """Perturbation rounds run."""
+    timed_out: bool
+    """Whether the time limit stopped the search (the result may then depend on machine speed)."""
+
+
+class _State:
+    """A placement of a fixed layout: ranks, each device's shards (sorted positions), memory and model totals."""
+
+    def __init__(self, task: Task, model: CostModel, layout: Layout, ranks: np.ndarray) -> None:
+        self.task, self.model, self.layout = task, model, layout
+        self.memory = shard_memory(task, layout)
+        self.capacity = np.array(task.device_memory, dtype=np.int64)
+        self.set_ranks(ranks)
+
+    def set_ranks(self, ranks: np.ndarray) -> None:
+        d = self.task.num_devices
+        self.ranks = np.array(ranks, dtype=np.int64)
+        self.devices: list[list[int]] = [[] for _ in range(d)]
+        for p, r in enumerate(self.ranks.tolist()):
+            self.devices[r].append(p)
+        self.used = np.bincount(self.ranks, weights=self.memory, minlength=d).astype(np.int64)
+        self.tables_on = [{self.layout[p].table for p in dev} for dev in self.devices]
+        self.totals = self.model.device_costs(self.task, [self.shards(dev) for dev in self.devices]).sum(axis=1)
+
+    def shards(self, positions: list[int]) -> list[ShardRef]:
+        return [self.layout[p] for p in positions]
+
+    def objective(self, totals: np.ndarray | None = None) -> tuple[float, float]:
+        t = self.totals if totals is None else totals
+        return float(t.max()), float((t**2).sum())
+
+    def can_move(self, p: int, r: int, leaving: int | None = None) -> bool:
+        """Whether shard ``p`` fits on device ``r`` (optionally after shard ``leaving`` leaves ``r``)."""
+        free = self.capacity[r] - self.used[r] + (self.memory[leaving] if leaving is not None else 0)
+        if self.memory[p] > free:
+            return False
+        return self.layout[p].table not in self.tables_on[r]  # callers never swap two shards of one table
+
+    def apply(self, moves: list[tuple[int, int]]) -> None:
+        """Move shard p to device r for each (p, r), then re-price the changed devices."""
+        changed = set()
+        for p, r in moves:
+            old = int(self.ranks[p])
+            self.devices[old].remove(p)
+            bisect.insort(self.devices[r], p)
+            self.ranks[p] = r
+            self.used[old] -= self.memory[p]
+            self.used[r] += self.memory[p]
+            changed.update((old, r))
+        for r in changed:
+            self.tables_on[r] = {self.layout[p].table for p in self.devices[r]}
+        changed_list = sorted(changed)
+        costs = self.model.device_costs(self.task, [self.shards(self.devices[r]) for r in changed_list])
+        self.totals = self.totals.copy()
+        self.totals[changed_list] = costs.sum(axis=1)
+
+
+def _with(positions: list[int], add: int | None = None, remove: int | None = None) -> list[int]:
+    out = [x for x in positions if x != remove]
+    if add is not None:
+        bisect.insort(out, add)
+    return out
+
+
+def _descend(state: _State, rng: np.random.Generator, samples: int, deadline: float) -> tuple[int, bool]:
+    """Steepest descent from the bottleneck device; returns (steps applied, stopped by the deadline)."""
+    steps = 0
+    d = state.task.num_devices
+    last = 0.0  # duration of the last step: don't start one that would end past the deadline
+    while True:
+        began = time.perf_counter()
+        if began + last > deadline:
+            return steps, True
+        b = int(np.argmax(state.totals))
+        on_b = state.devices[b]
+        # candidate = (list of (shard, new device), new contents of b, other device, its new contents)
+        cands: list[tuple[list[tuple[int, int]], list[int], int, list[int]]] = []
+        for p in on_b:
+            without = _with(on_b, remove=p)
+            for r in range(d):
+                if r != b and state.can_move(p, r):
+                    cands.append(([(p, r)], without, r, _with(state.devices[r], add=p)))
+        others = np.flatnonzero(state.ranks != b)
+        pairs = len(on_b) * len(others)
+        if pairs and samples:
+            if pairs <= samples:
+                chosen = np.arange(pairs)
+            else:
+                chosen = np.sort(rng.choice(pairs, size=samples, replace=False))
+            for k in chosen.tolist():
+                p, q = on_b[k // len(others)], int(others[k % len(others)])
+                r = int(state.ranks[q])
+                if state.layout[p].table == state.layout[q].table:
+                    continue
+                if state.can_move(p, r, leaving=q) and state.can_move(q, b, leaving=p):
+                    cands.append(([(p, r), (q, b)], _with(on_b, add=q, remove=p), r,
+                                  _with(state.devices[r], add=p, remove=q)))
+        if not cands:
+            return steps, False
+        devices = [state.shards(c[1]) for c in cands] + [state.shards(c[3]) for c in cands]
+        totals = price_devices(state.task, state.model, devices).reshape(2, len(cands))
+        grid = np.tile(state.totals, (len(cands), 1))
+        grid[:, b] = totals[0]
+        grid[np.arange(len(cands)), [c[2] for c in cands]] = totals[1]
+        maxes, squares = grid.max(axis=1), (grid**2).sum(axis=1)
+        best = int(np.lexsort((squares, maxes))[0])
+        cur_max, cur_sq = state.objective()
+        better = maxes[best] < cur_max * (1 - IMPROVEMENT_RTOL) or (
+            maxes[best] <= cur_max and squares[best] < cur_sq * (1 - IMPROVEMENT_RTOL))
+        if not better:
+            return steps, False
+        state.apply(cands[best][0])
+        steps += 1
+        last = time.perf_counter() - began
+
+
+def _kick(state: _State, rng: np.random.Generator, size: int) -> None:
+    """Move ``size`` random shards to random devices with room (fewer if nothing can move)."""
+    moves = 0
+    for _ in range(size * 10):
+        if moves == size:
+            break
+        p = int(rng.integers(len(state.layout)))
+        room = [r for r in range(state.task.num_devices) if r != state.ranks[p] and state.can_move(p, r)]
+        if room:
+            state.apply([(p, int(rng.choice(room)))])
+            moves += 1
+
+
+class LocalSearchPlanner:
+    """Move/swap descent with kicks from the best of several planners, judged by one cost model."""
+
+    name = "search"
+
+    def __init__(self, cost_model: CostModel | None = None, config: LocalSearchConfig | None = None,
+                 neuroshard: NeuroShardConfig | None = None, seed: int = 0, time_limit_s: float = 10.0) -> None:
+        self.cost_model = resolve_cost_model(cost_model)
+        self.config = config or LocalSearchConfig()
+        self.neuroshard = neuroshard or NeuroShardConfig()
+        self.seed = seed
+        self.time_limit_s = time_limit_s
+        self.last_result: LocalSearchResult | None = None
+
+    def _start(self, task: Task, deadline: float) -> tuple[str, Layout, np.ndarray, float]:
+        plans: list[tuple[str, Plan]] = []
+        for name in self.config.starts:
+            try:
+                if name == "neuroshard":  # gets what is left of the budget, level by level
+                    layout, ranks, _ = NeuroShardPlanner(self.cost_model, self.neuroshard).search(task, deadline)
+                    plans.append((name, to_plan(task, layout, ranks, name)))
+                else:
+                    planner = make_planner(name, PlannerOptions(seed=self.seed, cost_model=self.cost_model))
+                    plans.append((name, planner.plan(task)))
+            except InfeasibleError as e:
+                log.info("search: start %s is infeasible (%s)", name, e)
+        if not plans:
+            raise InfeasibleError(f"search: none of the start planners {list(self.config.starts)} found a plan "
+                                  "within the devices' memory; give more memory or more devices")
+        flat = [from_plan(task, p) for _, p in plans]
+        scores = plan_costs(task, self.cost_model, flat)
+        i = int(np.argmin(scores))
+        return plans[i][0], flat[i][0], flat[i][1], float(scores[i])
+
+    def plan(self, task: Task) -> Plan:
+        deadline = time.perf_counter() + self.time_limit_s
+        rng = np.random.default_rng(self.seed)
+        start_name, layout, start_ranks, start_ms = self._start(task, deadline)
+        state = _State(task, self.cost_model, layout, start_ranks)
+        steps, timed_out = _descend(state, rng, self.config.swap_samples, deadline)
+        best_ranks, best_obj = state.ranks.copy(), state.objective()
+        kicks = 0
+        while not timed_out and kicks < self.config.kicks:
+            kicks += 1
+            _kick(state, rng, self.config.kick_size)
+            more, timed_out = _descend(state, rng, self.config.swap_samples, deadline)
+            steps += more
+            if state.objective() < best_obj:
+                best_ranks, best_obj = state.ranks.copy(), state.objective()
+            else:
+                state.set_ranks(best_ranks)
+        final_ms = float(plan_costs(task, self.cost_model, [(layout, best_ranks)])[0])
+        if final_ms > start_ms:  # cannot happen by construction; guards the promise against model quirks
+            best_ranks, final_ms = start_ranks, start_ms
+        self.last_result = LocalSearchResult(start_name, start_ms, final_ms, steps, kicks, timed_out)
+        log.info("search: from %s at %.3f ms to %.3f ms in %d steps, %d kicks%s", start_name, start_ms, final_ms,
+                 steps, kicks, " (stopped by the time limit)" if timed_out else "")
+        return to_plan(task, layout, best_ranks, self.name)
+
+
+def local_search_planner(options: PlannerOptions) -> LocalSearchPlanner:
+    config = config_from_extra(LocalSearchConfig, options.extra, shared_with=(NeuroShardConfig,))
+    neuroshard = config_from_extra(NeuroShardConfig, options.extra, shared_with=(LocalSearchConfig,))
+    return LocalSearchPlanner(options.cost_model, config, neuroshard, options.seed,  # type: ignore[arg-type]
+                              options.time_limit_s)

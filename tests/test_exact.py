@@ -1,0 +1,107 @@
+"""The exact (CP-SAT) planner: optimal on its own additive objective, valid or clearly infeasible, and the lower
+bound it reports (and ``lower_bound``) never exceeds the cost of any plan."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from autoshard.costs.analytical import AnalyticalCostModel
+from autoshard.costs.base import plan_cost
+from autoshard.errors import InfeasibleError
+from autoshard.plan import validate
+from autoshard.planners.base import PlannerOptions, make_planner, run_planner
+from autoshard.planners.column_split import from_plan
+from autoshard.planners.exact import ExactPlanner, linear_costs, lower_bound
+from autoshard.tables import Table
+from autoshard.tasks import Task
+from conftest import make_tables
+
+HEURISTICS = ["random", "round_robin", "dim_greedy", "lookup_greedy", "size_greedy", "size_lookup_greedy"]
+MODEL = AnalyticalCostModel()
+
+
+@st.composite
+def small_tasks(draw) -> Task:
+    """Small enough for CP-SAT to prove optimality in well under a second."""
+    n, d = draw(st.integers(1, 9)), draw(st.integers(1, 3))
+    tables = tuple(Table(f"t{i}", dim=draw(st.sampled_from([4, 8, 16, 32, 64])), rows=draw(st.integers(1, 10**6)),
+                         pooling_factor=draw(st.floats(0.0, 100.0))) for i in range(n))
+    total = sum(t.rows * t.dim * 4 for t in tables)
+    biggest = max(t.rows * t.dim * 4 for t in tables)
+    caps = tuple(max(biggest, int(total * draw(st.floats(0.3, 2.0)) / d)) for _ in range(d))
+    return Task(tables=tables, device_memory=caps)
+
+
+def _ranks(task, plan) -> np.ndarray:
+    return from_plan(task, plan)[1]
+
+
+@settings(max_examples=40, deadline=None)
+@given(task=small_tasks(), seed=st.integers(0, 3))
+def test_ilp_optimum_never_worse_than_any_heuristic_on_its_objective(task, seed):
+    planner = ExactPlanner(MODEL, time_limit_s=20, seed=seed)
+    try:
+        plan = run_planner(planner, task)
+    except InfeasibleError as e:
+        assert "\n" not in str(e) and "proved" in str(e)
+        for name in HEURISTICS:  # then no heuristic can have a plan either
+            with pytest.raises(InfeasibleError):
+                run_planner(make_planner(name, PlannerOptions(seed=seed)), task)
+        return
+    result = planner.last_result
+    assert result.status == "optimal"
+    costs = linear_costs(task, MODEL)
+    assert costs.objective(_ranks(task, plan), task.num_devices) == pytest.approx(result.objective_ms, rel=1e-12)
+    assert result.lower_bound_ms <= result.objective_ms and result.gap < 1e-4
+    for name in HEURISTICS:
+        try:
+            other = run_planner(make_planner(name, PlannerOptions(seed=seed)), task)
+        except InfeasibleError:
+            continue
+        assert result.objective_ms <= costs.objective(_ranks(task, other), task.num_devices) * (1 + 1e-9)
+
+
+def test_linearisation_is_exact_for_the_roofline_model():
+    task = Task(tables=tuple(make_tables(25, seed=6, dims=(8, 16, 64))), device_memory=(10**10,) * 4)
+    costs = linear_costs(task, MODEL)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        plan = run_planner(make_planner("random", PlannerOptions(seed=int(rng.integers(100)))), task)
+        ranks = _ranks(task, plan)
+        assert costs.objective(ranks, 4) == pytest.approx(plan_cost(MODEL, task, plan).plan_ms, rel=1e-9)
+
+
+def test_infeasible_is_one_clear_line():
+    tables = tuple(Table(f"t{i}", 64, 10_000, 1.0) for i in range(3))
+    cap = int(Task(tables=tables, device_memory=(1,)).table_memory(tables[0]) * 1.5)
+    with pytest.raises(InfeasibleError, match="ilp: CP-SAT proved that no table-wise placement"):
+        run_planner(make_planner("ilp"), Task(tables=tables, device_memory=(cap, cap)))
+
+
+def test_lower_bound_below_every_planner():
+    task = Task(tables=tuple(make_tables(16, seed=8, dims=(16, 32, 64, 128))), device_memory=(10**10,) * 4)
+    bound = lower_bound(task, MODEL)
+    table_wise_bound = lower_bound(task, MODEL, column_wise=False, time_limit_s=2)
+    assert bound > 0 and table_wise_bound >= bound
+    for name in ["neuroshard", "search", "ilp", *HEURISTICS]:
+        plan = run_planner(make_planner(name, PlannerOptions(cost_model=MODEL, time_limit_s=3,
+                                                             extra={"kicks": 2} if name == "search" else {})), task)
+        cost = plan_cost(MODEL, task, plan).plan_ms
+        assert bound <= cost * (1 + 1e-9), name
+        column_wise = any(len(p.ranks) > 1 for p in plan.placements)
+        if not column_wise:
+            assert table_wise_bound <= cost * (1 + 1e-9), name
+
+
+def test_ilp_plan_validates_and_reports_gap():
+    task = Task(tables=tuple(make_tables(30, seed=9, dims=(16, 32, 64))), device_memory=(10**10,) * 4)
+    planner = make_planner("ilp", PlannerOptions(cost_model=MODEL, time_limit_s=1))
+    plan = run_planner(planner, task)
+    validate(plan, task)
+    r = planner.last_result
+    assert 0 <= r.gap < 1 and r.lower_bound_ms <= r.objective_ms
+    assert r.status in ("optimal", "feasible")
+    assert plan_cost(MODEL, task, plan).plan_ms == pytest.approx(r.objective_ms, rel=1e-9)

@@ -1,0 +1,89 @@
+"""Real plan evaluation: MeasuredCostModel, evaluate_plan and ``autoshard evaluate``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from autoshard.cli.main import main
+from autoshard.costs.base import CostModel
+from autoshard.costs.breakdown import ShardRef
+from autoshard.costs.comm import AlphaBeta
+from autoshard.errors import PlanError
+from autoshard.hardware.evaluator import MeasuredCostModel, evaluate_plan
+from autoshard.hardware.kernel import MeasureSettings
+from autoshard.plan import Plan, TablePlacement
+from autoshard.tables import LookupKind, LookupSpec, Table, TablePool
+from autoshard.tasks import Task
+
+FAST = MeasureSettings(warmup=0, repeats=2, max_cv=100.0, max_tries=1, flush_cache=False)
+FAST_ARGS = ["--repeats", "2", "--warmup", "0", "--max-cv", "100", "--max-tries", "1", "--no-flush",
+             "--batch-size", "64"]
+COMM = AlphaBeta(alpha_ms=0.5, bytes_per_ms=1.0e5, source="test")
+
+
+def _tables() -> list[Table]:
+    return [Table(f"t{i}", 16, 1000 * (i + 1), 3.0, lookups=LookupSpec(LookupKind.POWER_LAW, seed=i))
+            for i in range(3)]
+
+
+def _plan(devices: int = 3) -> Plan:
+    return Plan((TablePlacement.table_wise("t0", 0, 16), TablePlacement.column_wise("t1", [0, 1], [8, 8]),
+                 TablePlacement.table_wise("t2", 1, 16)), devices, "hand", "small")
+
+
+def test_measured_model_is_a_cost_model_and_empty_devices_cost_nothing() -> None:
+    task = Task(tuple(_tables()), (10**9,) * 3, batch_size=64)
+    model = MeasuredCostModel(FAST, COMM)
+    assert isinstance(model, CostModel) and model.name == "measured"
+    costs = model.device_costs(task, [[ShardRef(0, 16)], [], [ShardRef(1, 8), ShardRef(2, 16)]])
+    assert costs.shape == (3, 3)
+    assert np.all(costs[[0, 2], :2] > 0) and np.all(costs[1] == 0)
+    assert costs[2, 2] == pytest.approx(COMM.device_comm_ms(24, 64, 3, 4))
+    again = model.device_costs(task, [[ShardRef(2, 16), ShardRef(1, 8)]])  # same contents: measured once
+    assert again[0] == pytest.approx(costs[2])
+
+
+def test_evaluate_plan_measures_every_device() -> None:
+    task = Task(tuple(_tables()), (10**9,) * 3, batch_size=64)
+    cost = evaluate_plan(task, _plan(), FAST, COMM)
+    assert cost.source == "measured" and len(cost.devices) == 3
+    assert cost.devices[2].total_ms == 0.0
+    assert cost.plan_ms == max(d.total_ms for d in cost.devices) > 0
+
+
+def test_evaluate_validates_the_plan_first() -> None:
+    task = Task(tuple(_tables()), (10**9,) * 2, batch_size=64)
+    with pytest.raises(PlanError, match="3 devices"):
+        evaluate_plan(task, _plan(3), FAST, COMM)
+
+
+def test_evaluate_cli_prints_and_writes_json(tmp_path: Path, capsys) -> None:
+    TablePool.from_tables(_tables()).save(str(tmp_path / "tables.json"))
+    _plan(2).save(str(tmp_path / "plan.json"))
+    COMM.save(str(tmp_path / "comm_model.json"))
+    out = tmp_path / "eval.json"
+    assert main(["evaluate", "--plan", str(tmp_path / "plan.json"), "--tables", str(tmp_path / "tables.json"),
+                 "--comm-model", str(tmp_path / "comm_model.json"), "--json", str(out), *FAST_ARGS]) == 0
+    text = capsys.readouterr().out
+    assert "plan cost (measured)" in text and "fwd ms" in text
+    d = json.loads(out.read_text())
+    assert d["kind"] == "autoshard.evaluation" and d["batch_size"] == 64 and d["comm_model"]["source"] == "test"
+    devs = d["cost"]["devices"]
+    assert len(devs) == 2 and all(x["fwd_ms"] > 0 and x["bwd_ms"] > 0 and x["comm_ms"] > 0 for x in devs)
+    assert d["cost"]["plan_ms"] == pytest.approx(max(x["total_ms"] for x in devs))
+    assert d["settings"]["repeats"] == 2 and d["host"]["hostname"]
+
+
+def test_evaluate_cli_bad_plan_exits_2_with_one_line(tmp_path: Path, capsys) -> None:
+    TablePool.from_tables(_tables()).save(str(tmp_path / "tables.json"))
+    Plan((TablePlacement.table_wise("t0", 0, 16),), 2, "hand").save(str(tmp_path / "plan.json"))
+    assert main(["evaluate", "--plan", str(tmp_path / "plan.json"), "--tables", str(tmp_path / "tables.json"),
+                 *FAST_ARGS]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "does not place" in err and "\n" not in err
+    assert main(["evaluate", "--plan", str(tmp_path / "missing.json"), "--tables",
+                 str(tmp_path / "tables.json")]) == 2

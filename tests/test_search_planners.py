@@ -1,0 +1,155 @@
+"""NeuroShard and local search: valid plans or a clear infeasible error, never worse than the start by their
+own cost model, deterministic per seed, settings from PlannerOptions.extra, and the CLI."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from autoshard.cli.main import main
+from autoshard.costs.analytical import AnalyticalCostModel
+from autoshard.costs.base import plan_cost
+from autoshard.errors import AutoshardError, InfeasibleError
+from autoshard.plan import Plan, validate
+from autoshard.planners.base import PlannerOptions, available_planners, make_planner, run_planner
+from autoshard.planners.local_search import LocalSearchPlanner
+from autoshard.planners.neuroshard import NeuroShardConfig, NeuroShardPlanner
+from autoshard.tables import Table, TablePool
+from autoshard.tasks import Task
+from conftest import make_tables
+
+FAST = {"max_depth": 3, "cap_steps": 4, "kicks": 3}
+"""Small search settings so property tests stay quick."""
+
+MODEL = AnalyticalCostModel()
+
+
+@st.composite
+def tasks(draw) -> Task:
+    n, d = draw(st.integers(1, 14)), draw(st.integers(1, 5))
+    tables = tuple(Table(f"t{i}", dim=draw(st.sampled_from([4, 8, 16, 32, 64, 128])),
+                         rows=draw(st.integers(1, 10**6)), pooling_factor=draw(st.floats(0.0, 80.0)))
+                   for i in range(n))
+    total = sum(t.rows * t.dim * 4 for t in tables)
+    biggest = max(t.rows * t.dim * 4 for t in tables)
+    slack = draw(st.floats(0.3, 3.0))
+    caps = tuple(max(biggest, int(total * slack / d * draw(st.floats(0.5, 1.5)))) for _ in range(d))
+    return Task(tables=tables, device_memory=caps)
+
+
+@pytest.mark.parametrize("algo", ["neuroshard", "search"])
+@settings(max_examples=25, deadline=None)
+@given(task=tasks(), seed=st.integers(0, 3))
+def test_plan_validates_or_raises_clear_infeasible(algo, task, seed):
+    planner = make_planner(algo, PlannerOptions(seed=seed, cost_model=MODEL, time_limit_s=30,
+                                                extra=FAST if algo == "search" else {"max_depth": 3, "cap_steps": 4}))
+    try:
+        plan = run_planner(planner, task)
+    except InfeasibleError as e:
+        msg = str(e)
+        assert "\n" not in msg and "give more memory" in msg
+        return
+    validate(plan, task)
+    assert plan.algorithm == algo
+    assert all(u <= c for u, c in zip(plan.memory_used(task), task.device_memory))
+
+
+@settings(max_examples=20, deadline=None)
+@given(task=tasks(), seed=st.integers(0, 3))
+def test_search_never_worse_than_its_start_or_any_start_planner(task, seed):
+    planner = make_planner("search", PlannerOptions(seed=seed, cost_model=MODEL, time_limit_s=30, extra=FAST))
+    try:
+        plan = run_planner(planner, task)
+    except InfeasibleError:
+        return
+    result = planner.last_result
+    final = plan_cost(MODEL, task, plan).plan_ms
+    assert final == pytest.approx(result.final_ms, rel=1e-12)
+    assert result.final_ms <= result.start_ms
+    for name in planner.config.starts:
+        try:
+            other = run_planner(make_planner(name, PlannerOptions(seed=seed, cost_model=MODEL, extra={
+                k: v for k, v in FAST.items() if k != "kicks"} if name == "neuroshard" else {})), task)
+        except InfeasibleError:
+            continue
+        assert final <= plan_cost(MODEL, task, other).plan_ms * (1 + 1e-12)
+
+
+def test_search_improves_on_a_greedy_start():
+    task = Task(tables=tuple(make_tables(24, seed=3, dims=(16, 32, 64))), device_memory=(10**10,) * 4)
+    planner = LocalSearchPlanner(MODEL, seed=0, time_limit_s=30)
+    plan = planner.plan(task)
+    r = planner.last_result
+    assert r.final_ms < r.start_ms and r.steps > 0 and not r.timed_out
+    validate(plan, task)
+
+
+@pytest.mark.parametrize("algo", ["neuroshard", "search"])
+def test_deterministic_per_seed(algo):
+    task = Task(tables=tuple(make_tables(30, seed=5, dims=(16, 32, 64, 128))), device_memory=(10**10,) * 4)
+    plans = [run_planner(make_planner(algo, PlannerOptions(seed=7, cost_model=MODEL, time_limit_s=60,
+                                                           extra=FAST if algo == "search" else {})), task)
+             for _ in range(2)]
+    assert plans[0].placements == plans[1].placements
+
+
+def test_neuroshard_is_no_worse_than_its_table_wise_greedy():
+    """Beam search only keeps a column split when the model scores it better than what it has."""
+    task = Task(tables=tuple(make_tables(30, seed=1, dims=(16, 32, 64, 128))), device_memory=(10**10,) * 4)
+    flat = NeuroShardPlanner(MODEL, NeuroShardConfig(max_depth=0)).search(task)
+    deep = NeuroShardPlanner(MODEL).search(task)
+    assert deep[2] <= flat[2]
+    assert len(flat[0]) == task.num_tables
+
+
+def test_extra_settings_are_used_and_unknown_ones_refused():
+    planner = make_planner("neuroshard", PlannerOptions(extra={"beam_width": "5", "uncapped": "false"}))
+    assert planner.config.beam_width == 5 and planner.config.uncapped is False
+    search = make_planner("search", PlannerOptions(extra={"beam_width": 2, "kicks": 1, "starts": "dim_greedy"}))
+    assert search.neuroshard.beam_width == 2 and search.config.kicks == 1 and search.config.starts == ("dim_greedy",)
+    with pytest.raises(AutoshardError, match="unknown planner setting"):
+        make_planner("neuroshard", PlannerOptions(extra={"beam_widht": 5}))
+    with pytest.raises(AutoshardError, match="not a valid int"):
+        make_planner("neuroshard", PlannerOptions(extra={"beam_width": "wide"}))
+
+
+def test_listed_by_the_cli(capsys):
+    assert main(["plan", "--list-algos"]) == 0
+    out = capsys.readouterr().out
+    for name in ["neuroshard", "search", "ilp"]:
+        assert name in out and name in available_planners()
+
+
+@pytest.mark.parametrize("algo", ["neuroshard", "search", "ilp"])
+def test_cli_plans_a_small_task(tmp_path, capsys, algo):
+    tables = make_tables(12, seed=2, dims=(8, 16, 32))
+    path = str(tmp_path / "tables.json")
+    TablePool.from_tables(tables).save(path)
+    out = str(tmp_path / "plan.json")
+    assert main(["plan", "--tables", path, "--devices", "3", "--memory", "1GB", "--algo", algo,
+                 "--time-limit", "5", "-o", out]) == 0
+    assert "memory used / capacity" in capsys.readouterr().out
+    plan = Plan.load(out)
+    assert plan.algorithm == algo
+    validate(plan, Task(tables=tuple(tables), device_memory=(10**9,) * 3))
+
+
+def test_cli_reports_infeasible_in_one_line(tmp_path, capsys):
+    tables = [Table(f"t{i}", 64, 100_000, 5.0) for i in range(6)]
+    path = str(tmp_path / "tables.json")
+    TablePool.from_tables(tables).save(path)
+    # each device holds one whole table (25.6 MB) but not two, and 6 tables x 64 columns > 2 devices' worth
+    assert main(["plan", "--tables", path, "--devices", "2", "--memory", "30MB", "--algo", "search"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "give more memory" in err and "Traceback" not in err
+
+
+def test_search_respects_memory_of_unequal_devices():
+    tables = tuple(make_tables(16, seed=4, dims=(16, 32, 64), max_rows=10**5))
+    need = sum(Task(tables=tables, device_memory=(1,)).table_memory(t) for t in tables)
+    task = Task(tables=tables, device_memory=(int(need * 0.5), int(need * 0.3), int(need * 0.3)))
+    plan = run_planner(make_planner("search", PlannerOptions(cost_model=MODEL, time_limit_s=30, extra=FAST)), task)
+    used = np.array(plan.memory_used(task))
+    assert (used <= np.array(task.device_memory)).all()
