@@ -1,0 +1,377 @@
+"""Run a plan for real: D processes shard an EmbeddingBagCollection with TorchRec's DistributedModelParallel.
+
+Each rank (a ``torch.multiprocessing`` spawn process; gloo on 127.0.0.1 on CPU, NCCL on GPUs, on a free port
+picked at run time):
+
+1. builds the task's EmbeddingBagCollection on ``meta`` and shards it with DMP under the exported plan
+   (``fused`` kernel, optimizer fused into backward);
+2. copies identical, seeded weights into its shards (DMP initialises shards itself, so without the copy the
+   sharded and unsharded modules would differ) and checks that the sharded forward of its slice of a batch
+   equals an unsharded EmbeddingBagCollection's forward on the same weights and the whole batch, key by key;
+3. runs ``warmup`` + ``steps`` training steps (forward, backward with the fused optimizer update) and times
+   each.
+
+Batch: ``task.batch_size`` is the batch every device's embedding kernels process. Under DMP each table's
+kernel sees the global batch (every rank's local batch after the input all-to-all), so each rank feeds a local
+batch of ``ceil(batch_size / D)`` bags and the kernels see ``D * ceil(batch_size / D)``.
+
+Rows: real tables can be far too large to allocate; every table is capped at ``rows_cap`` rows (default
+``DEFAULT_ROWS_CAP``) and lookups are folded ``mod rows_cap`` by ``sample_lookups`` (hot rows keep their
+reuse). The cap and each table's rows used are recorded in the result.
+
+Weights are fp32 whatever the task's precision, and the optimizer is ``VerifySettings.optimizer`` (exact SGD
+by default, no state), so memory use in the run is not the task's; the plan's memory is checked by
+``validate``.
+
+On a CPU-only host every rank shares the same cores, so step times prove the plan runs, not how fast it is.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import queue
+import socket
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+from autoshard.errors import AutoshardError
+from autoshard.plan import Plan, validate
+from autoshard.tasks import Task
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_ROWS_CAP = 100_000
+"""Rows per table in verification: 100k x 128 fp32 = 51 MB per table, so dozens of tables fit in every rank
+(each rank also holds the unsharded reference). Larger tables are folded onto this many rows."""
+
+NUM_BATCHES = 4
+"""Distinct generated batches the steps cycle through (generated before timing, so timing is the step
+only)."""
+
+JOIN_GRACE_S = 10.0
+"""Seconds a worker gets to exit after it reported, before it is terminated."""
+
+
+class Optimizer(str, Enum):
+    """FBGEMM fused optimizers the verify steps use (names of ``EmbOptimType``)."""
+
+    EXACT_SGD = "exact_sgd"
+    EXACT_ROWWISE_ADAGRAD = "exact_rowwise_adagrad"
+    EXACT_ADAGRAD = "exact_adagrad"
+
+
+@dataclass(frozen=True)
+class VerifySettings:
+    """How a plan is verified."""
+
+    steps: int = 10
+    """Timed training steps per rank."""
+    warmup: int = 3
+    """Untimed steps before timing (first calls allocate and warm caches)."""
+    timeout_s: float = 600.0
+    """Wall-time limit for the whole run; processes are terminated after it."""
+    rows_cap: int | None = DEFAULT_ROWS_CAP
+    """Rows per table in the sharded module (None: the tables' real rows)."""
+    device: str = "cpu"
+    """'cpu' (gloo) or 'cuda' (NCCL, one GPU per rank)."""
+    optimizer: Optimizer = Optimizer.EXACT_SGD
+    """Fused optimizer of the training steps."""
+    learning_rate: float = 0.01
+    threads: int = 1
+    """torch threads per rank (1: FBGEMM's CPU backward is pathological with 2; see shared/README.md)."""
+    seed: int = 0
+    """Seed of the weights and of the generated batches."""
+    atol: float = 1e-4
+    """Absolute tolerance of the sharded vs unsharded forward comparison (fp32 sums in a different order)."""
+    rtol: float = 1e-5
+
+
+@dataclass(frozen=True)
+class RankResult:
+    """What one rank measured."""
+
+    rank: int
+    step_ms: tuple[float, ...]
+    max_abs_diff: float
+    """Largest |sharded - unsharded| over the rank's output keys (before training)."""
+    keys_checked: int
+    shards: int
+    """Shards (table or column blocks) this rank holds."""
+
+    @property
+    def mean_ms(self) -> float:
+        return sum(self.step_ms) / len(self.step_ms)
+
+    @property
+    def median_ms(self) -> float:
+        s = sorted(self.step_ms)
+        n = len(s)
+        return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    """The outcome of one verify run."""
+
+    plan_algorithm: str
+    task_name: str
+    num_devices: int
+    local_batch: int
+    global_batch: int
+    rows_used: dict[str, int]
+    ranks: tuple[RankResult, ...]
+    settings: VerifySettings
+    matches: bool
+    """True when every rank holds the shards the plan gives it and its sharded forward equals the unsharded
+    forward within tolerance."""
+    host: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def max_step_ms(self) -> float:
+        """The slowest rank's median step time (the plan's step time)."""
+        return max(r.median_ms for r in self.ranks)
+
+    @property
+    def max_abs_diff(self) -> float:
+        return max(r.max_abs_diff for r in self.ranks)
+
+    def to_json(self) -> dict[str, Any]:
+        s = asdict(self.settings)
+        s["optimizer"] = self.settings.optimizer.value
+        return {
+            "kind": "autoshard.verify",
+            "version": 1,
+            "plan_algorithm": self.plan_algorithm,
+            "task": self.task_name,
+            "devices": self.num_devices,
+            "local_batch": self.local_batch,
+            "global_batch": self.global_batch,
+            "rows_cap": self.settings.rows_cap,
+            "rows_used": self.rows_used,
+            "matches": self.matches,
+            "max_abs_diff": self.max_abs_diff,
+            "max_step_ms": self.max_step_ms,
+            "ranks": [{"rank": r.rank, "median_ms": r.median_ms, "mean_ms": r.mean_ms,
+                       "step_ms": list(r.step_ms),
+                       "max_abs_diff": r.max_abs_diff, "keys_checked": r.keys_checked, "shards": r.shards}
+                      for r in self.ranks],
+            "settings": s,
+            "host": self.host,
+        }
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free now (the OS picks it; never a fixed 29500)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _reference_weights(task: Task, rows: dict[str, int], seed: int) -> dict[str, Any]:
+    """Identical weights in every rank: table i uniform in [-0.1, 0.1) from generator (seed, i)."""
+    import torch
+
+    out = {}
+    for i, t in enumerate(task.tables):
+        g = torch.Generator().manual_seed(seed * 1_000_003 + i)
+        out[t.name] = (torch.rand(rows[t.name], t.dim, generator=g) - 0.5) * 0.2
+    return out
+
+
+def _planned_shards(plan: Plan, rank: int) -> set[tuple[str, int, int]]:
+    """(table, first column, columns) of every shard the plan puts on ``rank``."""
+    out = set()
+    for p in plan.placements:
+        start = 0
+        for r, cols in zip(p.ranks, p.shard_dims):
+            if r == rank:
+                out.add((p.table, start, cols))
+            start += cols
+    return out
+
+
+def _worker(rank: int, world: int, port: int, task_json: dict, plan_json: dict, settings: VerifySettings,
+            results: Any) -> None:
+    """One rank; reports ("ok", rank, dict) or ("error", rank, message) on ``results``."""
+    try:
+        results.put(("ok", rank, _run_rank(rank, world, port, task_json, plan_json, settings)))
+    except BaseException as e:  # noqa: BLE001 - the parent must hear of every failure
+        msg = f"{type(e).__name__}: {e}".strip().splitlines()
+        results.put(("error", rank, (msg[0] if msg else type(e).__name__), traceback.format_exc()))
+
+
+def _run_rank(rank: int, world: int, port: int, task_json: dict, plan_json: dict,
+              settings: VerifySettings) -> dict[str, Any]:
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+    from fbgemm_gpu.split_embedding_configs import EmbOptimType
+    from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
+    from torchrec.distributed.model_parallel import DistributedModelParallel
+    from torchrec.distributed.types import ShardingEnv
+
+    from autoshard.torchrec.export import table_rows, to_sharding_plan
+    from autoshard.torchrec.modules import build_ebc, make_kjt, sample_batch
+
+    torch.set_num_threads(settings.threads)
+    # torchrec's sharded modules call torch.fx's deprecated is_fx_tracing: one warning per rank, not ours.
+    logging.getLogger("torch.fx._symbolic_trace").setLevel(logging.ERROR)
+    task, plan = Task.from_json(task_json), Plan.from_json(plan_json)
+    cuda = settings.device == "cuda"
+    if cuda:
+        torch.cuda.set_device(rank)
+    device = torch.device("cuda", rank) if cuda else torch.device("cpu")
+    dist.init_process_group("nccl" if cuda else "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=world, timeout=timedelta(seconds=settings.timeout_s))
+    try:
+        rows = table_rows(task, settings.rows_cap)
+        sharder = EmbeddingBagCollectionSharder(fused_params={
+            "optimizer": EmbOptimType(settings.optimizer.value), "learning_rate": settings.learning_rate})
+        sharding_plan = to_sharding_plan(plan, task, device_type=settings.device, local_size=world,
+                                         rows_cap=settings.rows_cap)
+        model = DistributedModelParallel(build_ebc(task, settings.rows_cap, "meta"),
+                                         env=ShardingEnv.from_process_group(dist.group.WORLD), device=device,
+                                         plan=sharding_plan, sharders=[sharder])
+        weights = _reference_weights(task, rows, settings.seed)
+        held: set[tuple[str, int, int]] = set()
+        with torch.no_grad():
+            for key, value in model.state_dict().items():
+                name = key.split(".")[-2]  # embedding_bags.<table>.weight
+                if name not in weights or not hasattr(value, "local_shards"):
+                    continue
+                for shard in value.local_shards():
+                    r0, c0 = shard.metadata.shard_offsets
+                    nr, nc = shard.metadata.shard_sizes
+                    shard.tensor.copy_(weights[name][r0:r0 + nr, c0:c0 + nc].to(device))
+                    held.add((name, int(c0), int(nc)))
+        reference = build_ebc(task, settings.rows_cap, "cpu")
+        with torch.no_grad():
+            for name, bag in reference.embedding_bags.items():
+                bag.weight.copy_(weights[name])
+
+        global_batch_size = world * math.ceil(task.batch_size / world)
+        local = global_batch_size // world
+        lo, hi = rank * local, (rank + 1) * local
+        batches = [sample_batch(task, global_batch_size, settings.seed + i, settings.rows_cap)
+                   for i in range(NUM_BATCHES)]
+        inputs = [make_kjt(task, b, lo, hi).to(device) for b in batches]
+
+        with torch.no_grad():
+            sharded = model(inputs[0]).to_dict()
+            expected = reference(make_kjt(task, batches[0])).to_dict()
+        max_diff, ok = 0.0, True
+        for key, want in expected.items():
+            got = sharded[key].detach().cpu()
+            part = want[lo:hi]
+            max_diff = max(max_diff, float((got - part).abs().max()) if got.numel() else 0.0)
+            ok = ok and bool(torch.allclose(got, part, atol=settings.atol, rtol=settings.rtol))
+        del reference
+
+        times = []
+        dist.barrier()
+        for step in range(settings.warmup + settings.steps):
+            t0 = time.perf_counter()
+            out = model(inputs[step % NUM_BATCHES])
+            loss = out.values().float().square().mean()
+            loss.backward()  # the fused optimizer updates the shards inside backward
+            if cuda:
+                torch.cuda.synchronize()
+            elapsed = (time.perf_counter() - t0) * 1000.0
+            if step >= settings.warmup:
+                times.append(elapsed)
+        dist.barrier()
+        # The shards DMP built on this rank must be the column blocks the plan puts here.
+        ok = ok and held == _planned_shards(plan, rank)
+        return {"step_ms": times, "max_abs_diff": max_diff, "matches": ok, "keys_checked": len(expected),
+                "shards": len(held), "rows": rows}
+    finally:
+        dist.destroy_process_group()
+
+
+def _stop(procs: list) -> None:
+    """Join every worker; terminate, then kill, the ones that don't exit."""
+    started = [p for p in procs if p.pid is not None]
+    deadline = time.monotonic() + JOIN_GRACE_S
+    for p in started:
+        p.join(max(0.0, deadline - time.monotonic()))
+    for p in started:
+        if p.is_alive():
+            p.terminate()
+            p.join(5.0)
+        if p.is_alive():
+            p.kill()
+            p.join(5.0)
+
+
+def verify_plan(plan: Plan, task: Task, settings: VerifySettings | None = None) -> VerifyResult:
+    """Run ``plan`` on ``task.num_devices`` processes under DMP; see the module docstring."""
+    import platform
+
+    import torch
+    import torch.multiprocessing as mp
+
+    s = settings or VerifySettings()
+    validate(plan, task)
+    if s.steps <= 0 or s.warmup < 0:
+        raise AutoshardError(f"steps={s.steps} warmup={s.warmup}; need steps >= 1 and warmup >= 0")
+    if s.rows_cap is not None and s.rows_cap <= 0:
+        raise AutoshardError(f"rows cap {s.rows_cap} must be positive")
+    if s.device == "cuda":
+        if not torch.cuda.is_available() or torch.cuda.device_count() < task.num_devices:
+            have = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            raise AutoshardError(f"--device cuda needs {task.num_devices} GPUs, this host has {have}; "
+                                 "use cpu")
+    elif s.device != "cpu":
+        raise AutoshardError(f"device {s.device!r} unknown; use cpu or cuda")
+    for t in task.tables:
+        if t.lookups is None:
+            raise AutoshardError(f"table {t.name} has no lookup distribution, so no batches can be "
+                                 "generated; give it one (autoshard tables) before verifying")
+
+    world = task.num_devices
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    port = free_port()
+    procs = [ctx.Process(target=_worker, args=(r, world, port, task.to_json(), plan.to_json(), s, results),
+                         daemon=True) for r in range(world)]
+    got: dict[int, dict[str, Any]] = {}
+    try:
+        for p in procs:
+            p.start()
+        deadline = time.monotonic() + s.timeout_s
+        while len(got) < world:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AutoshardError(f"verify did not finish in {s.timeout_s:.0f} s; raise --timeout or "
+                                     "use fewer steps / a lower --rows-cap")
+            try:
+                msg = results.get(timeout=min(1.0, remaining))
+            except queue.Empty:
+                dead = [i for i, p in enumerate(procs) if p.exitcode not in (None, 0) and i not in got]
+                if dead:
+                    raise AutoshardError(f"rank {dead[0]} exited with code {procs[dead[0]].exitcode} before "
+                                         "reporting; rerun with -v") from None
+                continue
+            if msg[0] == "error":
+                logger.info("rank %d failed:\n%s", msg[1], msg[3])
+                raise AutoshardError(f"verify failed on rank {msg[1]}: {msg[2]}")
+            got[msg[1]] = msg[2]
+    finally:
+        _stop(procs)
+        results.close()
+
+    ranks = tuple(RankResult(r, tuple(got[r]["step_ms"]), got[r]["max_abs_diff"], got[r]["keys_checked"],
+                             got[r]["shards"]) for r in range(world))
+    local = math.ceil(task.batch_size / world)
+    return VerifyResult(
+        plan_algorithm=plan.algorithm, task_name=task.name, num_devices=world, local_batch=local,
+        global_batch=local * world, rows_used=got[0]["rows"], ranks=ranks, settings=s,
+        matches=all(got[r]["matches"] for r in range(world)),
+        host={"platform": platform.platform(), "torch": torch.__version__, "device": s.device,
+              "cpu_count": __import__("os").cpu_count()},
+    )
