@@ -20,6 +20,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; an artefact is meant to be shared like any written file
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

@@ -66,11 +66,16 @@ class LookupSpec:
     """Coefficient of variation of bag sizes (POWER_LAW only)."""
     trace_path: str | None = None
     trace_table: int | None = None
+    vocab: int | None = None
+    """Number of distinct rows the power law is drawn over (POWER_LAW only): the table's active vocabulary,
+    scattered over all rows; None = all rows."""
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"kind": self.kind.value, "seed": self.seed}
         if self.kind is LookupKind.POWER_LAW:
             d.update(alpha=self.alpha, pooling_cv=self.pooling_cv)
+            if self.vocab is not None:
+                d.update(vocab=self.vocab)
         else:
             d.update(trace_path=self.trace_path, trace_table=self.trace_table)
         return d
@@ -90,6 +95,7 @@ class LookupSpec:
             pooling_cv=check_finite(d.get("pooling_cv", 1.0), "lookup pooling_cv"),
             trace_path=d.get("trace_path"),
             trace_table=d.get("trace_table"),
+            vocab=int(d["vocab"]) if d.get("vocab") is not None else None,
         )
 
 
