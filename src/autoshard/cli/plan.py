@@ -22,6 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cost-model", help="cost model checkpoint for cost-driven algorithms")
     p.add_argument("--policy", help="trained policy checkpoint for --algo rl")
     p.add_argument("--time-limit", type=float, default=10.0, help="seconds for searching algorithms")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="planner-specific setting, repeatable (e.g. beam_width=4 for neuroshard, samples=8 for rl)")
     p.add_argument("-o", "--output", help="write the plan JSON here")
     p.add_argument("--list-algos", action="store_true", help="list the algorithms and exit")
     p.set_defaults(func=run)
@@ -47,6 +49,19 @@ def load_task(args: argparse.Namespace):
                 batch_size=args.batch_size or DEFAULT_BATCH_SIZE, name=args.tables)
 
 
+def parse_options(pairs: list[str]) -> dict[str, str]:
+    """``['beam_width=4']`` -> ``{'beam_width': '4'}``; each planner converts and checks its own keys."""
+    from autoshard.errors import AutoshardError
+
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise AutoshardError(f"--option {pair!r} is not KEY=VALUE; write e.g. --option beam_width=4")
+        out[key.strip()] = value.strip()
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     from autoshard.planners.base import PlannerOptions, available_planners, make_planner, run_planner
 
@@ -61,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     task = load_task(args)
     cost_model = load_cost_model(args.cost_model) if args.cost_model else None
     options = PlannerOptions(seed=args.seed, cost_model=cost_model, policy_path=args.policy,
-                             time_limit_s=args.time_limit)
+                             time_limit_s=args.time_limit, extra=parse_options(args.option))
     planner = make_planner(args.algo, options)
     plan = run_planner(planner, task)
     if cost_model is not None:

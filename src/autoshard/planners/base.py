@@ -56,6 +56,16 @@ PLANNERS: dict[str, tuple[str, str]] = {
                     "largest table size first onto the least-loaded device"),
     "size_lookup_greedy": ("autoshard.planners.heuristics:size_lookup_greedy_planner",
                            "largest dim x pooling x log10(rows) first onto the least-loaded device"),
+    "rl": ("autoshard.planners.rl.planner:rl_planner",
+           "trained RL policy (--policy), greedy or best of extra['samples'] by the cost model"),
+    "neuroshard": ("autoshard.planners.neuroshard:neuroshard_planner",
+                   "NeuroShard: beam search over column splits x capped greedy, scored by the cost model"),
+    "search": ("autoshard.planners.local_search:local_search_planner",
+               "local search (moves/swaps off the bottleneck) from the best of neuroshard and heuristics"),
+    "ilp": ("autoshard.planners.exact:ilp_planner",
+            "exact min-max table-wise placement (CP-SAT) over per-table predicted costs; reports the gap"),
+    "torchrec": ("autoshard.planners.torchrec_planner:torchrec_planner",
+                 "TorchRec's EmbeddingShardingPlanner (table/column-wise, fused) on the task's memory, read back"),
 }
 
 

@@ -1,0 +1,294 @@
+"""The estimated MDP: place a task's tables one by one onto devices, with costs predicted by a cost model.
+
+Tables are placed in a fixed order, largest predicted single-table cost first (as the greedy heuristics do,
+and as DreamShard's environment does). At every step the environment asks the cost model, in ONE call, what
+each device would cost with the current table added, and the observation gives the policy, per device: its
+current and candidate costs (fwd/bwd/comm), the rise of the plan cost it would cause, its memory left before
+and after, and a summary of the shards it holds; plus the features of the table being placed (which the
+DreamShard prototype's policy never sees). Devices without memory room are masked out. The reward is minus
+the predicted plan cost (max over devices) at the end; ``step_rewards`` gives the shaped per-step version
+(minus the rise of the running max), which telescopes to it.
+
+``num_envs`` episodes of the same task run side by side (samples for a baseline, or best-of-k decoding): each
+step costs one batched cost-model query over num_envs x D candidate devices.
+
+Costs are divided by the task's scale ``S`` = (sum of single-table costs) / D, the cost of one device under a
+perfect split of an additive cost, so that one policy sees comparable numbers for any T, D and batch size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from autoshard.costs.analytical import AnalyticalCostModel
+from autoshard.costs.base import CostModel
+from autoshard.costs.breakdown import ShardRef
+from autoshard.errors import AutoshardError, InfeasibleError
+from autoshard.io import format_bytes
+from autoshard.plan import Plan
+from autoshard.tables.table import NUM_FEATURES, FeatureNormalizer
+from autoshard.tasks import Task
+
+DEVICE_FEATURES = 4 + 4 + 2 + 2 + 1 + NUM_FEATURES + 2 + 2
+"""Per-device observation: current cost (fwd, bwd, comm, total), candidate cost with the table added (same
+four), plan-max rise and slack, memory left before/after (fractions of capacity), shard count, mean features
+of its shards, progress and remaining work (the same for every device), and two comparisons in units of the
+table's own cost (candidate cost above the cheapest allowed candidate; plan cost minus candidate cost), which
+keep their scale when T changes (the costs / S shrink with T as S grows)."""
+
+RELATIVE_CLIP = 10.0
+"""Comparisons in units of the table's cost are clipped to +-10: beyond that a device is simply far off."""
+
+TABLE_FEATURES = NUM_FEATURES + 2
+"""Table observation: its normalised features, its single-table cost / S, its memory / mean device capacity."""
+
+
+@dataclass(frozen=True)
+class TaskContext:
+    """What the MDP needs from a task that does not change during an episode (computed once per task)."""
+
+    task: Task
+    order: np.ndarray
+    """Table indices in placement order (largest predicted single-table cost first, ties by index)."""
+    single_costs: np.ndarray
+    """(T, 3) predicted fwd/bwd/comm of each table alone on a device."""
+    scale: float
+    """S = sum of single-table total costs / D (ms); every cost in an observation is divided by it."""
+    table_features: np.ndarray
+    """(T, NUM_FEATURES) normalised features, by table index."""
+    memory: np.ndarray
+    """(T,) bytes each table needs on a device."""
+    capacity: np.ndarray
+    """(D,) device memory in bytes."""
+    remaining: np.ndarray
+    """(T,) sum of the single-table total costs of the tables from step t on (ms)."""
+
+    @staticmethod
+    def build(task: Task, cost_model: CostModel, normalizer: FeatureNormalizer) -> TaskContext:
+        single = np.asarray(cost_model.device_costs(task, [[ShardRef(i, t.dim)] for i, t in
+                                                           enumerate(task.tables)]), dtype=np.float64)
+        if single.shape != (task.num_tables, 3) or not np.all(np.isfinite(single)):
+            raise AutoshardError(f"cost model {cost_model.name} returned bad single-table costs for task "
+                                 f"{task.name} (shape {single.shape}); check the cost model")
+        total = single.sum(axis=1)
+        order = np.lexsort((np.arange(task.num_tables), -total))
+        scale = max(float(total.sum()) / task.num_devices, 1e-9)
+        feats = np.stack([normalizer.features(t) for t in task.tables])
+        memory = np.array([task.table_memory(t) for t in task.tables], dtype=np.int64)
+        remaining = np.cumsum(total[order][::-1])[::-1].copy()
+        return TaskContext(task, order, single, scale, feats, memory,
+                           np.array(task.device_memory, dtype=np.int64), remaining)
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the policy sees at one step, for every parallel episode."""
+
+    devices: np.ndarray
+    """(B, D, DEVICE_FEATURES) float32."""
+    table: np.ndarray
+    """(B, TABLE_FEATURES) float32 (the same table in every episode)."""
+    mask: np.ndarray
+    """(B, D) bool: the devices the table may go to."""
+    forced: np.ndarray
+    """(B,) bool: the episode has already failed (no device had room) and the only unmasked device is a
+    forced overflow placement, to be ignored by the loss."""
+
+
+class _GenericOracle:
+    """Candidate costs through ``CostModel.device_costs``: exact for any model (fused, non-additive)."""
+
+    def __init__(self, model: CostModel, task: Task, num_envs: int) -> None:
+        self.model, self.task = model, task
+        self.contents: list[list[list[ShardRef]]] = [[[] for _ in range(task.num_devices)] for _ in range(num_envs)]
+
+    def candidates(self, table: int) -> np.ndarray:
+        shard = ShardRef(table, self.task.tables[table].dim)
+        flat = [dev + [shard] for env in self.contents for dev in env]
+        out = np.asarray(self.model.device_costs(self.task, flat), dtype=np.float64)
+        return out.reshape(len(self.contents), self.task.num_devices, 3)
+
+    def place(self, env: int, device: int, table: int) -> None:
+        self.contents[env][device].append(ShardRef(table, self.task.tables[table].dim))
+
+
+class _AnalyticalOracle:
+    """The roofline model's candidate costs, vectorised over episodes and devices (it is additive in lookup
+    bytes and dim sum, so a device is summarised by two running sums). Must equal ``device_costs`` exactly;
+    tests hold it to the generic path."""
+
+    def __init__(self, model: AnalyticalCostModel, task: Task, num_envs: int) -> None:
+        self.model, self.task = model, task
+        self.nbytes = np.zeros((num_envs, task.num_devices))
+        self.dims = np.zeros((num_envs, task.num_devices))
+        self.table_bytes = np.array([model.shard_bytes(task, ShardRef(i, t.dim)) for i, t in enumerate(task.tables)])
+
+    def candidates(self, table: int) -> np.ndarray:
+        m, task = self.model, self.task
+        nbytes = self.nbytes + self.table_bytes[table]
+        dims = self.dims + task.tables[table].dim
+        out = np.empty(nbytes.shape + (3,))
+        out[..., 0] = m.fwd_launch_ms + nbytes / m.fwd_bytes_per_ms
+        out[..., 1] = m.bwd_launch_ms + nbytes / m.bwd_bytes_per_ms
+        if task.num_devices <= 1:
+            out[..., 2] = 0.0
+        else:
+            sent = task.batch_size / task.num_devices * (task.num_devices - 1) * dims * task.precision.bytes
+            out[..., 2] = 2.0 * (m.comm.alpha_ms + sent / m.comm.bytes_per_ms)
+        return out
+
+    def place(self, env: int, device: int, table: int) -> None:
+        self.nbytes[env, device] += self.table_bytes[table]
+        self.dims[env, device] += self.task.tables[table].dim
+
+
+class _AdditiveStateOracle:
+    """For models with the incremental planner API of ``LearnedCostModel`` (a device's state is the sum of its
+    tables' vectors: ``encode_task(task)`` (T, A), ``costs_from_acc(task, acc)`` (..., A) -> (..., 3) ms):
+    one batched network call per step over every episode and device."""
+
+    def __init__(self, model: Any, task: Task, num_envs: int) -> None:
+        import torch
+
+        self.model, self.task = model, task
+        self.enc = model.encode_task(task)
+        self.acc = torch.zeros((num_envs, task.num_devices, self.enc.shape[-1]), dtype=self.enc.dtype)
+
+    def candidates(self, table: int) -> np.ndarray:
+        out = self.model.costs_from_acc(self.task, self.acc + self.enc[table])
+        return out.double().numpy()
+
+    def place(self, env: int, device: int, table: int) -> None:
+        self.acc[env, device] += self.enc[table]
+
+
+Oracle = _GenericOracle | _AnalyticalOracle | _AdditiveStateOracle
+
+
+def make_oracle(model: CostModel, task: Task, num_envs: int) -> Oracle:
+    """The fastest exact way to get candidate costs from ``model``. The analytical fast path checks ``type``,
+    not ``isinstance``, so a subclass that changes the formula falls back to the generic path."""
+    if type(model) is AnalyticalCostModel:
+        return _AnalyticalOracle(model, task, num_envs)
+    if callable(getattr(model, "encode_task", None)) and callable(getattr(model, "costs_from_acc", None)):
+        return _AdditiveStateOracle(model, task, num_envs)
+    return _GenericOracle(model, task, num_envs)
+
+
+class PlacementEnv:
+    """``num_envs`` parallel episodes of placing ``ctx.task``'s tables; see the module docstring."""
+
+    def __init__(self, ctx: TaskContext, cost_model: CostModel, num_envs: int = 1) -> None:
+        if num_envs <= 0:
+            raise AutoshardError(f"num_envs {num_envs} must be positive")
+        self.ctx, self.cost_model, self.num_envs = ctx, cost_model, num_envs
+        self.reset()
+
+    # -- episode state -------------------------------------------------------------------------------------
+    def reset(self) -> Observation:
+        b, d = self.num_envs, self.ctx.task.num_devices
+        self.oracle = make_oracle(self.cost_model, self.ctx.task, b)
+        self.t = 0
+        self.costs = np.zeros((b, d, 3))
+        self.free = np.tile(self.ctx.capacity, (b, 1))
+        self.feature_sum = np.zeros((b, d, NUM_FEATURES))
+        self.count = np.zeros((b, d))
+        self.ranks = np.full((b, self.ctx.task.num_tables), -1, dtype=np.int64)
+        self.failed = np.zeros(b, dtype=bool)
+        self.failure: list[str | None] = [None] * b
+        self._candidates = self.oracle.candidates(int(self.ctx.order[0]))
+        return self._observe()
+
+    @property
+    def done(self) -> bool:
+        return self.t >= self.ctx.task.num_tables
+
+    @property
+    def table(self) -> int:
+        """Index (into task.tables) of the table placed at this step."""
+        return int(self.ctx.order[self.t])
+
+    def plan_costs(self) -> np.ndarray:
+        """(B,) predicted plan cost in ms (max over devices of fwd+bwd+comm) of the placements so far."""
+        return self.costs.sum(axis=2).max(axis=1)
+
+    def step(self, actions: Sequence[int] | np.ndarray) -> Observation | None:
+        """Place the current table on ``actions[b]`` in episode b; the next observation, or None when done.
+
+        An action outside the mask is a caller bug and raises (the env never silently overflows memory, except
+        for the forced placement of an already failed episode)."""
+        actions = np.asarray(actions, dtype=np.int64)
+        if actions.shape != (self.num_envs,):
+            raise AutoshardError(f"expected {self.num_envs} actions, got shape {actions.shape}")
+        i = self.table
+        for b, a in enumerate(actions):
+            if not self._mask[b, a]:
+                raise AutoshardError(f"episode {b}: device {a} is masked for table {self.ctx.task.tables[i].name}")
+            self.costs[b, a] = self._candidates[b, a]
+            self.free[b, a] -= self.ctx.memory[i]
+            self.feature_sum[b, a] += self.ctx.table_features[i]
+            self.count[b, a] += 1
+            self.ranks[b, i] = a
+            self.oracle.place(b, int(a), i)
+        self.t += 1
+        if self.done:
+            return None
+        self._candidates = self.oracle.candidates(self.table)
+        return self._observe()
+
+    def _observe(self) -> Observation:
+        ctx, i = self.ctx, self.table
+        task = ctx.task
+        need = ctx.memory[i]
+        mask = self.free >= need
+        forced = self.failed.copy()
+        for b in np.flatnonzero(~mask.any(axis=1) | self.failed):
+            if not self.failed[b]:
+                best = int(self.free[b].max())
+                self.failure[b] = (f"table {task.tables[i].name} needs {format_bytes(need)} but the device with most "
+                                   f"room has {format_bytes(best)} free (short by {format_bytes(need - best)})")
+                self.failed[b] = forced[b] = True
+            mask[b] = False
+            mask[b, int(np.argmax(self.free[b]))] = True
+        self._mask = mask
+
+        s = ctx.scale
+        b, d = mask.shape
+        dev = np.empty((b, d, DEVICE_FEATURES), dtype=np.float32)  # filled slice by slice (no concatenation)
+        dev[..., 0:3] = self.costs / s
+        dev[..., 3] = dev[..., 0:3].sum(2)
+        dev[..., 4:7] = self._candidates / s
+        dev[..., 7] = dev[..., 4:7].sum(2)
+        run_max = dev[..., 3].max(axis=1, keepdims=True)
+        dev[..., 8] = np.maximum(dev[..., 7], run_max) - run_max  # rise of the plan cost if placed here
+        dev[..., 9] = run_max - dev[..., 3]  # slack below the current plan cost
+        cap = ctx.capacity[None, :].astype(np.float64)
+        dev[..., 10] = self.free / cap
+        dev[..., 11] = (self.free - need) / cap
+        dev[..., 12] = self.count * (task.num_devices / task.num_tables)
+        dev[..., 13:13 + NUM_FEATURES] = self.feature_sum / np.maximum(self.count, 1.0)[..., None]
+        dev[..., 13 + NUM_FEATURES] = self.t / task.num_tables
+        dev[..., 14 + NUM_FEATURES] = ctx.remaining[self.t] / (s * task.num_devices)
+        unit = max(float(ctx.single_costs[i].sum()) / s, 1e-6)  # this table's cost / S
+        best = np.where(mask, dev[..., 7], np.inf).min(axis=1, keepdims=True)
+        dev[..., 15 + NUM_FEATURES] = np.clip((dev[..., 7] - best) / unit, -RELATIVE_CLIP, RELATIVE_CLIP)
+        dev[..., 16 + NUM_FEATURES] = np.clip((run_max - dev[..., 7]) / unit, -RELATIVE_CLIP, RELATIVE_CLIP)
+        tab = np.concatenate([ctx.table_features[i], [ctx.single_costs[i].sum() / s, need / ctx.capacity.mean()]])
+        return Observation(dev, np.tile(tab.astype(np.float32), (b, 1)), mask, forced)
+
+    def step_rewards(self, previous_plan_costs: np.ndarray) -> np.ndarray:
+        """Shaped reward of the last step: minus the rise of the running plan cost, in units of S. Summed over
+        an episode it is minus the final plan cost / S."""
+        return -(self.plan_costs() - previous_plan_costs) / self.ctx.scale
+
+    def to_plan(self, env: int, algorithm: str = "rl") -> Plan:
+        """The finished placement of episode ``env`` as a Plan (InfeasibleError if it overflowed memory)."""
+        if not self.done:
+            raise AutoshardError("the episode is not finished; step until every table is placed")
+        if self.failed[env]:
+            raise InfeasibleError(f"{algorithm}: {self.failure[env]}; give more memory or more devices")
+        return Plan.from_ranks(self.ctx.task, [int(r) for r in self.ranks[env]], algorithm)

@@ -1,0 +1,66 @@
+"""``--algo rl``: place tables with a trained policy, greedy, or best of k samples picked by the cost model."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from autoshard.costs.base import CostModel
+from autoshard.costs.loading import load_cost_model, resolve_cost_model
+from autoshard.errors import AutoshardError, InfeasibleError
+from autoshard.plan import Plan
+from autoshard.planners.base import PlannerOptions
+from autoshard.planners.rl.env import PlacementEnv, TaskContext
+from autoshard.planners.rl.policy import TrainedPolicy, run_episodes
+from autoshard.tasks import Task
+
+logger = logging.getLogger(__name__)
+
+
+class RLPlanner:
+    """Greedy decoding of a trained policy; with ``samples`` = k > 0, also k sampled placements, and the one
+    the cost model predicts cheapest wins (the greedy one included, so sampling never makes it worse)."""
+
+    name = "rl"
+
+    def __init__(self, policy: TrainedPolicy, cost_model: CostModel, samples: int = 0, seed: int = 0) -> None:
+        if samples < 0:
+            raise AutoshardError(f"samples {samples} must be >= 0")
+        self.policy, self.cost_model, self.samples, self.seed = policy, cost_model, samples, seed
+
+    def plan(self, task: Task) -> Plan:
+        ctx = TaskContext.build(task, self.cost_model, self.policy.normalizer)
+        env = PlacementEnv(ctx, self.cost_model, num_envs=1 + self.samples)
+        rng = np.random.default_rng(self.seed) if self.samples else None
+        run_episodes(self.policy.net, env, rng, greedy_first=1)
+        costs = np.where(env.failed, np.inf, env.plan_costs())
+        best = int(np.argmin(costs))
+        if not np.isfinite(costs[best]):
+            raise InfeasibleError(f"{self.name}: {env.failure[0]}; give more memory or more devices")
+        logger.info("rl: greedy %.3f ms, best of %d samples %.3f ms (%s)", costs[0], self.samples, costs[best],
+                    self.cost_model.name)
+        return env.to_plan(best, self.name)
+
+
+def rl_planner(options: PlannerOptions) -> RLPlanner:
+    if not options.policy_path:
+        raise AutoshardError("--algo rl needs a trained policy: pass --policy policy.pt "
+                             "(train one with 'autoshard train-policy')")
+    policy = TrainedPolicy.load(options.policy_path)
+    model = options.cost_model
+    spec = policy.cost_model.get("spec")
+    if model is None and spec and spec != "analytical" and Path(spec).is_file():
+        # no model given: plan with the one the policy was trained against, if it is still there
+        model = load_cost_model(spec)
+    model = resolve_cost_model(model)
+    trained_on = policy.cost_model.get("name")
+    if trained_on and trained_on != model.name:
+        logger.warning("policy was trained against cost model %r but plans with %r", trained_on, model.name)
+    samples = options.extra.get("samples", 0)
+    if isinstance(samples, str) and samples.strip().isdigit():  # from the CLI's --option samples=8
+        samples = int(samples)
+    if not isinstance(samples, int) or isinstance(samples, bool) or samples < 0:
+        raise AutoshardError(f"option samples must be a non-negative integer, got {samples!r}")
+    return RLPlanner(policy, model, samples=samples, seed=options.seed)

@@ -1,0 +1,169 @@
+"""The DreamShard loop: alternate policy training on the estimated MDP with real measurements of its own plans.
+
+A cost model fitted on random shards is least accurate exactly where a trained policy goes (balanced devices
+of many tables). So, each round (DreamShard, NeurIPS'22, Alg. 1): train the policy against the current cost
+model; plan a few training tasks with it (greedy); time every device of those plans on the real fused kernels
+(``hardware.kernel.measure_shard``, the measurement issue's settings of the dataset); append those records to
+the profiling dataset (``shards-refresh.jsonl``, the format ``autoshard profile`` writes, so the dataset stays
+one dataset); refit the learned cost model on the grown dataset. After the last round the policy is trained
+once more against the final model.
+
+Interrupting loses no measurement: records are appended (fsynced) one device at a time, and a re-run skips
+devices already recorded (sample ids are deterministic: ``<REFRESH_SEED_BASE + round>-<index>``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from autoshard.costs.base import CostModel
+from autoshard.errors import AutoshardError
+from autoshard.planners.rl.planner import RLPlanner
+from autoshard.planners.rl.policy import TrainedPolicy
+from autoshard.planners.rl.train import TrainConfig, train
+from autoshard.tasks import Task
+
+logger = logging.getLogger(__name__)
+
+REFRESH_FILE = "shards-refresh.jsonl"
+"""Where the loop's measurements go in the dataset directory (matches the profiler's ``shards-*.jsonl``)."""
+
+REFRESH_SEED_BASE = 900_000
+"""Refresh records are ``<REFRESH_SEED_BASE + round>-<index>``, apart from profile samples ``<seed>-<index>``."""
+
+
+@dataclass(frozen=True)
+class RefreshConfig:
+    """Settings of the DreamShard loop (policy training settings are the ``TrainConfig``)."""
+
+    rounds: int = 3
+    """Measure-and-refit rounds; the policy is trained rounds + 1 times, ``TrainConfig.iterations`` each."""
+    tasks_per_round: int = 2
+    """Training tasks whose greedy plans are measured each round (every device of each plan)."""
+    fit_options: Any = None
+    """``costs.learned.training.TrainOptions`` for refitting the cost model (None: its defaults)."""
+    seed: int = 0
+    """Seeds which training tasks are measured each round."""
+
+    def __post_init__(self) -> None:
+        if self.rounds <= 0 or self.tasks_per_round <= 0:
+            raise AutoshardError("refresh rounds and tasks per round must be positive")
+
+
+@dataclass
+class RefreshResult:
+    policy: TrainedPolicy
+    cost_model: CostModel
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+    """Per round: records added, and the measured vs predicted plan cost of the measured plans."""
+
+
+def check_dataset(dataset_dir: str | Path, tasks: Sequence[Task]) -> Any:
+    """The profile dataset, if it has records and every task's tables and batch size are the profiled ones."""
+    from autoshard.hardware.profiler import load_dataset
+
+    dataset = load_dataset(dataset_dir)
+    if not dataset.records:
+        raise AutoshardError(f"{dataset_dir} has no measured records; run 'autoshard profile' first")
+    batch = dataset.records[0].batch_size
+    names = set(dataset.pool.by_name())
+    for task in tasks:
+        missing = [t.name for t in task.tables if t.name not in names]
+        if missing:
+            raise AutoshardError(f"training task {task.name} has table {missing[0]!r}, which is not in the profiled "
+                                 f"pool of {dataset_dir}; train on tasks sampled from that pool")
+        if task.batch_size != batch:
+            raise AutoshardError(f"training task {task.name} has batch size {task.batch_size} but {dataset_dir} "
+                                 f"was profiled at {batch}; use tasks of the profiled batch size")
+    return dataset
+
+
+def measure_plans(policy: TrainedPolicy, model: CostModel, tasks: Sequence[Task], dataset_dir: str | Path,
+                  round_index: int) -> dict[str, Any]:
+    """Plan ``tasks`` with the policy and append every device's measured cost to the dataset; returns stats."""
+    from autoshard.hardware.host import host_info
+    from autoshard.hardware.jsonl import append_jsonl, repair_tail
+    from autoshard.hardware.kernel import MeasureSettings, measure_shard
+    from autoshard.hardware.profiler import CostRecord, done_sample_ids, load_dataset, sample_id
+
+    dataset = check_dataset(dataset_dir, tasks)
+    record_settings = dict(dataset.records[0].settings)
+    settings = MeasureSettings.from_json(record_settings)
+    path = Path(dataset_dir) / REFRESH_FILE
+    repair_tail(path)
+    done = done_sample_ids(dataset_dir)
+    host = {**host_info(settings.device.value), "rank": 0, "world_size": 1}
+    measured, predicted, added, index = [], [], 0, 0
+    for task in tasks:
+        plan = RLPlanner(policy, model).plan(task)
+        devices = plan.device_shards(task)
+        real = np.zeros((len(devices), 3))
+        for g, shards in enumerate(devices):
+            if not shards:
+                continue
+            sid = sample_id(REFRESH_SEED_BASE + round_index, index)
+            index += 1
+            if sid in done:  # measured by an interrupted run: read it back rather than measure again
+                rec = next(r for r in load_dataset(dataset_dir).records if r.sample_id == sid)
+            else:
+                t = measure_shard(task, shards, settings)
+                rec = CostRecord(sid, tuple(task.tables[s.table].name for s in shards), tuple(s.dim for s in shards),
+                                 task.batch_size, t.fwd_ms, t.bwd_ms, t.fwd_cv, t.bwd_cv, record_settings, host,
+                                 t.rows, t.tries)
+                append_jsonl(path, rec.to_json())
+                added += 1
+            real[g, :2] = rec.fwd_ms, rec.bwd_ms
+            real[g, 2] = dataset.comm.device_comm_ms(sum(s.dim for s in shards), task.batch_size, task.num_devices,
+                                                     task.precision.bytes) if dataset.comm else 0.0
+        measured.append(float(real.sum(1).max()))
+        predicted.append(float(model.device_costs(task, devices).sum(1).max()))
+    err = [abs(p - m) / m for p, m in zip(predicted, measured) if m > 0]
+    return {"round": round_index, "records_added": added, "measured_plan_ms": measured,
+            "predicted_plan_ms": predicted, "plan_cost_mape": float(np.mean(err)) if err else float("nan")}
+
+
+def refresh_with_real(
+    model: CostModel,
+    dataset_dir: str | Path,
+    train_tasks: Sequence[Task],
+    config: TrainConfig,
+    refresh: RefreshConfig = RefreshConfig(),
+    eval_tasks: Sequence[Task] = (),
+    checkpoint_path: str | None = None,
+    cost_model_path: str | None = None,
+    progress: Callable[[int, dict[str, float]], None] | None = None,
+) -> RefreshResult:
+    """Run the loop (module docstring) from ``model``; the refitted cost model is saved to ``cost_model_path``."""
+    from autoshard.costs.learned.model import LearnedCostModel
+    from autoshard.hardware.profiler import load_dataset
+
+    check_dataset(dataset_dir, train_tasks)  # fail before training, not after the first round
+    policy: TrainedPolicy | None = None
+    rounds: list[dict[str, Any]] = []
+    spec = None
+    rng = np.random.default_rng([refresh.seed, REFRESH_SEED_BASE])
+    for r in range(refresh.rounds + 1):
+        policy = train(model, train_tasks, replace(config, iterations=config.iterations * (r + 1)), eval_tasks,
+                       cost_model_spec=spec, checkpoint_path=checkpoint_path, resume=policy, progress=progress)
+        if r == refresh.rounds:
+            break
+        picks = rng.choice(len(train_tasks), size=min(refresh.tasks_per_round, len(train_tasks)), replace=False)
+        stats = measure_plans(policy, model, [train_tasks[int(i)] for i in picks], dataset_dir, r)
+        model = LearnedCostModel.fit(load_dataset(dataset_dir), refresh.fit_options)
+        if cost_model_path:
+            model.save(cost_model_path)
+            spec = str(cost_model_path)
+        stats["records_total"] = len(load_dataset(dataset_dir).records)
+        rounds.append(stats)
+        logger.info("refresh round %d: %s", r, stats)
+    assert policy is not None
+    policy.metrics = {**policy.metrics, "refresh": rounds}
+    if checkpoint_path:
+        policy.save(checkpoint_path)
+    return RefreshResult(policy, model, rounds)

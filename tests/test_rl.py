@@ -1,0 +1,261 @@
+"""The RL placement policy: the estimated MDP, the equivariant network, training, checkpoints, the planner."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from autoshard.costs.analytical import AnalyticalCostModel
+from autoshard.costs.base import plan_cost
+from autoshard.costs.breakdown import ShardRef
+from autoshard.errors import AutoshardError, InfeasibleError
+from autoshard.plan import validate
+from autoshard.planners.base import PlannerOptions, make_planner, run_planner
+from autoshard.planners.heuristics import RandomPlanner
+from autoshard.planners.rl.env import (
+    DEVICE_FEATURES,
+    TABLE_FEATURES,
+    PlacementEnv,
+    TaskContext,
+    _GenericOracle,
+    make_oracle,
+)
+from autoshard.planners.rl.planner import RLPlanner
+from autoshard.planners.rl.policy import PlacementPolicy, PolicyConfig, TrainedPolicy, run_episodes
+from autoshard.planners.rl.train import TrainConfig, train
+from autoshard.tables import FeatureNormalizer, Table
+from autoshard.tasks import Task
+
+MODEL = AnalyticalCostModel()
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Small networks run fastest on one thread, and the machine is shared."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def make_tables(n: int, seed: int) -> list[Table]:
+    """Tables of mixed dims, sizes and pooling, so that placement matters."""
+    rng = np.random.default_rng(seed)
+    return [Table(f"s{seed}t{i}", int(rng.choice([8, 16, 32, 64, 128])), int(10 ** rng.uniform(3, 6)),
+                  float(rng.lognormal(2.0, 1.0)), tuple(rng.dirichlet(np.ones(17)))) for i in range(n)]
+
+
+def make_task(n: int = 10, d: int = 3, seed: int = 0, memory: int = 10**10) -> Task:
+    return Task(tables=tuple(make_tables(n, seed)), device_memory=(memory,) * d, name=f"task{seed}")
+
+
+def normalizer_for(*tasks: Task) -> FeatureNormalizer:
+    return FeatureNormalizer.fit([t for task in tasks for t in task.tables])
+
+
+def untrained(seed: int = 0) -> PlacementPolicy:
+    torch.manual_seed(seed)
+    return PlacementPolicy(PolicyConfig(hidden=16)).eval()
+
+
+def tight_task() -> Task:
+    """Memory so tight that most devices are masked most of the time (total need ~ 1.1x of the capacity)."""
+    tables = make_tables(12, 7)
+    need = [Task(tables=(t,), device_memory=(1,)).table_memory(t) for t in tables]
+    per_device = max(int(sum(need) / 4 * 1.1), max(need))
+    return Task(tables=tuple(tables), device_memory=(per_device,) * 4, name="tight")
+
+
+def test_masked_devices_are_never_taken_under_tight_memory():
+    task = tight_task()
+    ctx = TaskContext.build(task, MODEL, normalizer_for(task))
+    env = PlacementEnv(ctx, MODEL, num_envs=64)
+    ro = run_episodes(untrained(), env, np.random.default_rng(0), greedy_first=1, record=True)
+    masked_somewhere = ~ro.masks.all(axis=2) & ~ro.forced
+    assert masked_somewhere.any(), "the task must actually mask devices for this test to mean anything"
+    taken = np.take_along_axis(ro.masks, ro.actions[..., None], axis=2)[..., 0]
+    assert taken.all()
+    ok = [b for b in range(64) if not env.failed[b]]
+    assert ok, "some sampled episode must succeed"
+    for b in ok:
+        validate(env.to_plan(b), task)  # memory within capacity on every device
+
+
+def test_masked_action_is_refused_by_the_env():
+    task = Task(tables=tuple(make_tables(3, 1)), device_memory=(10**10, 1), name="one-small")
+    env = PlacementEnv(TaskContext.build(task, MODEL, normalizer_for(task)), MODEL)
+    with pytest.raises(AutoshardError, match="masked"):
+        env.step([1])
+
+
+def test_policy_is_equivariant_to_device_order():
+    net = untrained(3)
+    rng = np.random.default_rng(0)
+    dev = torch.tensor(rng.normal(size=(5, 7, DEVICE_FEATURES)), dtype=torch.float32)
+    tab = torch.tensor(rng.normal(size=(5, TABLE_FEATURES)), dtype=torch.float32)
+    mask = torch.tensor(rng.random((5, 7)) < 0.7)
+    mask[:, 0] = True
+    perm = torch.tensor(rng.permutation(7))
+    with torch.no_grad():
+        p = torch.softmax(net(dev, tab, mask), -1)
+        p_perm = torch.softmax(net(dev[:, perm], tab, mask[:, perm]), -1)
+    torch.testing.assert_close(p_perm, p[:, perm], rtol=1e-5, atol=1e-6)
+    assert (p[~mask] == 0).all()
+
+
+def test_permuting_device_memories_permutes_the_greedy_plan():
+    base = make_task(12, 4, seed=2)
+    mem = (4 * 10**7, 10**10, 6 * 10**7, 2 * 10**10)  # distinct, so no two devices tie
+    perm = [2, 0, 3, 1]
+    a = Task(tables=base.tables, device_memory=mem, name="a")
+    b = Task(tables=base.tables, device_memory=tuple(mem[p] for p in perm), name="b")
+    policy = TrainedPolicy(untrained(1), normalizer_for(base))
+    ra = [p.ranks[0] for p in RLPlanner(policy, MODEL).plan(a).placements]
+    rb = [p.ranks[0] for p in RLPlanner(policy, MODEL).plan(b).placements]
+    # device perm[j] of task a is device j of task b
+    assert [perm[r] for r in rb] == ra
+
+
+def test_fast_cost_paths_equal_device_costs():
+    task = make_task(9, 3, seed=4)
+    rng = np.random.default_rng(1)
+    models = [MODEL]
+    try:  # the learned model's incremental API, with an untrained network (only the bookkeeping is tested)
+        from autoshard.costs.comm import DEFAULT_COMM
+        from autoshard.costs.learned.features import TargetScaler
+        from autoshard.costs.learned.model import LearnedCostModel
+        from autoshard.costs.learned.network import CostNet, CostNetConfig, Target
+
+        torch.manual_seed(0)
+        models.append(LearnedCostModel(CostNet(CostNetConfig(hidden=16, embed=8)), normalizer_for(task),
+                                       TargetScaler(Target.LOG, (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)), DEFAULT_COMM, {}))
+    except ImportError:
+        pass
+    for model in models:
+        fast, generic = make_oracle(model, task, 2), _GenericOracle(model, task, 2)
+        assert type(fast) is not _GenericOracle
+        for i in range(task.num_tables):
+            np.testing.assert_allclose(fast.candidates(i), generic.candidates(i), rtol=1e-5, atol=1e-6)
+            for e in range(2):
+                d = int(rng.integers(3))
+                fast.place(e, d, i)
+                generic.place(e, d, i)
+
+
+def test_env_final_cost_is_the_cost_models_plan_cost_and_shaped_rewards_telescope():
+    task = make_task(10, 3, seed=5)
+    ctx = TaskContext.build(task, MODEL, normalizer_for(task))
+    env = PlacementEnv(ctx, MODEL, num_envs=3)
+    env.reset()
+    rng = np.random.default_rng(0)
+    total = np.zeros(3)
+    while not env.done:
+        before = env.plan_costs().copy()
+        env.step(rng.integers(0, 3, size=3))
+        total += env.step_rewards(before)
+    for b in range(3):
+        want = plan_cost(MODEL, task, env.to_plan(b)).plan_ms
+        assert env.plan_costs()[b] == pytest.approx(want)
+        assert total[b] == pytest.approx(-want / ctx.scale)
+    first = [int(ctx.order[k]) for k in range(2)]
+    single = [ctx.single_costs[i].sum() for i in first]
+    assert single[0] >= single[1]  # largest predicted single-table cost first
+
+
+def _mean_cost(planner_or_net, tasks, norm) -> float:
+    out = []
+    for t in tasks:
+        if isinstance(planner_or_net, PlacementPolicy):
+            plan = RLPlanner(TrainedPolicy(planner_or_net, norm), MODEL).plan(t)
+        else:
+            plan = planner_or_net.plan(t)
+        out.append(plan_cost(MODEL, t, plan).plan_ms)
+    return float(np.mean(out))
+
+
+def test_short_training_lowers_predicted_cost_against_random_policies():
+    tasks = [make_task(10, 3, seed=s) for s in range(4)]
+    config = TrainConfig(iterations=80, tasks_per_iteration=2, samples_per_task=8, hidden=16, eval_every=40,
+                         learning_rate=3e-3, seed=0)
+    policy = train(MODEL, tasks, config, eval_tasks=tasks[:2])
+    trained = _mean_cost(policy.net, tasks, policy.normalizer)
+    torch.manual_seed(config.seed)
+    before = _mean_cost(PlacementPolicy(PolicyConfig(hidden=16)).eval(), tasks, policy.normalizer)
+    random = np.mean([_mean_cost(RandomPlanner(s), tasks, None) for s in range(5)])
+    assert trained < 0.97 * before
+    assert trained < 0.9 * random
+    hist = policy.metrics["history"]
+    assert [h["iteration"] for h in hist] == [40, 80] and "eval_ratio_to_best_heuristic" in hist[-1]
+
+
+def test_checkpoint_round_trip_and_exact_resume(tmp_path):
+    tasks = [make_task(6, 2, seed=s) for s in range(2)]
+    cfg = dict(tasks_per_iteration=2, samples_per_task=4, hidden=8, eval_every=2, seed=3)
+    path = str(tmp_path / "p.pt")
+    full = train(MODEL, tasks, TrainConfig(iterations=4, **cfg))
+    train(MODEL, tasks, TrainConfig(iterations=2, **cfg), checkpoint_path=path)
+    resumed = train(MODEL, tasks, TrainConfig(iterations=4, **cfg), resume=TrainedPolicy.load(path),
+                    checkpoint_path=path)
+    for k, v in full.net.state_dict().items():
+        torch.testing.assert_close(resumed.net.state_dict()[k], v)
+    loaded = TrainedPolicy.load(path)
+    assert loaded.normalizer == full.normalizer
+    assert loaded.cost_model["name"] == "analytical" and loaded.train_config["seed"] == 3
+    assert loaded.state["iteration"] == 4 and len(loaded.metrics["history"]) == 2
+    obs = PlacementEnv(TaskContext.build(tasks[0], MODEL, loaded.normalizer), MODEL).reset()
+    args = (torch.from_numpy(obs.devices), torch.from_numpy(obs.table), torch.from_numpy(obs.mask))
+    torch.testing.assert_close(loaded.net(*args), full.net(*args))
+    with pytest.raises(AutoshardError, match="resume with the same settings"):
+        train(MODEL, tasks, TrainConfig(iterations=4, **{**cfg, "hidden": 16}), resume=loaded)
+
+
+def test_bad_policy_files(tmp_path):
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"not a checkpoint")
+    with pytest.raises(AutoshardError, match="not a readable policy"):
+        TrainedPolicy.load(str(bad))
+    with pytest.raises(AutoshardError, match="no such policy"):
+        TrainedPolicy.load(str(tmp_path / "missing.pt"))
+    other = tmp_path / "other.pt"
+    torch.save({"kind": "autoshard.cost_model"}, str(other))
+    with pytest.raises(AutoshardError, match="not a policy checkpoint"):
+        TrainedPolicy.load(str(other))
+    with pytest.raises(AutoshardError, match="needs a trained policy"):
+        make_planner("rl", PlannerOptions())
+
+
+def test_planner_best_of_k_and_infeasible(tmp_path):
+    task = make_task(10, 3, seed=6)
+    path = str(tmp_path / "p.pt")
+    TrainedPolicy(untrained(2), normalizer_for(task), {"name": "analytical"}).save(path)
+    greedy = run_planner(make_planner("rl", PlannerOptions(policy_path=path)), task)
+    sampled = run_planner(make_planner("rl", PlannerOptions(policy_path=path, extra={"samples": 16})), task)
+    assert greedy.algorithm == "rl"
+    assert plan_cost(MODEL, task, sampled).plan_ms <= plan_cost(MODEL, task, greedy).plan_ms + 1e-9
+    # a task in which the last table finds no device with room: InfeasibleError names the table
+    tables = tuple(Table(f"big{i}", 16, 10_000, 5.0) for i in range(3))  # 3 equal tables, room for 1 a device
+    tiny = Task(tables=tables, device_memory=(tables[0].memory_bytes(Task(tables=tables, device_memory=(1,)).precision,
+                                                                      0.0),) * 2, name="tiny")
+    planner = make_planner("rl", PlannerOptions(policy_path=path, extra={"samples": 4}))
+    with pytest.raises(InfeasibleError, match=r"table big\d needs .*short by"):
+        planner.plan(tiny)
+    with pytest.raises(AutoshardError, match="samples"):
+        make_planner("rl", PlannerOptions(policy_path=path, extra={"samples": "many"}))
+
+
+def test_column_shard_refs_are_not_used_by_the_table_wise_env():
+    # the env places whole tables: every candidate it asks about is a table at its full dim
+    task = make_task(4, 2, seed=9)
+    seen = []
+
+    class Spy:
+        name = "spy"
+
+        def device_costs(self, t, devices):
+            seen.extend(s for d in devices for s in d)
+            return MODEL.device_costs(t, devices)
+
+    env = PlacementEnv(TaskContext.build(task, Spy(), normalizer_for(task)), Spy(), num_envs=2)
+    run_episodes(untrained(), env, np.random.default_rng(0))
+    assert seen and all(s == ShardRef(s.table, task.tables[s.table].dim) for s in seen)
