@@ -1,0 +1,75 @@
+"""Vectorised shard features and the target scaling between milliseconds and the network's output space.
+
+``Table.raw_features`` is the reference (one table at a time); ``task_raw_features`` + ``shard_features``
+compute the same numbers for many shards at once so prediction never loops over tables in Python.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from autoshard.costs.learned.network import Target
+from autoshard.tables.table import FEATURE_SIZE_ELEMENT_BYTES, FeatureNormalizer, Table
+
+HEADS = ("fwd", "bwd", "plan")
+"""Outputs with their own target scaling: forward and backward compute per device, and the plan cost."""
+
+
+def task_raw_features(tables: tuple[Table, ...] | list[Table]) -> np.ndarray:
+    """(T, NUM_FEATURES) raw features of every table at its full dim."""
+    return np.stack([t.raw_features() for t in tables])
+
+
+def shard_features(raw: np.ndarray, table_idx: np.ndarray, dims: np.ndarray,
+                   normalizer: FeatureNormalizer) -> np.ndarray:
+    """Normalised features of shards (table index into ``raw``, shard dim), as ``Table.raw_features(dim)``."""
+    x = raw[table_idx].copy()
+    d = np.asarray(dims, dtype=np.float64)
+    x[:, 0] = d  # feature 0: dim
+    x[:, 3] = x[:, 1] + np.log10(d * FEATURE_SIZE_ELEMENT_BYTES)  # log10 size = log10 rows + log10(dim * 4)
+    return normalizer.transform(x)
+
+
+@dataclass(frozen=True)
+class TargetScaler:
+    """Maps milliseconds to the network's output space and back, per head (fwd, bwd, plan)."""
+
+    target: Target
+    loc: tuple[float, float, float]
+    """Log target: mean of log-ms; linear target: 0."""
+    scale: tuple[float, float, float]
+    """Log target: std of log-ms; linear target: mean ms (outputs are ms / scale through a softplus)."""
+
+    def __post_init__(self) -> None:
+        # cached float32 tensors: built once, not on every prediction call
+        object.__setattr__(self, "_loc_t", torch.tensor(self.loc, dtype=torch.float32))
+        object.__setattr__(self, "_scale_t", torch.tensor(self.scale, dtype=torch.float32))
+
+    @staticmethod
+    def fit(target: Target, ms: np.ndarray) -> TargetScaler:
+        """From a (N, 3) array of positive measured ms (fwd, bwd, plan)."""
+        ms = np.maximum(np.asarray(ms, dtype=np.float64), 1e-6)
+        if target is Target.LOG:
+            lg = np.log(ms)
+            std = np.maximum(lg.std(axis=0), 1e-3)
+            return TargetScaler(target, tuple(map(float, lg.mean(axis=0))), tuple(map(float, std)))  # type: ignore
+        return TargetScaler(target, (0.0, 0.0, 0.0), tuple(map(float, ms.mean(axis=0))))  # type: ignore
+
+    def to_ms(self, out: torch.Tensor, heads: slice | int) -> torch.Tensor:
+        """Network outputs (..., k) for ``heads`` (a slice of 0..2 or an index) -> milliseconds."""
+        loc = self._loc_t[heads].to(out.dtype)  # type: ignore[attr-defined]
+        scale = self._scale_t[heads].to(out.dtype)  # type: ignore[attr-defined]
+        if self.target is Target.LOG:
+            return torch.exp(out * scale + loc)
+        return torch.nn.functional.softplus(out) * scale
+
+    def to_json(self) -> dict[str, Any]:
+        return {"target": self.target.value, "loc": list(self.loc), "scale": list(self.scale)}
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> TargetScaler:
+        return TargetScaler(Target(d["target"]), tuple(map(float, d["loc"])), tuple(map(float, d["scale"])))  # type: ignore

@@ -1,0 +1,190 @@
+"""The cost network: a shared table encoder, additive per-device pooling, per-device and plan heads.
+
+DreamShard (NeurIPS 2022, Sec. 4.2) encodes each table with a shared MLP, sums the encodings of a device's
+tables, and feeds the sum to heads for forward, backward and communication cost; the max over devices of the
+device representations feeds a head for the overall cost. This module keeps that shape and makes the pooled
+state an explicit additive *accumulator* so planners can update it table by table:
+
+    table vector  v_i = [e_i, e_i**2 (interaction only), c_i (additive only), 1, dim_i]
+    device state  a_d = sum of v_i over the device's shards          (segment sum; empty device = 0)
+    device cost   = heads(device_mlp([sum e, pairwise interaction]))  (+ log(launch + sum c_i), additive only)
+
+Options (compared in ``benchmarks/cost_model_accuracy.py``):
+- ``target``: "linear" predicts milliseconds (DreamShard's MSE on costs), "log" predicts log-milliseconds so
+  the loss is a relative error, which is what MAPE and cost ranking weigh.
+- ``interaction``: adds the factorisation-machine pairwise term ((sum e)^2 - sum e^2) / 2 per channel, a
+  per-device interaction that a plain sum cannot express, still computable from additive state.
+- ``additive``: (log target only) each table also emits per-head costs c_i = exp(linear(x_i) + mlp(x_i)), and
+  the head predicts log(sum c_i) + a learned correction (zero at initialisation). A log-linear c_i can express
+  the roofline exactly (batch x (1 + pooling) x dim is linear in the log features), so little data suffices;
+  the measurements are nearly additive on CPU (fused shards cost 0.93-0.96x the sum of single tables,
+  shared/README.md), and the correction learns the deviation (GPUs differ more).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from enum import Enum
+from typing import Any
+
+import torch
+from torch import nn
+
+from autoshard.errors import AutoshardError
+from autoshard.tables.table import NUM_FEATURES
+
+NUM_COMPUTE_HEADS = 2
+"""Per-device learned heads: forward and backward compute (comm comes from the measured alpha-beta fit)."""
+
+
+LAUNCH_LOG_INIT = -2.0
+"""Initial log launch cost, in units of the mean device cost: exp(-2) ~ 14%, the share of one small table's
+cost on a device seen in the CPU profiles; it is learned."""
+
+
+CORRECTION_BOUND = 0.5
+"""Largest |correction| of the additive head, in normalised log-ms (std units): about a factor e^(0.5 std) either
+way. Enough for fused-kernel savings (0.93-0.96x on CPU) and launch effects; see ``device_forward``."""
+
+
+class Target(str, Enum):
+    """The space the heads predict in."""
+
+    LINEAR = "linear"
+    LOG = "log"
+
+
+@dataclass(frozen=True)
+class CostNetConfig:
+    """Architecture of the cost network (stored in every checkpoint)."""
+
+    hidden: int = 128
+    """Width of the hidden layers of every MLP."""
+    embed: int = 32
+    """Width of a table encoding (the summed part of the accumulator)."""
+    target: Target = Target.LOG
+    """Predict milliseconds ("linear") or log-milliseconds ("log")."""
+    interaction: bool = False
+    """Add the pairwise (factorisation-machine) interaction term of the device's encodings."""
+    additive: bool = True
+    """Log target only: predict log(sum of per-table positive costs) + a learned correction."""
+    correction_bound: float = CORRECTION_BOUND
+    """Largest |correction| of the additive head in normalised log-ms (see ``CORRECTION_BOUND``)."""
+    num_features: int = NUM_FEATURES
+    """Input width: the pool normaliser's table features."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "target", Target(self.target))
+        if self.hidden <= 0 or self.embed <= 0:
+            raise AutoshardError(f"cost network widths must be positive (hidden={self.hidden}, embed={self.embed})")
+        if not self.correction_bound > 0:
+            raise AutoshardError(f"correction bound {self.correction_bound} must be positive")
+        if self.additive and self.target is not Target.LOG:
+            raise AutoshardError("the additive head needs the log target; use --target log or drop --additive")
+
+    @property
+    def acc_width(self) -> int:
+        """Width of a table vector / device accumulator (last two channels: shard count, dim sum)."""
+        width = self.embed * (2 if self.interaction else 1)
+        if self.additive:
+            width += NUM_COMPUTE_HEADS
+        return width + 2
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["target"] = self.target.value
+        return d
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> CostNetConfig:
+        try:
+            return CostNetConfig(**d)
+        except (TypeError, ValueError) as e:
+            raise AutoshardError(f"cost model architecture not understood ({e}); retrain with 'autoshard train-cost'") \
+                from None
+
+
+def _mlp(sizes: list[int]) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for i in range(len(sizes) - 1):
+        layers.append(nn.Linear(sizes[i], sizes[i + 1]))
+        if i < len(sizes) - 2:
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
+
+
+class CostNet(nn.Module):
+    """Outputs are in *model space*: normalised log-ms (log target) or scaled ms (linear target)."""
+
+    def __init__(self, config: CostNetConfig) -> None:
+        super().__init__()
+        self.config = config
+        c = config
+        extra = NUM_COMPUTE_HEADS if c.additive else 0
+        self.encoder = _mlp([c.num_features, c.hidden, c.hidden, c.embed + extra])
+        pooled = c.embed * (2 if c.interaction else 1)
+        self.device_mlp = nn.Sequential(_mlp([pooled, c.hidden, c.hidden]), nn.ReLU())
+        self.compute_head = nn.Linear(c.hidden, NUM_COMPUTE_HEADS)
+        if c.additive:
+            self.table_cost_linear = nn.Linear(c.num_features, NUM_COMPUTE_HEADS)
+            # log of a per-device launch cost added to sum c_i (the roofline's fixed kernel overhead)
+            self.launch_log = nn.Parameter(torch.full((NUM_COMPUTE_HEADS,), LAUNCH_LOG_INIT))
+            nn.init.zeros_(self.compute_head.weight)  # start as the pure sum of per-table costs
+            nn.init.zeros_(self.compute_head.bias)
+        # std of the log-ms targets per compute head (set by the trainer): the additive term log(sum c_i) is in
+        # log-ms, the outputs are normalised log-ms, so it is divided by this to keep sum c_i additive in ms
+        self.register_buffer("log_scale", torch.ones(NUM_COMPUTE_HEADS))
+        # plan head input: max over devices of [device representation, log1p(device comm ms)]
+        self.plan_head = _mlp([c.hidden + 1, c.hidden, 1])
+
+    # -- tables -> accumulator vectors ---------------------------------------------------------------------
+    def encode(self, feats: torch.Tensor, dims: torch.Tensor) -> torch.Tensor:
+        """(N, F) normalised shard features and (N,) shard dims -> (N, acc_width) additive table vectors."""
+        c = self.config
+        out = self.encoder(feats)
+        e = out[:, : c.embed]
+        parts = [e]
+        if c.interaction:
+            parts.append(e * e)
+        if c.additive:
+            # positive per-table costs in units of exp(mean log-ms); clamped so exp cannot overflow
+            log_c = self.table_cost_linear(feats) + out[:, c.embed:]
+            parts.append(torch.exp(log_c.clamp(-30.0, 30.0)))
+        ones = torch.ones_like(dims, dtype=feats.dtype)
+        parts += [ones[:, None], dims.to(feats.dtype)[:, None]]
+        return torch.cat(parts, dim=1)
+
+    # -- accumulator -> per-device outputs --------------------------------------------------------------------
+    def device_forward(self, acc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(..., acc_width) device accumulators -> (representation (..., hidden), compute (..., 2) model space)."""
+        c = self.config
+        s = acc[..., : c.embed]
+        if c.interaction:
+            sq = acc[..., c.embed: 2 * c.embed]
+            x = torch.cat([s, 0.5 * (s * s - sq)], dim=-1)
+        else:
+            x = s
+        rep = self.device_mlp(x)
+        out = self.compute_head(rep)
+        if c.additive:
+            lo = c.embed * (2 if c.interaction else 1)
+            total = acc[..., lo: lo + NUM_COMPUTE_HEADS] + torch.exp(self.launch_log)
+            # a bounded correction: on devices with more tables than any training record, the summed encodings
+            # leave the training range and an unbounded head extrapolates wildly; the additive part does not
+            b = c.correction_bound
+            out = b * torch.tanh(out / b) + torch.log(total) / self.log_scale
+        return rep, out
+
+    def plan_forward(self, rep: torch.Tensor, comm_ms: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """(P, D, hidden) representations, (P, D) comm ms, (P, D) bool non-empty -> (P,) plan cost, model space."""
+        x = torch.cat([rep, torch.log1p(comm_ms)[..., None]], dim=-1)
+        x = x.masked_fill(~mask[..., None], float("-inf"))
+        pooled = x.max(dim=1).values
+        pooled = torch.where(torch.isfinite(pooled), pooled, torch.zeros_like(pooled))  # all-empty plan
+        return self.plan_head(pooled)[..., 0]
+
+
+def segment_sum(values: torch.Tensor, segment: torch.Tensor, num_segments: int) -> torch.Tensor:
+    """Sum rows of ``values`` (N, A) into ``num_segments`` rows by ``segment`` (N,) ids; empty segments are 0."""
+    out = torch.zeros(num_segments, values.shape[1], dtype=values.dtype, device=values.device)
+    return out.index_add_(0, segment, values)

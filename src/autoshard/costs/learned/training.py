@@ -1,0 +1,328 @@
+"""Training the cost network on a profiled dataset, top to bottom.
+
+1. Filter the records to one batch size and precision (a cost model is valid for one hardware set-up).
+2. Split by UNSEEN TABLES: a seeded share of the tables is held out, and every record that contains one of them
+   is a test record, so the test measures generalisation to new tables, not to new combinations.
+3. Early-stopping validation: a seeded share of the remaining (train-table) records.
+4. Mini-batch Adam on the per-device compute heads (MSE in the network's output space: log-ms or scaled ms),
+   plus the plan head on random groupings of the batch's records into plans of 2, 4 or 8 devices, whose target
+   is the max over the group of measured fwd + bwd + comm (comm from the dataset's measured alpha-beta fit).
+   The plan head trains on detached device representations so it cannot degrade the per-device heads.
+5. Keep the weights of the epoch with the lowest validation MAPE of fwd + bwd; stop after ``patience`` epochs
+   without improvement.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from autoshard.costs.comm import AlphaBeta
+from autoshard.costs.learned.features import TargetScaler, shard_features, task_raw_features
+from autoshard.costs.learned.network import CostNet, CostNetConfig, Target, segment_sum
+from autoshard.costs.metrics import mape
+from autoshard.errors import AutoshardError
+from autoshard.tables.table import Precision, TablePool
+
+log = logging.getLogger(__name__)
+
+TRAIN_THREADS = 1
+"""torch threads while training: measured ~3x faster than 2 threads for these small batches on the shared host."""
+
+PLAN_GROUP_SIZES = (2, 4, 8)
+"""Device counts of the synthetic plans the plan head trains on (records of one batch grouped at random)."""
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    """How ``autoshard train-cost`` trains (stored in the checkpoint)."""
+
+    seed: int = 0
+    """Seeds the split, the initial weights and the batch order."""
+    test_table_fraction: float = 0.2
+    """Share of the dataset's tables held out; records containing any of them form the test set."""
+    val_fraction: float = 0.1
+    """Share of the remaining records used for early stopping."""
+    max_epochs: int = 400
+    """Upper bound on passes over the training records."""
+    patience: int = 40
+    """Stop after this many epochs without a better validation MAPE."""
+    lr: float = 2e-3
+    """Adam learning rate."""
+    weight_decay: float = 1e-5
+    """Adam L2 penalty."""
+    batch_records: int = 64
+    """Records (devices) per mini-batch."""
+    plan_weight: float = 0.5
+    """Weight of the plan-head loss relative to the compute heads."""
+    batch_size: int | None = None
+    """Use the records of this kernel batch size (None: the dataset's only one)."""
+    config: CostNetConfig = field(default_factory=CostNetConfig)
+    """The network architecture."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.test_table_fraction < 1.0:
+            raise AutoshardError(f"test table fraction {self.test_table_fraction} must be in (0, 1)")
+        if not 0.0 <= self.val_fraction < 1.0:
+            raise AutoshardError(f"validation fraction {self.val_fraction} must be in [0, 1)")
+        if self.max_epochs <= 0 or self.patience <= 0 or self.batch_records <= 1:
+            raise AutoshardError("max_epochs and patience must be positive, batch_records above 1")
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["config"] = self.config.to_json()
+        return d
+
+
+# -- records -> tensors ---------------------------------------------------------------------------------------
+def record_precision(record: Any) -> Precision:
+    try:
+        return Precision(str(record.settings.get("precision", "fp32")))
+    except ValueError:
+        raise AutoshardError(f"record {record.sample_id}: precision {record.settings.get('precision')!r} unknown") \
+            from None
+
+
+@dataclass(frozen=True)
+class RecordTensors:
+    """The shards of a list of records, flattened; record ``r`` owns shards ``starts[r]:starts[r]+counts[r]``."""
+
+    feats: torch.Tensor  # (N, F) normalised features
+    dims: torch.Tensor  # (N,)
+    starts: np.ndarray  # (R,)
+    counts: np.ndarray  # (R,)
+    ms: np.ndarray  # (R, 2) measured fwd, bwd
+    dim_sum: np.ndarray  # (R,)
+    table_names: tuple[tuple[str, ...], ...]
+
+    @property
+    def num_records(self) -> int:
+        return len(self.counts)
+
+    def gather(self, rec: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Features, dims and segment ids (0..len(rec)-1) of the shards of records ``rec``."""
+        lengths = self.counts[rec]
+        seg = np.repeat(np.arange(len(rec)), lengths)
+        first = np.repeat(self.starts[rec] - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
+        idx = torch.from_numpy(first + np.arange(int(lengths.sum())))
+        return self.feats[idx], self.dims[idx], torch.from_numpy(seg)
+
+
+def record_tensors(pool: TablePool, records: Sequence[Any], normalizer: Any) -> RecordTensors:
+    index = {t.name: i for i, t in enumerate(pool.tables)}
+    raw = task_raw_features(pool.tables)
+    table_idx: list[int] = []
+    dims: list[int] = []
+    counts = np.zeros(len(records), dtype=np.int64)
+    for r, rec in enumerate(records):
+        if len(rec.tables) != len(rec.dims) or not rec.tables:
+            raise AutoshardError(f"record {rec.sample_id}: {len(rec.tables)} tables but {len(rec.dims)} dims")
+        for name, d in zip(rec.tables, rec.dims):
+            if name not in index:
+                raise AutoshardError(f"record {rec.sample_id}: table {name!r} is not in the dataset's tables.json")
+            table_idx.append(index[name])
+            dims.append(int(d))
+        counts[r] = len(rec.tables)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    feats = shard_features(raw, np.array(table_idx), np.array(dims), normalizer)
+    ms = np.array([[float(rec.fwd_ms), float(rec.bwd_ms)] for rec in records], dtype=np.float64).reshape(-1, 2)
+    if not np.all(np.isfinite(ms)) or np.any(ms <= 0):
+        raise AutoshardError("the dataset has non-positive or non-finite timings; re-profile those samples")
+    dim_sum = np.array([sum(int(d) for d in rec.dims) for rec in records], dtype=np.float64)
+    return RecordTensors(torch.tensor(feats, dtype=torch.float32), torch.tensor(dims, dtype=torch.float32),
+                         starts, counts, ms, dim_sum, tuple(tuple(rec.tables) for rec in records))
+
+
+def comm_ms(comm: AlphaBeta, dim_sum: np.ndarray, batch_size: int, num_devices: int, elem_bytes: int) -> np.ndarray:
+    """Vectorised ``AlphaBeta.device_comm_ms`` (fwd + bwd all-to-all) for an array of device dim sums."""
+    dim_sum = np.asarray(dim_sum, dtype=np.float64)
+    if num_devices <= 1:
+        return np.zeros_like(dim_sum)
+    sent = batch_size / num_devices * (num_devices - 1) * dim_sum * elem_bytes
+    return np.where(dim_sum > 0, 2.0 * (comm.alpha_ms + sent / comm.bytes_per_ms), 0.0)
+
+
+# -- split ------------------------------------------------------------------------------------------------------
+def select_records(records: Sequence[Any], batch_size: int | None) -> tuple[list[Any], int, Precision]:
+    """The records of one batch size and one precision (error naming the choices if ambiguous)."""
+    if not records:
+        raise AutoshardError("the dataset has no shard records; run 'autoshard profile' first")
+    sizes = Counter(int(r.batch_size) for r in records)
+    if batch_size is None:
+        if len(sizes) > 1:
+            raise AutoshardError(f"the dataset mixes batch sizes {sorted(sizes)}; pick one with --batch-size")
+        batch_size = next(iter(sizes))
+    chosen = [r for r in records if int(r.batch_size) == batch_size]
+    if not chosen:
+        raise AutoshardError(f"no records at batch size {batch_size}; the dataset has {sorted(sizes)}")
+    precisions = {record_precision(r) for r in chosen}
+    if len(precisions) > 1:
+        raise AutoshardError(f"the dataset mixes precisions {sorted(p.value for p in precisions)}; profile one")
+    return chosen, batch_size, precisions.pop()
+
+
+def split_unseen_tables(records: Sequence[Any], fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """(train record ids, test record ids, held-out table names); test = records touching a held-out table."""
+    names = sorted({n for r in records for n in r.tables})
+    if len(names) < 2:
+        raise AutoshardError("the dataset covers fewer than 2 tables; profile more tables to hold some out")
+    k = min(max(1, int(round(len(names) * fraction))), len(names) - 1)
+    held = set(np.random.default_rng(seed).permutation(names)[:k].tolist())
+    is_test = np.array([any(n in held for n in r.tables) for r in records])
+    train, test = np.flatnonzero(~is_test), np.flatnonzero(is_test)
+    if len(train) < 4 or len(test) == 0:
+        raise AutoshardError(
+            f"holding out {k} of {len(names)} tables leaves {len(train)} train and {len(test)} test records; "
+            "profile more samples or change --test-tables")
+    return train, test, sorted(held)
+
+
+# -- training ---------------------------------------------------------------------------------------------------
+def _plan_targets(ms: np.ndarray, dim_sum: np.ndarray, groups: np.ndarray, comm: AlphaBeta, batch_size: int,
+                  elem_bytes: int) -> tuple[np.ndarray, np.ndarray]:
+    """For (P, D) groups of record ids: per-device comm (P, D) and plan cost = max of fwd + bwd + comm (P,)."""
+    d = groups.shape[1]
+    c = comm_ms(comm, dim_sum[groups], batch_size, d, elem_bytes)
+    return c, (ms[groups].sum(axis=-1) + c).max(axis=1)
+
+
+def _head_loss(out: torch.Tensor, ms: torch.Tensor, scaler: TargetScaler, heads: slice | int) -> torch.Tensor:
+    if scaler.target is Target.LOG:
+        loc = torch.tensor(scaler.loc, dtype=out.dtype)[heads]
+        scale = torch.tensor(scaler.scale, dtype=out.dtype)[heads]
+        return ((out - (torch.log(ms) - loc) / scale) ** 2).mean()
+    scale = torch.tensor(scaler.scale, dtype=out.dtype)[heads]
+    return ((scaler.to_ms(out, heads) - ms) ** 2 / scale**2).mean()
+
+
+def device_outputs(net: CostNet, data: RecordTensors, rec: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    feats, dims, seg = data.gather(rec)
+    acc = segment_sum(net.encode(feats, dims), seg, len(rec))
+    return net.device_forward(acc)
+
+
+def predict_records(net: CostNet, scaler: TargetScaler, data: RecordTensors, rec: np.ndarray | None = None) -> np.ndarray:
+    """(len(rec), 2) predicted fwd, bwd ms."""
+    rec = np.arange(data.num_records) if rec is None else rec
+    with torch.no_grad():
+        _, out = device_outputs(net, data, rec)
+        return scaler.to_ms(out, slice(0, 2)).double().numpy()
+
+
+def predict_plans(net: CostNet, scaler: TargetScaler, data: RecordTensors, groups: np.ndarray,
+                  comm_dev: np.ndarray) -> np.ndarray:
+    """(P,) plan-head predictions for (P, D) groups of records with their (P, D) comm ms."""
+    with torch.no_grad():
+        rep, _ = device_outputs(net, data, groups.ravel())
+        rep = rep.reshape(*groups.shape, -1)
+        out = net.plan_forward(rep, torch.tensor(comm_dev, dtype=rep.dtype), torch.ones(groups.shape, dtype=torch.bool))
+        return scaler.to_ms(out, 2).double().numpy()
+
+
+@dataclass
+class TrainResult:
+    net: CostNet
+    scaler: TargetScaler
+    train_ids: np.ndarray
+    val_ids: np.ndarray
+    test_ids: np.ndarray
+    held_out_tables: list[str]
+    history: list[dict[str, float]]
+    best_epoch: int
+
+
+def train(pool: TablePool, records: Sequence[Any], comm: AlphaBeta, batch_size: int, precision: Precision,
+          options: TrainOptions, progress: Callable[[int, dict[str, float]], None] | None = None) -> TrainResult:
+    """Train on ``records`` (already one batch size/precision) and return the best-validation network."""
+    old_threads = torch.get_num_threads()
+    # one thread: the batches are small, and on a shared 2-vCPU host two threads spin against each other
+    torch.set_num_threads(TRAIN_THREADS)
+    try:
+        return _train(pool, records, comm, batch_size, precision, options, progress)
+    finally:
+        torch.set_num_threads(old_threads)
+
+
+def _train(pool: TablePool, records: Sequence[Any], comm: AlphaBeta, batch_size: int, precision: Precision,
+           options: TrainOptions, progress: Callable[[int, dict[str, float]], None] | None) -> TrainResult:
+    rng = np.random.default_rng(options.seed)
+    torch.manual_seed(options.seed)
+    train_ids, test_ids, held = split_unseen_tables(records, options.test_table_fraction, options.seed)
+    perm = rng.permutation(train_ids)
+    n_val = int(round(len(perm) * options.val_fraction))
+    val_ids, fit_ids = np.sort(perm[:n_val]), np.sort(perm[n_val:])
+    if len(val_ids) == 0:
+        val_ids = fit_ids  # tiny datasets: early-stop on the training loss itself
+    data = record_tensors(pool, records, pool.normalizer)
+    eb = precision.bytes
+
+    # target scaling from the training records and training-style plans
+    groups = _random_groups(rng, fit_ids, 4)
+    _, plan_ms = _plan_targets(data.ms, data.dim_sum, groups, comm, batch_size, eb)
+    scale_ms = np.column_stack([data.ms[fit_ids], np.resize(plan_ms, len(fit_ids))])
+    scaler = TargetScaler.fit(options.config.target, scale_ms)
+
+    net = CostNet(options.config)
+    if scaler.target is Target.LOG:
+        net.log_scale.copy_(torch.tensor(scaler.scale[:2], dtype=torch.float32))
+    opt = torch.optim.Adam(net.parameters(), lr=options.lr, weight_decay=options.weight_decay)
+    ms_t = torch.tensor(data.ms, dtype=torch.float32)
+
+    def fit_loss() -> float:
+        """Compute-head loss over all training records: deterministic, unlike the mini-batch losses."""
+        with torch.no_grad():
+            return float(_head_loss(device_outputs(net, data, fit_ids)[1], ms_t[fit_ids], scaler, slice(0, 2)))
+
+    best = (float("inf"), -1, copy.deepcopy(net.state_dict()))
+    history: list[dict[str, float]] = [{"epoch": -1, "fit_loss": fit_loss()}]
+    for epoch in range(options.max_epochs):
+        net.train()
+        order = rng.permutation(fit_ids)
+        losses = []
+        for lo in range(0, len(order), options.batch_records):
+            rec = order[lo: lo + options.batch_records]
+            if len(rec) < 2:
+                continue
+            rep, out = device_outputs(net, data, rec)
+            loss = _head_loss(out, ms_t[rec], scaler, slice(0, 2))
+            d = int(rng.choice([g for g in PLAN_GROUP_SIZES if g <= len(rec)]))
+            local = rng.permutation(len(rec))[: len(rec) // d * d].reshape(-1, d)
+            c, plan_target = _plan_targets(data.ms, data.dim_sum, rec[local], comm, batch_size, eb)
+            plan_out = net.plan_forward(rep.detach()[torch.from_numpy(local)], torch.tensor(c, dtype=rep.dtype),
+                                        torch.ones(local.shape, dtype=torch.bool))
+            loss = loss + options.plan_weight * _head_loss(plan_out, torch.tensor(plan_target, dtype=rep.dtype),
+                                                          scaler, 2)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(float(loss.detach()))
+        net.eval()
+        pred = predict_records(net, scaler, data, val_ids)
+        val = mape(pred.sum(axis=1), data.ms[val_ids].sum(axis=1))
+        history.append({"epoch": epoch, "train_loss": float(np.mean(losses)) if losses else float("nan"),
+                        "fit_loss": fit_loss(), "val_mape_pct": val})
+        if val < best[0]:
+            best = (val, epoch, copy.deepcopy(net.state_dict()))
+        if progress is not None:
+            progress(epoch, history[-1] | {"best_val_mape_pct": best[0]})
+        if epoch - best[1] >= options.patience:
+            log.info("early stop at epoch %d (best %d, val MAPE %.2f%%)", epoch, best[1], best[0])
+            break
+    net.load_state_dict(best[2])
+    net.eval()
+    return TrainResult(net, scaler, fit_ids, val_ids, test_ids, held, history, best[1])
+
+
+def _random_groups(rng: np.random.Generator, ids: np.ndarray, d: int) -> np.ndarray:
+    """Random (P, d) groups of ``ids`` (sampled with replacement when there are fewer than d)."""
+    if len(ids) >= d:
+        perm = rng.permutation(ids)
+        return perm[: len(perm) // d * d].reshape(-1, d)
+    return rng.choice(ids, size=(1, d))

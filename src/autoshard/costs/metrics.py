@@ -1,0 +1,61 @@
+"""Accuracy metrics for cost predictions: MAPE, RMSE and Spearman rank correlation.
+
+Spearman is what a planner cares about (it only compares candidates), MAPE what a user reading a predicted
+step time cares about. Spearman is computed here with average ranks for ties, so no scipy dependency.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from autoshard.errors import AutoshardError
+
+
+def _pair(pred: Any, true: Any) -> tuple[np.ndarray, np.ndarray]:
+    p = np.asarray(pred, dtype=np.float64).ravel()
+    t = np.asarray(true, dtype=np.float64).ravel()
+    if p.shape != t.shape:
+        raise AutoshardError(f"metric inputs differ in length ({p.size} predictions, {t.size} measurements)")
+    if p.size == 0:
+        raise AutoshardError("no samples to score; the held-out set is empty")
+    return p, t
+
+
+def mape(pred: Any, true: Any) -> float:
+    """Mean absolute percentage error, in percent (measured costs are positive milliseconds)."""
+    p, t = _pair(pred, true)
+    return float(np.mean(np.abs(p - t) / np.maximum(np.abs(t), 1e-12)) * 100.0)
+
+
+def rmse(pred: Any, true: Any) -> float:
+    """Root mean squared error, in the inputs' unit (ms)."""
+    p, t = _pair(pred, true)
+    return float(np.sqrt(np.mean((p - t) ** 2)))
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks 0..n-1, tied values sharing the average of their ranks."""
+    order = np.argsort(x, kind="stable")
+    ranks = np.empty(len(x), dtype=np.float64)
+    ranks[order] = np.arange(len(x), dtype=np.float64)
+    _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
+    sums = np.bincount(inverse, weights=ranks)
+    return sums[inverse] / counts[inverse]
+
+
+def spearman(pred: Any, true: Any) -> float:
+    """Spearman rank correlation; NaN when either side is constant (no ranking to compare)."""
+    p, t = _pair(pred, true)
+    rp, rt = _ranks(p), _ranks(t)
+    rp -= rp.mean()
+    rt -= rt.mean()
+    denom = float(np.sqrt((rp ** 2).sum() * (rt ** 2).sum()))
+    return float((rp * rt).sum() / denom) if denom > 0 else float("nan")
+
+
+def score(pred: Any, true: Any) -> dict[str, float]:
+    """All three metrics plus the sample count, as a JSON-ready dict."""
+    p, t = _pair(pred, true)
+    return {"mape_pct": mape(p, t), "rmse_ms": rmse(p, t), "spearman": spearman(p, t), "n": int(p.size)}
