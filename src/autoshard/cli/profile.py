@@ -26,6 +26,8 @@ def _add_measure_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-cv", type=float, default=0.10, help="re-measure when CV is above this (default 0.10)")
     g.add_argument("--max-tries", type=positive_int, default=3, help="most tries per measurement (default 3)")
     g.add_argument("--no-flush", action="store_true", help="do not evict caches between timed runs")
+    g.add_argument("--statistic", choices=["median", "min"], default="median",
+                   help="summary of the timed runs: median (dedicated machine) or min (shared, noisy machine)")
 
 
 def _settings(args: argparse.Namespace) -> Any:
@@ -35,7 +37,8 @@ def _settings(args: argparse.Namespace) -> Any:
     return MeasureSettings(optimizer=args.optimizer, threads=args.threads, warmup=args.warmup,
                            repeats=args.repeats, rows_cap=args.rows_cap,
                            max_shard_bytes=parse_bytes(args.max_shard_bytes), device=args.device,
-                           max_cv=args.max_cv, max_tries=args.max_tries, flush_cache=not args.no_flush)
+                           max_cv=args.max_cv, max_tries=args.max_tries, flush_cache=not args.no_flush,
+                           statistic=args.statistic)
 
 
 def _env_int(name: str, default: int) -> int:
