@@ -1,0 +1,165 @@
+"""``autoshard bench --suite NAME -o DIR`` and ``autoshard quickstart [-o DIR]``: the pipeline, measured.
+
+Both run the stages of ``autoshard.quickstart`` (pool, split, tasks, profile, comm, cost model, policy,
+benchmark), each cached in the output directory, so an interrupted run continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from typing import Any
+
+QUICKSTART_DIR = "autoshard-quickstart"
+"""Default output directory of ``autoshard quickstart``."""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    b = sub.add_parser("bench", help="benchmark every algorithm on a suite, measured on real kernels",
+                       description=__doc__)
+    b.add_argument("--suite", required=False, help="suite name (see --list-suites), e.g. quick or dlrm-50-4")
+    b.add_argument("-o", "--output", help="output directory (default bench-SUITE)")
+    b.add_argument("--list-suites", action="store_true", help="list the suites and exit")
+    _common(b)
+    b.set_defaults(func=run_bench_cmd)
+
+    q = sub.add_parser("quickstart", description=__doc__,
+                       help="the whole pipeline in minutes: data, profile, train, plan, measure")
+    q.add_argument("-o", "--output", default=QUICKSTART_DIR,
+                   help=f"output directory (default {QUICKSTART_DIR})")
+    q.add_argument("--suite", default="quick", help="suite to run (default quick)")
+    _common(q)
+    q.set_defaults(func=run_quickstart_cmd)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tables", help="use this table pool instead of the synthetic one")
+    p.add_argument("--cost-model", help="trained cost model checkpoint (or 'analytical'); default: train one")
+    p.add_argument("--policy", help="trained policy checkpoint for rl; default: train one")
+    p.add_argument("--comm", help="comm model (comm_model.json of profile-comm) for the evaluator, or "
+                                  "'default' for the uncalibrated one; default: measure it here")
+    p.add_argument("--algos", help="comma-separated algorithms (default: every registered one)")
+    p.add_argument("--test-tasks", type=int, help="override the suite's number of test tasks")
+    p.add_argument("--rounds", type=int, help="override the suite's measurement rounds per task")
+    p.add_argument("--time-limit", type=float, help="override the searching planners' seconds per task")
+    p.add_argument("--profile-samples", type=int, help="override the shards profiled to train the cost model")
+    p.add_argument("--policy-iterations", type=int, help="override the policy's training iterations")
+
+
+class _Bars:
+    """progress(what, done, total) -> tqdm bars: one for the tasks, the measuring rounds as its postfix."""
+
+    def __init__(self) -> None:
+        from tqdm import tqdm
+
+        self.tqdm = tqdm
+        self.bars: dict[str, Any] = {}
+
+    def __call__(self, what: str, done: int, total: int) -> None:
+        if what.startswith("measure"):
+            bar = self.bars.get("tasks")
+            if bar is not None:
+                bar.set_postfix_str(f"{what}: round {done}/{total}")
+            return
+        bar = self.bars.get(what)
+        if bar is None:
+            bar = self.bars[what] = self.tqdm(total=total, initial=done, desc=what, unit=what.split()[-1],
+                                              file=sys.stderr)
+        bar.n = done
+        bar.refresh()
+        if done >= total:
+            bar.close()
+            del self.bars[what]
+
+    def close(self) -> None:
+        for bar in self.bars.values():
+            bar.close()
+        self.bars.clear()
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _run(args: argparse.Namespace, suite_name: str, out: str, command: str) -> int:
+    from autoshard.bench.suites import get_suite, with_overrides
+    from autoshard.errors import AutoshardError
+    from autoshard.quickstart import Pipeline, PipelineConfig
+
+    suite = get_suite(suite_name)
+    for flag, value in (("--test-tasks", args.test_tasks), ("--rounds", args.rounds),
+                        ("--profile-samples", args.profile_samples),
+                        ("--policy-iterations", args.policy_iterations)):
+        if value is not None and value <= 0:
+            raise AutoshardError(f"{flag} {value} must be a positive integer")
+    if args.time_limit is not None and not args.time_limit > 0:
+        raise AutoshardError(f"--time-limit {args.time_limit} must be positive")
+    ev = with_overrides(suite.eval, rounds=args.rounds)
+    training = with_overrides(suite.training, profile_samples=args.profile_samples,
+                              policy_iterations=args.policy_iterations)
+    suite = with_overrides(suite, num_test_tasks=args.test_tasks, time_limit_s=args.time_limit, eval=ev,
+                           training=training)
+    algos = tuple(a.strip() for a in args.algos.split(",") if a.strip()) if args.algos else None
+    _check_inputs(args, algos)
+    config = PipelineConfig(suite=suite, tables_path=args.tables, cost_model_path=args.cost_model,
+                            policy_path=args.policy, comm_path=args.comm, algorithms=algos, command=command)
+    bars = _Bars()
+    try:
+        result = Pipeline(config, out, say=_say, progress=bars).run()
+    finally:
+        bars.close()
+    print(result.report)
+    print(f"wrote {', '.join(str(p) for p in result.files.values())}", file=sys.stderr)
+    return 0
+
+
+def _check_inputs(args: argparse.Namespace, algos: tuple[str, ...] | None) -> None:
+    """Fail before any stage runs on a typo: unknown algorithms, or input files that are not there."""
+    from pathlib import Path
+
+    from autoshard.bench.runner import select_algorithms
+    from autoshard.errors import AutoshardError
+
+    if algos is not None:
+        select_algorithms(algos)
+    given = (("--tables", args.tables, None), ("--cost-model", args.cost_model, "analytical"),
+             ("--policy", args.policy, None), ("--comm", args.comm, "default"))
+    for flag, value, keyword in given:
+        if value is not None and value != keyword and not Path(value).is_file():
+            raise AutoshardError(f"{flag} {value}: no such file; check the path")
+
+
+def _command(prog: str, argv: list[str]) -> str:
+    return "autoshard " + " ".join(shlex.quote(a) for a in [prog, *argv])
+
+
+def run_bench_cmd(args: argparse.Namespace) -> int:
+    from autoshard.bench.suites import SUITES
+    from autoshard.errors import AutoshardError
+
+    if args.list_suites:
+        for name, suite in SUITES.items():
+            print(f"{name:<14} {suite.description}")
+        return 0
+    if not args.suite:
+        raise AutoshardError("give --suite NAME (see autoshard bench --list-suites)")
+    out = args.output or f"bench-{args.suite}"
+    return _run(args, args.suite, out, _command("bench", _reconstruct(args, out)))
+
+
+def run_quickstart_cmd(args: argparse.Namespace) -> int:
+    return _run(args, args.suite, args.output, _command("quickstart", _reconstruct(args, args.output)))
+
+
+def _reconstruct(args: argparse.Namespace, out: str) -> list[str]:
+    """The command's arguments rebuilt from the parsed ones, written into the report to regenerate it."""
+    argv = ["--suite", args.suite, "-o", out]
+    for flag, value in (("--tables", args.tables), ("--cost-model", args.cost_model),
+                        ("--policy", args.policy), ("--comm", args.comm),
+                        ("--algos", args.algos), ("--test-tasks", args.test_tasks), ("--rounds", args.rounds),
+                        ("--time-limit", args.time_limit), ("--profile-samples", args.profile_samples),
+                        ("--policy-iterations", args.policy_iterations)):
+        if value is not None:
+            argv += [flag, str(value)]
+    return argv

@@ -1,0 +1,227 @@
+"""The benchmark: suites, planning every task with every algorithm, interleaved measuring, summary, report."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from conftest import make_tables
+
+from autoshard.bench.report import write_report
+from autoshard.bench.runner import (
+    AlgoResult,
+    BenchConfig,
+    TaskResult,
+    geomean,
+    is_heuristic,
+    measure_task,
+    plan_task,
+    run_bench,
+    select_algorithms,
+    summarize,
+)
+from autoshard.bench.suites import SUITES, get_suite
+from autoshard.cli.main import main
+from autoshard.costs.analytical import AnalyticalCostModel
+from autoshard.costs.base import plan_cost
+from autoshard.costs.breakdown import PlanCost
+from autoshard.errors import AutoshardError
+from autoshard.planners.base import PLANNERS, PlannerOptions
+from autoshard.tasks import Task
+
+HEURISTICS = ("random", "round_robin", "dim_greedy", "lookup_greedy", "size_greedy", "size_lookup_greedy")
+
+
+class CountingModel:
+    """The analytical model, counting the device contents it is asked about, optionally scaled per call.
+
+    Calling it makes a new "instance" (as the bench does each round) that shares the call log."""
+
+    def __init__(self, scales: tuple[float, ...] = (1.0,)) -> None:
+        self.inner = AnalyticalCostModel()
+        self.name = "counting"
+        self.calls: list[int] = []
+        self.instances = 0
+        self.scales = scales
+
+    def __call__(self):
+        self.instances += 1
+        return self
+
+    def device_costs(self, task, devices):
+        scale = self.scales[len(self.calls) % len(self.scales)]
+        self.calls.append(len(devices))
+        return self.inner.device_costs(task, devices) * scale
+
+
+def _task(n: int = 12, devices: int = 3, seed: int = 0, name: str = "t") -> Task:
+    return Task(tables=tuple(make_tables(n, seed=seed, dims=(8, 16, 32), max_rows=5000)),
+                device_memory=(10**9,) * devices, batch_size=64, name=name)
+
+
+def test_suites_cover_dreamshard_grid_and_unknown_name_is_one_line_error():
+    for t in (10, 20, 50, 100):
+        for d in (2, 4, 8):
+            s = get_suite(f"dlrm-{t}-{d}")
+            assert (s.num_tables, s.num_devices) == (t, d)
+            assert s.pool_tables // 2 >= t  # the test pool can hold a task
+    assert "quick" in SUITES
+    with pytest.raises(AutoshardError, match="unknown suite 'nope'; choose one of"):
+        get_suite("nope")
+
+
+def test_bad_suite_name_exits_2_with_one_line(capsys):
+    assert main(["bench", "--suite", "nope", "-o", "unused"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "unknown suite" in err
+
+
+def test_select_algorithms_lists_registered_and_says_which_are_skipped():
+    algos, skipped = select_algorithms(None)
+    assert algos == list(PLANNERS)
+    for a in ("torchrec", "rl", "neuroshard", "search", "ilp"):
+        assert (a in algos) != (a in skipped)
+    chosen, skipped = select_algorithms(["size_greedy", "random"])
+    assert chosen == ["size_greedy", "random"]
+    assert skipped["dim_greedy"].startswith("not requested")
+    with pytest.raises(AutoshardError, match="unknown algorithm"):
+        select_algorithms(["size_greedy", "no_such_algo"])
+    assert is_heuristic("size_greedy") and not is_heuristic("no_such_algo")
+
+
+def test_plan_task_records_failures_instead_of_stopping():
+    task = _task()
+    tight = Task(tables=task.tables, device_memory=(1,) * 3, batch_size=64, name="tight")
+    model = AnalyticalCostModel()
+    ok = plan_task(task, HEURISTICS, PlannerOptions(), model)
+    assert all(r.ok and r.plan is not None and r.predicted is not None for r in ok)
+    assert ok[0].predicted.plan_ms == pytest.approx(plan_cost(model, task, ok[0].plan).plan_ms)
+    bad = plan_task(tight, ("size_greedy",), PlannerOptions(), model)
+    assert not bad[0].ok and "give more memory" in bad[0].error
+
+
+def test_measure_task_dedupes_devices_interleaves_rounds_and_takes_the_median():
+    task = _task()
+    planned = plan_task(task, HEURISTICS, PlannerOptions(), None)
+    evaluator = CountingModel(scales=(1.0, 3.0, 2.0))
+    measured = measure_task(task, planned, evaluator, rounds=3)
+    # one call per round, each with every distinct non-empty device of all plans once
+    distinct = {tuple(sorted(d)) for r in planned for d in r.plan.device_shards(task) if d}
+    assert evaluator.calls == [len(distinct)] * 3 and evaluator.instances == 3
+    truth = AnalyticalCostModel()
+    for r in measured:
+        exact = plan_cost(truth, task, r.plan)
+        # median of the x1, x3, x2 rounds is x2, per device and component
+        np.testing.assert_allclose(r.measured.to_array(), 2.0 * exact.to_array())
+        assert sorted(r.rounds_ms) == pytest.approx([exact.plan_ms, 2 * exact.plan_ms, 3 * exact.plan_ms])
+        assert r.plan.cost == r.measured
+
+
+def test_summary_ratios_geomeans_and_wins():
+    task_a, task_b = _task(name="a"), _task(seed=1, name="b")
+
+    def res(algo: str, ms: float) -> AlgoResult:
+        cost = PlanCost.from_array(np.array([[ms, 0.0, 0.0]]), "measured")
+        return AlgoResult(algo, True, measured=cost, rounds_ms=(ms, ms * 1.1))
+
+    results = [
+        TaskResult(task_a, (res("size_greedy", 10.0), res("random", 20.0), res("x", 8.0)),
+                   lower_bound_ms=5.0),
+        TaskResult(task_b, (res("size_greedy", 30.0), res("random", 15.0),
+                            AlgoResult("x", False, "no room"))),
+    ]
+    s = {x.algorithm: x for x in summarize(results, ["size_greedy", "random", "x"])}
+    assert s["size_greedy"].geomean_ratio_to_best_heuristic == pytest.approx(geomean([1.0, 2.0]))
+    assert s["random"].geomean_ratio_to_best_heuristic == pytest.approx(geomean([2.0, 1.0]))
+    assert s["x"].geomean_ratio_to_best_heuristic == pytest.approx(0.8)
+    assert (s["x"].tasks_ok, s["x"].tasks_total, s["x"].errors) == (1, 2, ("no room",))
+    assert (s["x"].wins, s["random"].wins, s["size_greedy"].wins) == (1, 1, 0)
+    assert s["x"].geomean_gap_to_lower_bound == pytest.approx(8.0 / 5.0 - 1)
+    assert s["size_greedy"].noise == pytest.approx(0.1 / 1.05)
+    # x (8.0, 8.8) vs the best heuristic size_greedy (10.0, 11.0) on task a: every round below
+    assert (s["x"].clear_wins, s["x"].clear_losses) == (1, 0)
+    # random (20, 22) vs size_greedy (10, 11) on a: above; on b random is the best heuristic itself
+    assert (s["random"].clear_wins, s["random"].clear_losses) == (0, 1)
+    assert geomean([]) is None
+
+
+def test_run_bench_resumes_from_per_task_files_and_reports(tmp_path):
+    tasks = [_task(name="a"), _task(seed=1, name="b")]
+    config = BenchConfig(HEURISTICS, PlannerOptions(cost_model=AnalyticalCostModel()), rounds=2,
+                         lower_bound_on="none", key="k1")
+    ev = CountingModel()
+    first = run_bench(tasks, config, ev, tmp_path)
+    assert len(ev.calls) == 4 and (tmp_path / "tasks" / "a.json").is_file()
+    again = CountingModel()
+    second = run_bench(tasks, config, again, tmp_path)
+    assert again.calls == [] and [t.to_json() for t in second] == [t.to_json() for t in first]
+    changed = CountingModel()
+    run_bench(tasks, BenchConfig(HEURISTICS, config.options, rounds=2, lower_bound_on="none", key="k2"),
+              changed, tmp_path)
+    assert len(changed.calls) == 4
+
+    summaries = summarize(first, list(HEURISTICS))
+    meta = {"host": {"cpu": "test"}, "skipped": {"rl": "not registered"}, "rounds": 2}
+    files = write_report(tmp_path, "unit", "autoshard bench --suite unit", summaries, first, meta)
+    md = files["report_md"].read_text()
+    assert "autoshard bench --suite unit" in md and "| size_greedy (heuristic) |" in md
+    assert "- rl: not registered" in md and "no non-heuristic algorithm ran" in md
+    raw = json.loads(files["results_json"].read_text())
+    assert raw["kind"] == "autoshard.bench" and len(raw["tasks"]) == 2
+    assert raw["tasks"][0]["results"][0]["measured"]["plan_ms"] > 0
+    for role in ("devices_png", "costs_png", "predicted_png"):
+        assert files[role].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_pipeline_stage_caches_and_resumes_after_an_interruption(tmp_path):
+    from autoshard.quickstart import Pipeline, PipelineConfig
+
+    lines: list[str] = []
+    pipe = Pipeline(PipelineConfig(get_suite("tiny")), tmp_path, say=lines.append)
+    calls: list[bool] = []
+
+    def interrupted(resume: bool) -> None:
+        calls.append(resume)
+        (tmp_path / "part.txt").write_text("half")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        pipe.stage("s", {"n": 1}, ["dep"], ["part.txt"], interrupted)
+
+    def finish(resume: bool) -> None:
+        calls.append(resume)
+
+    key = pipe.stage("s", {"n": 1}, ["dep"], ["part.txt"], finish)
+    assert calls == [False, True] and pipe.status["s"] == "ran"
+    assert pipe.stage("s", {"n": 1}, ["dep"], ["part.txt"], finish) == key and pipe.status["s"] == "cached"
+    assert calls == [False, True]
+    pipe.stage("s", {"n": 2}, ["dep"], ["part.txt"], finish)  # a changed setting runs it afresh
+    assert calls == [False, True, False]
+    pipe.stage("s", {"n": 2}, ["other dep"], ["part.txt"], finish)  # so does a changed upstream stage
+    assert calls == [False, True, False, False]
+    assert any("resuming" in line for line in lines)
+    # cached outputs that this version cannot use (e.g. an old checkpoint) are made again
+    pipe.stage("s", {"n": 2}, ["other dep"], ["part.txt"], finish, usable=lambda: "unreadable checkpoint")
+    assert calls == [False, True, False, False, False] and pipe.status["s"] == "ran"
+    pipe.stage("s", {"n": 2}, ["other dep"], ["part.txt"], finish, usable=lambda: "")
+    assert pipe.status["s"] == "cached"
+
+
+class _CrashingPlanner:
+    name = "crashing"
+
+    def plan(self, task):
+        raise ValueError("a planner bug\nwith a second line")
+
+
+def crashing_planner(options):
+    return _CrashingPlanner()
+
+
+def test_a_crashing_planner_is_reported_not_fatal(monkeypatch):
+    monkeypatch.setitem(PLANNERS, "crashing", ("test_bench:crashing_planner", "raises"))
+    results = plan_task(_task(), ("crashing", "size_greedy"), PlannerOptions(), None)
+    assert not results[0].ok and results[0].error == "crashed: ValueError: a planner bug"
+    assert results[1].ok
