@@ -1,9 +1,9 @@
-# Set-up and main jobs. `make demo` and `make test` are the README's two commands.
+# Set-up and main jobs. `make quickstart` and `make test` are the README's two commands.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 OUT ?= out
 
-.PHONY: install demo test clean
+.PHONY: install quickstart demo test clean
 
 install: $(VENV)/.installed
 
@@ -17,6 +17,11 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --no-deps torchrec==1.8.0
 	touch $@
 
+# The whole learned pipeline on this machine, every stage cached in $(OUT)/quickstart (re-run to continue).
+quickstart: install
+	$(VENV)/bin/autoshard quickstart -o $(OUT)/quickstart
+
+# Plan a generated 50-table DLRM-like task on 4 devices with a heuristic and print the per-device table.
 demo: install
 	$(VENV)/bin/autoshard tables synth --num-tables 50 --seed 0 -o $(OUT)/tables.json
 	$(VENV)/bin/autoshard plan --tables $(OUT)/tables.json --devices 4 --memory 5GB --algo size_lookup_greedy -o $(OUT)/plan.json

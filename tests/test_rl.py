@@ -221,8 +221,12 @@ def test_bad_policy_files(tmp_path):
     torch.save({"kind": "autoshard.cost_model"}, str(other))
     with pytest.raises(AutoshardError, match="not a policy checkpoint"):
         TrainedPolicy.load(str(other))
-    with pytest.raises(AutoshardError, match="needs a trained policy"):
-        make_planner("rl", PlannerOptions())
+
+
+def test_rl_without_policy_uses_the_shipped_one():
+    task = make_task(10, 3, seed=6)
+    plan = run_planner(make_planner("rl", PlannerOptions()), task)
+    assert plan.algorithm == "rl" and len(plan.placements) == 10
 
 
 def test_planner_best_of_k_and_infeasible(tmp_path):

@@ -79,7 +79,6 @@ def _garbage(tmp_path):
      "learning_rate"),
     (lambda f, tmp: ["train-policy", "--cost-model", "analytical", "--tasks", f[0], "-o", f[2],
                      "--refresh-with-real", str(tmp / "nodata")], "no such directory"),
-    (lambda f, tmp: ["plan", "--task", f[1], "--algo", "rl"], "needs a trained policy"),
     (lambda f, tmp: ["plan", "--task", f[1], "--algo", "rl", "--policy", str(tmp / "none.pt")], "no such policy"),
     (lambda f, tmp: ["plan", "--task", f[1], "--algo", "rl", "--policy", _garbage(tmp)], "not a readable policy"),
 ])

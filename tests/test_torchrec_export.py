@@ -11,7 +11,7 @@ from autoshard.tasks import Task
 from autoshard.torchrec.export import FUSED_KERNEL, from_sharding_plan, to_sharding_plan
 from conftest import make_tables
 
-pytest.importorskip("torchrec")
+import torchrec  # noqa: E402,F401  (a core dependency: a broken install must fail, not skip)
 
 
 def _task(n: int = 5, devices: int = 3) -> Task:

@@ -10,8 +10,8 @@ from autoshard.tables.lookups import access_bins, sample_lookups
 from autoshard.torchrec.model_import import fit_alpha, pool_from_model, tables_from_model
 from conftest import make_tables
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("torchrec")
+import torch  # noqa: E402
+import torchrec  # noqa: E402,F401  (a core dependency: a broken install must fail, not skip)
 
 
 def _model():

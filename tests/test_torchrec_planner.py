@@ -12,8 +12,8 @@ from autoshard.tables import TablePool
 from autoshard.tasks import Task
 from conftest import make_tables
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("torchrec")
+import torch  # noqa: E402
+import torchrec  # noqa: E402,F401  (a core dependency: a broken install must fail, not skip)
 
 
 def _small_task(memory: int) -> Task:

@@ -12,7 +12,7 @@ from autoshard.tables import TablePool
 from autoshard.tasks import Task, save_tasks
 from conftest import make_tables
 
-pytest.importorskip("torchrec")
+import torchrec  # noqa: E402,F401  (a core dependency: a broken install must fail, not skip)
 
 
 @pytest.fixture

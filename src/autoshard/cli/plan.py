@@ -79,14 +79,16 @@ def run(args: argparse.Namespace) -> int:
                              time_limit_s=args.time_limit, extra=parse_options(args.option))
     planner = make_planner(args.algo, options)
     plan = run_planner(planner, task)
-    if cost_model is not None:
-        from autoshard.costs.base import plan_cost
+    from autoshard.costs.base import plan_cost
+    from autoshard.costs.loading import describe_cost_model, resolve_cost_model
 
-        plan = plan.with_cost(plan_cost(cost_model, task, plan))
+    estimator = resolve_cost_model(cost_model)
+    plan = plan.with_cost(plan_cost(estimator, task, plan))
     proxy = [sum(size_lookup_proxy(task.tables[s.table].with_dim(s.dim)) for s in dev)
              for dev in plan.device_shards(task)]
     print(format_report(plan, task, proxy))
-    print(f"planned in {plan.planning_time_s * 1000:.1f} ms; cost proxy = size_lookup (dim x pooling x log10 rows)")
+    print(f"planned in {plan.planning_time_s * 1000:.1f} ms; cost proxy = size_lookup (dim x pooling x log10 rows); "
+          f"costs estimated by {describe_cost_model(estimator)} (measure for real with 'autoshard evaluate')")
     if args.output:
         plan.save(args.output)
         print(f"wrote {args.output}", file=sys.stderr)

@@ -1,9 +1,27 @@
-"""Load a cost model by name or path: ``analytical`` or a learned checkpoint."""
+"""Load a cost model by name or path, and the default one planners use when none is given.
+
+The package ships a small learned cost model (``autoshard/data/default_cost_model.pt``) trained on real kernel
+timings of this project's CPU machine kind (see ``autoshard/data/DEFAULTS.md`` for the command and hardware);
+``default_cost_model`` returns it, labelled with the hardware it describes, so ``autoshard plan`` works before
+any profiling. For other hardware, batch size or precision, profile and train your own.
+"""
 
 from __future__ import annotations
 
+import functools
+import logging
+from pathlib import Path
+
 from autoshard.costs.analytical import AnalyticalCostModel
 from autoshard.costs.base import CostModel
+
+log = logging.getLogger(__name__)
+
+SHIPPED_DIR = Path(__file__).resolve().parent.parent / "data"
+SHIPPED_COST_MODEL = SHIPPED_DIR / "default_cost_model.pt"
+"""Learned cost model trained by ``autoshard bench --suite dlrm-20-4`` on this project's CPU machine kind."""
+SHIPPED_POLICY = SHIPPED_DIR / "default_policy.pt"
+"""RL policy trained against SHIPPED_COST_MODEL on that run's DLRM-20 (4) train tasks."""
 
 
 def load_cost_model(spec: str) -> CostModel:
@@ -15,9 +33,23 @@ def load_cost_model(spec: str) -> CostModel:
     return LearnedCostModel.load(spec)
 
 
+@functools.lru_cache(maxsize=1)
 def default_cost_model() -> CostModel:
-    """The model planners use when none is given: the roofline estimator (until a calibrated one ships)."""
-    return AnalyticalCostModel()
+    """The shipped learned model if the package carries it (on any host: it says which hardware it describes),
+    else the roofline estimator."""
+    if not SHIPPED_COST_MODEL.is_file():
+        return AnalyticalCostModel()
+    from autoshard.costs.learned import LearnedCostModel
+
+    model = LearnedCostModel.load(SHIPPED_COST_MODEL, allow_other_hardware=True)
+    log.info("using the shipped cost model, which describes %s", model.describe_hardware())
+    return model
+
+
+def describe_cost_model(model: CostModel) -> str:
+    """One line naming a model and, for a learned one, the hardware and settings it was trained on."""
+    describe = getattr(model, "describe_hardware", None)
+    return f"{model.name} ({describe()})" if callable(describe) else model.name
 
 
 def resolve_cost_model(model: CostModel | None) -> CostModel:

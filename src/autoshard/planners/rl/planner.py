@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from autoshard.costs.base import CostModel
-from autoshard.costs.loading import load_cost_model, resolve_cost_model
+from autoshard.costs.loading import SHIPPED_POLICY, load_cost_model, resolve_cost_model
 from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.plan import Plan
 from autoshard.planners.base import PlannerOptions
@@ -45,10 +45,14 @@ class RLPlanner:
 
 
 def rl_planner(options: PlannerOptions) -> RLPlanner:
-    if not options.policy_path:
-        raise AutoshardError("--algo rl needs a trained policy: pass --policy policy.pt "
-                             "(train one with 'autoshard train-policy')")
-    policy = TrainedPolicy.load(options.policy_path)
+    policy_path = options.policy_path
+    if not policy_path:
+        if not SHIPPED_POLICY.is_file():
+            raise AutoshardError("--algo rl needs a trained policy: pass --policy policy.pt "
+                                 "(train one with 'autoshard train-policy')")
+        policy_path = str(SHIPPED_POLICY)
+        logger.info("using the shipped policy (%s)", SHIPPED_POLICY)
+    policy = TrainedPolicy.load(policy_path)
     model = options.cost_model
     spec = policy.cost_model.get("spec")
     if model is None and spec and spec != "analytical" and Path(spec).is_file():
