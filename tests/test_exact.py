@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import make_tables
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,7 +18,6 @@ from autoshard.planners.column_split import from_plan
 from autoshard.planners.exact import ExactPlanner, linear_costs, lower_bound
 from autoshard.tables import Table
 from autoshard.tasks import Task
-from conftest import make_tables
 
 HEURISTICS = ["random", "round_robin", "dim_greedy", "lookup_greedy", "size_greedy", "size_lookup_greedy"]
 MODEL = AnalyticalCostModel()

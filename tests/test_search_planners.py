@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import make_tables
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,7 +19,6 @@ from autoshard.planners.local_search import LocalSearchPlanner
 from autoshard.planners.neuroshard import NeuroShardConfig, NeuroShardPlanner
 from autoshard.tables import Table, TablePool
 from autoshard.tasks import Task
-from conftest import make_tables
 
 FAST = {"max_depth": 3, "cap_steps": 4, "kicks": 3}
 """Small search settings so property tests stay quick."""

@@ -4,11 +4,11 @@ import json
 
 import numpy as np
 import pytest
+from conftest import make_tables
 
 from autoshard.errors import AutoshardError
 from autoshard.tables import NUM_FEATURES, FeatureNormalizer, Precision, Table, TablePool
 from autoshard.tables.lookups import access_bins, sample_lookups
-from conftest import make_tables
 
 
 def test_table_sizes_and_memory():

@@ -1,11 +1,11 @@
 from __future__ import annotations
 
 import pytest
+from conftest import make_tables
 
 from autoshard.errors import AutoshardError
 from autoshard.tables import TablePool
 from autoshard.tasks import Task, load_tasks, sample_tasks, save_tasks, split_pool
-from conftest import make_tables
 
 
 def test_split_is_disjoint_and_keeps_normaliser():

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import pytest
+import torchrec  # noqa: F401  (a core dependency: a broken install must fail, not skip)
+from conftest import make_tables
 
 from autoshard.errors import AutoshardError, PlanError
 from autoshard.plan import Plan, ShardingType, TablePlacement
 from autoshard.tables import Table
 from autoshard.tasks import Task
 from autoshard.torchrec.export import FUSED_KERNEL, from_sharding_plan, to_sharding_plan
-from conftest import make_tables
-
-import torchrec  # noqa: E402,F401  (a core dependency: a broken install must fail, not skip)
 
 
 def _task(n: int = 5, devices: int = 3) -> Task:

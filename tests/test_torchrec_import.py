@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
+import torchrec  # noqa: F401  (a core dependency: a broken install must fail, not skip)
+from conftest import make_tables
 
 from autoshard.errors import AutoshardError
 from autoshard.tables.lookups import access_bins, sample_lookups
 from autoshard.torchrec.model_import import fit_alpha, pool_from_model, tables_from_model
-from conftest import make_tables
-
-import torch  # noqa: E402
-import torchrec  # noqa: E402,F401  (a core dependency: a broken install must fail, not skip)
 
 
 def _model():

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import pytest
+import torch
+import torchrec  # noqa: F401  (a core dependency: a broken install must fail, not skip)
+from conftest import make_tables
 
 from autoshard.cli.main import main
 from autoshard.errors import AutoshardError
@@ -10,10 +13,6 @@ from autoshard.plan import Plan, ShardingType, validate
 from autoshard.planners.base import PlannerOptions, make_planner, run_planner
 from autoshard.tables import TablePool
 from autoshard.tasks import Task
-from conftest import make_tables
-
-import torch  # noqa: E402
-import torchrec  # noqa: E402,F401  (a core dependency: a broken install must fail, not skip)
 
 
 def _small_task(memory: int) -> Task:

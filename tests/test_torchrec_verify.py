@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
+import torchrec  # noqa: F401  (a core dependency: a broken install must fail, not skip)
+from conftest import make_tables
 
 from autoshard.cli.main import main
 from autoshard.plan import Plan, TablePlacement
 from autoshard.tables import TablePool
 from autoshard.tasks import Task, save_tasks
-from conftest import make_tables
-
-import torchrec  # noqa: E402,F401  (a core dependency: a broken install must fail, not skip)
 
 
 @pytest.fixture

@@ -59,7 +59,8 @@ class PipelineConfig:
     tables_path: str | None = None
     """A table pool file to use instead of the synthetic pool."""
     cost_model_path: str | None = None
-    """A trained cost model checkpoint (or 'analytical'); None = train one (profile + fit)."""
+    """A trained cost model checkpoint (or 'analytical', or 'measured': plan with the real evaluator itself);
+    None = train one (profile + fit)."""
     policy_path: str | None = None
     """A trained policy checkpoint for rl; None = train one."""
     comm_path: str | None = None
@@ -342,6 +343,9 @@ class Pipeline:
         if self.config.algorithms is not None and "rl" not in self.config.algorithms:
             self.skip("policy", "rl not among --algos")
             return "none", None
+        if cost_spec == "measured":
+            self.skip("policy", "training against the real kernels (--cost-model measured) is too slow; pass --policy")
+            return "none", None
         s = self.suite
         iterations = s.training.policy_iterations
         settings = {"iterations": iterations, "seed": s.seed, "extra": s.training.extra.get("policy", {})}
@@ -384,7 +388,7 @@ class Pipeline:
 
     def stage_bench(self, k_tasks: str, k_comm: str, k_cost: str, cost_spec: str, k_policy: str,
                     policy_path: str | None) -> tuple[dict[str, Path], str]:
-        from autoshard.costs.loading import load_cost_model
+        from autoshard.costs.loading import MEASURED_SPEC, load_cost_model
         from autoshard.hardware.host import host_info
         from autoshard.planners.base import PlannerOptions
         from autoshard.tasks import load_tasks
@@ -400,12 +404,14 @@ class Pipeline:
                 skipped["rl"] = "no trained policy (pass --policy or let the pipeline train one)"
         else:
             algorithms, skipped = select_algorithms(requested)
-        cost_model = load_cost_model(cost_spec)
         comm = self.comm_model()
         settings = self.measure_settings()
 
         def make_evaluator() -> Any:
             return evaluator_mod.MeasuredCostModel(settings, comm)
+        # 'measured' plans with the evaluator's own settings and comm model (an oracle cost model: it shows
+        # how much the learned model's error costs the planners)
+        cost_model = make_evaluator() if cost_spec == MEASURED_SPEC else load_cost_model(cost_spec)
         options = PlannerOptions(seed=s.seed, cost_model=cost_model, policy_path=policy_path,
                                  time_limit_s=s.time_limit_s)
         # What a measured task depends on (the tasks via k_tasks; not e.g. the suite's description), with the

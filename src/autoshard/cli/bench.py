@@ -35,7 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tables", help="use this table pool instead of the synthetic one")
-    p.add_argument("--cost-model", help="trained cost model checkpoint (or 'analytical'); default: train one")
+    p.add_argument("--cost-model", help="trained cost model checkpoint, 'analytical', or 'measured' (plan with the "
+                   "real kernels; only ilp and heuristics are fast enough); default: train one")
     p.add_argument("--policy", help="trained policy checkpoint for rl; default: train one")
     p.add_argument("--comm", help="comm model (comm_model.json of profile-comm) for the evaluator, or "
                                   "'default' for the uncalibrated one; default: measure it here")
@@ -126,6 +127,8 @@ def _check_inputs(args: argparse.Namespace, algos: tuple[str, ...] | None) -> No
     given = (("--tables", args.tables, None), ("--cost-model", args.cost_model, "analytical"),
              ("--policy", args.policy, None), ("--comm", args.comm, "default"))
     for flag, value, keyword in given:
+        if flag == "--cost-model" and value == "measured":
+            continue
         if value is not None and value != keyword and not Path(value).is_file():
             raise AutoshardError(f"{flag} {value}: no such file; check the path")
 

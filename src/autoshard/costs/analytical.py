@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Sequence
-from typing import Any
 from dataclasses import dataclass, replace
 from itertools import chain
+from typing import Any
 
 import numpy as np
 

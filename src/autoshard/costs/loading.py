@@ -24,10 +24,24 @@ SHIPPED_POLICY = SHIPPED_DIR / "default_policy.pt"
 """RL policy trained against SHIPPED_COST_MODEL on that run's DLRM-20 (4) train tasks."""
 
 
+MEASURED_SPEC = "measured"
+"""Plan with the real evaluator itself: every cost a planner asks for is timed on this machine's kernels.
+Only planners that ask for few costs are practical with it (``ilp`` prices each table alone plus a few pairs;
+the search planners price thousands of candidate devices). ``measured:PATH`` adds a comm model file."""
+
+
 def load_cost_model(spec: str) -> CostModel:
-    """``'analytical'`` gives the roofline estimator; anything else is a learned checkpoint path."""
+    """``'analytical'`` gives the roofline estimator, ``'measured'`` (or ``'measured:comm_model.json'``) the
+    real kernels with default measure settings; anything else is a learned checkpoint path."""
     if spec == "analytical":
         return AnalyticalCostModel()
+    if spec == MEASURED_SPEC or spec.startswith(MEASURED_SPEC + ":"):
+        from autoshard.costs.comm import DEFAULT_COMM, AlphaBeta
+        from autoshard.hardware.evaluator import MeasuredCostModel
+        from autoshard.hardware.kernel import MeasureSettings
+
+        comm_path = spec.partition(":")[2]
+        return MeasuredCostModel(MeasureSettings(), AlphaBeta.load(comm_path) if comm_path else DEFAULT_COMM)
     from autoshard.costs.learned import LearnedCostModel
 
     return LearnedCostModel.load(spec)

@@ -30,9 +30,9 @@ import socket
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from dataclasses import asdict, dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -164,7 +164,7 @@ def _worker(rank: int, world: int, port: int, backend: str, dim_sums: Sequence[i
                 results.put(("point", dim_sum, slowest.cpu().numpy().tolist()))
         dist.barrier()
         dist.destroy_process_group()
-    except Exception as e:  # noqa: BLE001 - the parent turns it into one line
+    except Exception as e:
         results.put(("error", rank, f"{type(e).__name__}: {e}"))
         raise
 

@@ -134,9 +134,9 @@ def torchrec_sharding_plan(task: Task, config: TorchRecBaselineConfig, table_wis
     """Run TorchRec's EmbeddingShardingPlanner on ``task``; returns its ShardingPlan."""
     from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
     from torchrec.distributed.planner import EmbeddingShardingPlanner
+    from torchrec.distributed.planner.constants import DEFAULT_PERF_ESTIMATOR
     from torchrec.distributed.planner.enumerators import EmbeddingEnumerator
     from torchrec.distributed.planner.estimator import EmbeddingPerfEstimatorFactory
-    from torchrec.distributed.planner.constants import DEFAULT_PERF_ESTIMATOR
     from torchrec.distributed.planner.storage_reservations import FixedPercentageStorageReservation
     from torchrec.distributed.planner.types import PlannerError
 

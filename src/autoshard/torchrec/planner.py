@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from autoshard.errors import AutoshardError
-from autoshard.planners.base import PlannerOptions, make_planner, run_planner
 from autoshard.plan import Plan
+from autoshard.planners.base import PlannerOptions, make_planner, run_planner
 from autoshard.tables.table import Precision
 from autoshard.tasks import DEFAULT_BATCH_SIZE, Task
 

@@ -12,7 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from autoshard.costs.learned.training import _random_groups, comm_ms, predict_plans, predict_records, record_tensors
+from autoshard.costs.learned.training import (
+    _random_groups,
+    comm_ms,
+    predict_plans,
+    predict_records,
+    record_tensors,
+)
 from autoshard.costs.metrics import score
 from autoshard.errors import AutoshardError
 from autoshard.tables.table import Precision, TablePool

@@ -72,9 +72,9 @@ class LearnedCostModel:
     @staticmethod
     def fit(dataset: Any, options: Any = None, progress: Any = None) -> LearnedCostModel:
         """Train on a profiling dataset (``autoshard.hardware.profiler.load_dataset``); see ``training``."""
+        from autoshard.costs.comm import DEFAULT_COMM
         from autoshard.costs.learned.evaluation import evaluate
         from autoshard.costs.learned.training import TrainOptions, select_records, train
-        from autoshard.costs.comm import DEFAULT_COMM
 
         options = options or TrainOptions()
         records, batch_size, precision = select_records(dataset.records, options.batch_size)
