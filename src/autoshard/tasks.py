@@ -14,7 +14,7 @@ import numpy as np
 
 from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.io import ARTEFACT_VERSION, check_finite, format_bytes, read_json, write_json
-from autoshard.tables.table import Precision, Table, TablePool
+from autoshard.tables.table import Precision, Table, TablePool, check_unique_names
 
 DEFAULT_BATCH_SIZE = 2048
 """Per-device batch size the costs refer to. The papers time batch 65536 on GPUs; on this CPU one table at
@@ -50,10 +50,7 @@ class Task:
         check_finite(self.optimizer_bytes_per_element, "optimizer_bytes_per_element")
         if self.optimizer_bytes_per_element < 0:
             raise AutoshardError("optimizer_bytes_per_element must be >= 0")
-        names = [t.name for t in self.tables]
-        if len(set(names)) != len(names):
-            dup = next(n for n in names if names.count(n) > 1)
-            raise AutoshardError(f"task {self.name}: table {dup!r} appears twice; table names must be unique")
+        check_unique_names(self.tables, f"task {self.name}")
 
     @property
     def num_devices(self) -> int:

@@ -179,6 +179,15 @@ class Table:
             raise AutoshardError(f"table {d.get('name')!r}: bad value ({e})") from None
 
 
+def check_unique_names(tables: Iterable[Table], where: str) -> None:
+    """Raise AutoshardError naming the first table name that appears twice in ``tables``."""
+    seen: set[str] = set()
+    for t in tables:
+        if t.name in seen:
+            raise AutoshardError(f"{where}: table {t.name!r} appears more than once; table names must be unique")
+        seen.add(t.name)
+
+
 @dataclass(frozen=True)
 class FeatureNormalizer:
     """Per-feature z-score fitted on a table pool; stored with the pool and with every model trained on it."""
@@ -220,10 +229,7 @@ class TablePool:
     def __post_init__(self) -> None:
         if not self.tables:
             raise AutoshardError("the table pool is empty; generate or load at least one table")
-        names = [t.name for t in self.tables]
-        if len(set(names)) != len(names):
-            dup = next(n for n in names if names.count(n) > 1)
-            raise AutoshardError(f"table name {dup!r} appears more than once; table names must be unique")
+        check_unique_names(self.tables, "table pool")
 
     @staticmethod
     def from_tables(tables: Sequence[Table], source: dict[str, Any] | None = None) -> TablePool:
