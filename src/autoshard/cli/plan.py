@@ -19,7 +19,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=positive_int, default=None, help="per-device batch size (with --tables)")
     p.add_argument("--algo", default="size_lookup_greedy", help="algorithm; see --list-algos")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--cost-model", help="cost model checkpoint for cost-driven algorithms")
+    p.add_argument("--cost-model", help="cost model for cost-driven algorithms: a checkpoint (train-cost), "
+                   "'analytical', or 'measured[:comm_model.json]' (time on this machine's kernels; for ilp); "
+                   "default: the shipped model")
     p.add_argument("--policy", help="trained policy checkpoint for --algo rl")
     p.add_argument("--time-limit", type=float, default=10.0, help="seconds for searching algorithms")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
