@@ -73,3 +73,18 @@ def test_non_positive_devices_rejected_by_parser(tables_file, devices, capsys):
     assert e.value.code == 2
     err = capsys.readouterr().err.strip()
     assert "positive integer" in err and len(err.splitlines()) == 1
+
+
+def test_ilp_with_measured_cost_model_times_real_kernels(tmp_path, capsys):
+    from autoshard.tasks import save_tasks
+    from conftest import make_tables
+
+    tables = tuple(t.with_dim(8) for t in make_tables(4, seed=5, max_rows=2000))
+    path = str(tmp_path / "tasks.json")
+    save_tasks(path, [Task(tables=tables, device_memory=(10**8,) * 2, batch_size=64, name="tiny")])
+    out = str(tmp_path / "plan.json")
+    assert main(["plan", "--task", path, "--algo", "ilp", "--cost-model", "measured", "--time-limit", "2",
+                 "-o", out]) == 0
+    text = capsys.readouterr().out
+    assert "plan cost (measured)" in text and "costs estimated by measured" in text
+    validate(Plan.load(out), Task(tables=tables, device_memory=(10**8,) * 2, batch_size=64))
