@@ -25,6 +25,17 @@ def make_tables(n: int, seed: int = 0, dims: tuple[int, ...] = (16,), max_rows: 
 
 
 @pytest.fixture
+def one_thread():
+    """Run a test at one torch thread (small networks run fastest so, and the machine is shared), then restore."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
 def tables() -> list[Table]:
     return make_tables(20)
 

@@ -30,13 +30,7 @@ from autoshard.tasks import Task
 MODEL = AnalyticalCostModel()
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Small networks run fastest on one thread, and the machine is shared."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def make_tables(n: int, seed: int) -> list[Table]:

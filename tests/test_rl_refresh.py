@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from autoshard.costs.learned.model import LearnedCostModel
 from autoshard.costs.learned.network import CostNetConfig
@@ -24,12 +23,7 @@ FAST = MeasureSettings(warmup=1, repeats=3, rows_cap=2000, num_batches=1, max_tr
 FIT = TrainOptions(max_epochs=3, patience=2, batch_records=8, config=CostNetConfig(hidden=16, embed=8))
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.mark.slow
