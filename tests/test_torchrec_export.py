@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-import torchrec  # noqa: F401  (a core dependency: a broken install must fail, not skip)
 from conftest import make_tables
+from torchrec.distributed.types import EnumerableShardingSpec, ParameterSharding, ShardingPlan, ShardMetadata
 
 from autoshard.errors import AutoshardError, PlanError
 from autoshard.plan import Plan, ShardingType, TablePlacement
@@ -54,13 +54,6 @@ def test_export_uses_fused_kernel_ranks_and_shard_sizes():
 
 
 def test_shards_out_of_column_order_are_sorted_and_adjacent_same_rank_merged():
-    from torchrec.distributed.types import (
-        EnumerableShardingSpec,
-        ParameterSharding,
-        ShardingPlan,
-        ShardMetadata,
-    )
-
     task = _task(1, 2)
     t = task.tables[0]
     q = t.dim // 4
@@ -73,13 +66,6 @@ def test_shards_out_of_column_order_are_sorted_and_adjacent_same_rank_merged():
 
 
 def test_unrepresentable_torchrec_shardings_are_refused():
-    from torchrec.distributed.types import (
-        EnumerableShardingSpec,
-        ParameterSharding,
-        ShardingPlan,
-        ShardMetadata,
-    )
-
     task = _task(1, 2)
     t = task.tables[0]
     row_wise = ParameterSharding("row_wise", "fused", [0, 1], None)

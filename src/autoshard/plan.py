@@ -115,10 +115,8 @@ class Plan:
 
     def memory_used(self, task: Task) -> list[int]:
         """Bytes used on each rank: weights + optimizer state of every shard it holds."""
-        used = [0] * self.num_devices
-        for shards_on_rank, r in zip(self.device_shards(task), range(self.num_devices)):
-            used[r] = sum(task.table_memory(task.tables[s.table], s.dim) for s in shards_on_rank)
-        return used
+        return [sum(task.table_memory(task.tables[s.table], s.dim) for s in shards)
+                for shards in self.device_shards(task)]
 
     def with_cost(self, cost: PlanCost) -> Plan:
         return replace(self, cost=cost)

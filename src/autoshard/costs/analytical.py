@@ -73,9 +73,7 @@ class AnalyticalCostModel:
         used = counts > 0
         out[used, 0] = self.fwd_launch_ms + nbytes[used] / self.fwd_bytes_per_ms
         out[used, 1] = self.bwd_launch_ms + nbytes[used] / self.bwd_bytes_per_ms
-        for g in np.flatnonzero(used):
-            out[g, 2] = self.comm.device_comm_ms(int(dim_sum[g]), task.batch_size, task.num_devices,
-                                                 task.precision.bytes)
+        out[:, 2] = self.comm.device_comm_ms(dim_sum, task.batch_size, task.num_devices, task.precision.bytes)
         return out
 
     def fit(self, lookup_bytes: np.ndarray, fwd_ms: np.ndarray, bwd_ms: np.ndarray) -> AnalyticalCostModel:

@@ -12,11 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from autoshard.errors import AutoshardError
 from autoshard.io import ARTEFACT_VERSION, read_json, write_json
 
 
-def all_to_all_bytes(dim_sum: float, batch_size: int, num_devices: int, elem_bytes: int = 4) -> float:
+def all_to_all_bytes(dim_sum: float | np.ndarray, batch_size: int, num_devices: int,
+                     elem_bytes: int = 4) -> float | np.ndarray:
     """Bytes one device sends in one all-to-all of its pooled embeddings."""
     if num_devices <= 1:
         return 0.0
@@ -35,11 +38,17 @@ class AlphaBeta:
     def all_to_all_ms(self, bytes_sent: float) -> float:
         return self.alpha_ms + bytes_sent / self.bytes_per_ms
 
-    def device_comm_ms(self, dim_sum: float, batch_size: int, num_devices: int, elem_bytes: int = 4) -> float:
-        """Forward + backward all-to-all time of a device; 0 on one device or with nothing placed."""
-        if num_devices <= 1 or dim_sum <= 0:
-            return 0.0
-        return 2.0 * self.all_to_all_ms(all_to_all_bytes(dim_sum, batch_size, num_devices, elem_bytes))
+    def device_comm_ms(self, dim_sum: float | np.ndarray, batch_size: int, num_devices: int,
+                       elem_bytes: int = 4) -> float | np.ndarray:
+        """Forward + backward all-to-all time of a device (or of an array of devices' dim sums); 0 on one device
+        or with nothing placed."""
+        d = np.asarray(dim_sum, dtype=np.float64)
+        if num_devices <= 1:
+            ms = np.zeros_like(d)
+        else:
+            ms = np.where(d > 0, 2.0 * self.all_to_all_ms(all_to_all_bytes(d, batch_size, num_devices, elem_bytes)),
+                          0.0)
+        return float(ms) if ms.ndim == 0 else ms
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": "autoshard.comm_model", "version": ARTEFACT_VERSION, "alpha_ms": self.alpha_ms,

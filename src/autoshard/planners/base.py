@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import importlib
 import time
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Mapping
+from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any, Protocol, runtime_checkable
 
 from autoshard.costs.base import CostModel
@@ -79,6 +80,39 @@ def make_planner(name: str, options: PlannerOptions | None = None) -> Planner:
         raise AutoshardError(f"unknown algorithm {name!r}; choose one of: {', '.join(PLANNERS)}")
     module, factory = PLANNERS[name][0].split(":")
     return getattr(importlib.import_module(module), factory)(options or PlannerOptions())
+
+
+def config_from_extra(cls: type, extra: Mapping[str, object], shared_with: Iterable[type] = ()) -> object:
+    """Build the frozen config dataclass ``cls`` from ``PlannerOptions.extra``: keys naming its fields are
+    used (strings from a command line are converted), keys of the configs in ``shared_with`` are left to
+    them, and any other key is a one-line error listing the known settings."""
+    own = {f.name: f for f in fields(cls)}
+    known = set(own).union(*({f.name for f in fields(c)} for c in shared_with))
+    unknown = sorted(set(extra) - known)
+    if unknown:
+        raise AutoshardError(f"unknown planner setting(s) {unknown}; known settings: {', '.join(sorted(known))}")
+    kwargs = {}
+    for name, value in extra.items():
+        if name not in own:
+            continue
+        default = own[name].default
+        if default is not MISSING and isinstance(value, str):
+            value = _parse(name, value, type(default))
+        kwargs[name] = value
+    return cls(**kwargs)
+
+
+def _parse(name: str, text: str, kind: type) -> object:
+    try:
+        if kind is bool:
+            if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError(text)
+            return text.lower() in ("true", "1", "yes")
+        if kind is tuple:
+            return tuple(x.strip() for x in text.split(",") if x.strip())
+        return kind(text)
+    except ValueError:
+        raise AutoshardError(f"planner setting {name}={text!r} is not a valid {kind.__name__}") from None
 
 
 def run_planner(planner: Planner, task: Task) -> Plan:

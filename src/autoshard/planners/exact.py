@@ -33,8 +33,8 @@ from autoshard.costs.breakdown import ShardRef
 from autoshard.costs.loading import resolve_cost_model
 from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.plan import COLUMN_SHARD_MULTIPLE, Plan
-from autoshard.planners.base import PlannerOptions
-from autoshard.planners.neuroshard import config_from_extra, device_overhead_ms
+from autoshard.planners.base import PlannerOptions, config_from_extra
+from autoshard.planners.neuroshard import device_overhead_ms
 from autoshard.tasks import Task
 
 log = logging.getLogger(__name__)

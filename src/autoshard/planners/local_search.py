@@ -34,12 +34,11 @@ from autoshard.costs.breakdown import ShardRef
 from autoshard.costs.loading import resolve_cost_model
 from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.plan import Plan
-from autoshard.planners.base import PlannerOptions, make_planner
+from autoshard.planners.base import PlannerOptions, config_from_extra, make_planner
 from autoshard.planners.column_split import Layout, from_plan, shard_memory, to_plan
 from autoshard.planners.neuroshard import (
     NeuroShardConfig,
     NeuroShardPlanner,
-    config_from_extra,
     plan_costs,
     price_devices,
 )

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import MISSING, dataclass, fields
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -40,7 +40,7 @@ from autoshard.costs.breakdown import ShardRef
 from autoshard.costs.loading import resolve_cost_model
 from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.plan import Plan
-from autoshard.planners.base import PlannerOptions
+from autoshard.planners.base import PlannerOptions, config_from_extra
 from autoshard.planners.column_split import (
     Layout,
     can_halve,
@@ -90,39 +90,6 @@ class NeuroShardConfig:
     def cap_scales(self) -> np.ndarray:
         grid = np.linspace(self.cap_start, self.cap_end, self.cap_steps)
         return np.append(grid, np.inf) if self.uncapped else grid
-
-
-def config_from_extra(cls: type, extra: Mapping[str, object], shared_with: Iterable[type] = ()) -> object:
-    """Build the frozen config dataclass ``cls`` from ``PlannerOptions.extra``: keys naming its fields are
-    used (strings from a command line are converted), keys of the configs in ``shared_with`` are left to
-    them, and any other key is a one-line error listing the known settings."""
-    own = {f.name: f for f in fields(cls)}
-    known = set(own).union(*({f.name for f in fields(c)} for c in shared_with))
-    unknown = sorted(set(extra) - known)
-    if unknown:
-        raise AutoshardError(f"unknown planner setting(s) {unknown}; known settings: {', '.join(sorted(known))}")
-    kwargs = {}
-    for name, value in extra.items():
-        if name not in own:
-            continue
-        default = own[name].default
-        if default is not MISSING and isinstance(value, str):
-            value = _parse(name, value, type(default))
-        kwargs[name] = value
-    return cls(**kwargs)
-
-
-def _parse(name: str, text: str, kind: type) -> object:
-    try:
-        if kind is bool:
-            if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
-                raise ValueError(text)
-            return text.lower() in ("true", "1", "yes")
-        if kind is tuple:
-            return tuple(x.strip() for x in text.split(",") if x.strip())
-        return kind(text)
-    except ValueError:
-        raise AutoshardError(f"planner setting {name}={text!r} is not a valid {kind.__name__}") from None
 
 
 OVERHEAD_PAIRS = 16

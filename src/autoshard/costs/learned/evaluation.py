@@ -14,7 +14,6 @@ import numpy as np
 
 from autoshard.costs.learned.training import (
     _random_groups,
-    comm_ms,
     predict_plans,
     predict_records,
     record_tensors,
@@ -48,7 +47,7 @@ def evaluate(model: Any, pool: TablePool, records: Sequence[Any], seed: int = 0)
     bs = int(model.trained_on["batch_size"])
     eb = Precision(model.trained_on["precision"]).bytes
     groups = _random_groups(np.random.default_rng(seed), np.arange(len(records)), EVAL_PLAN_DEVICES)
-    c = comm_ms(model.comm, data.dim_sum[groups], bs, EVAL_PLAN_DEVICES, eb)
+    c = model.comm.device_comm_ms(data.dim_sum[groups], bs, EVAL_PLAN_DEVICES, eb)
     measured_plan = (data.ms[groups].sum(axis=-1) + c).max(axis=1)
     if len(groups) >= 2:
         pairs["plan(max of devices)"] = ((pred[groups].sum(axis=-1) + c).max(axis=1), measured_plan)

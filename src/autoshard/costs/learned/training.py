@@ -140,15 +140,6 @@ def record_tensors(pool: TablePool, records: Sequence[Any], normalizer: Any) -> 
                          starts, counts, ms, dim_sum, tuple(tuple(rec.tables) for rec in records))
 
 
-def comm_ms(comm: AlphaBeta, dim_sum: np.ndarray, batch_size: int, num_devices: int, elem_bytes: int) -> np.ndarray:
-    """Vectorised ``AlphaBeta.device_comm_ms`` (fwd + bwd all-to-all) for an array of device dim sums."""
-    dim_sum = np.asarray(dim_sum, dtype=np.float64)
-    if num_devices <= 1:
-        return np.zeros_like(dim_sum)
-    sent = batch_size / num_devices * (num_devices - 1) * dim_sum * elem_bytes
-    return np.where(dim_sum > 0, 2.0 * (comm.alpha_ms + sent / comm.bytes_per_ms), 0.0)
-
-
 # -- split ------------------------------------------------------------------------------------------------------
 def select_records(records: Sequence[Any], batch_size: int | None) -> tuple[list[Any], int, Precision]:
     """The records of one batch size and one precision (error naming the choices if ambiguous)."""
@@ -189,7 +180,7 @@ def _plan_targets(ms: np.ndarray, dim_sum: np.ndarray, groups: np.ndarray, comm:
                   elem_bytes: int) -> tuple[np.ndarray, np.ndarray]:
     """For (P, D) groups of record ids: per-device comm (P, D) and plan cost = max of fwd + bwd + comm (P,)."""
     d = groups.shape[1]
-    c = comm_ms(comm, dim_sum[groups], batch_size, d, elem_bytes)
+    c = comm.device_comm_ms(dim_sum[groups], batch_size, d, elem_bytes)
     return c, (ms[groups].sum(axis=-1) + c).max(axis=1)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +12,7 @@ from autoshard.costs.base import CostModel
 from autoshard.costs.loading import SHIPPED_POLICY, load_cost_model, resolve_cost_model
 from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.plan import Plan
-from autoshard.planners.base import PlannerOptions
+from autoshard.planners.base import PlannerOptions, config_from_extra
 from autoshard.planners.rl.env import PlacementEnv, TaskContext
 from autoshard.planners.rl.policy import TrainedPolicy, run_episodes
 from autoshard.tasks import Task
@@ -44,6 +45,18 @@ class RLPlanner:
         return env.to_plan(best, self.name)
 
 
+@dataclass(frozen=True)
+class RLPlanConfig:
+    """Decoding settings of ``--algo rl`` (``PlannerOptions.extra`` / ``--option``)."""
+
+    samples: int = 0
+    """Sampled plans besides the greedy one; the cost model picks the best (0 = greedy only)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.samples, int) or isinstance(self.samples, bool) or self.samples < 0:
+            raise AutoshardError(f"rl setting samples={self.samples!r} must be a non-negative integer")
+
+
 def rl_planner(options: PlannerOptions) -> RLPlanner:
     policy_path = options.policy_path
     if not policy_path:
@@ -62,9 +75,5 @@ def rl_planner(options: PlannerOptions) -> RLPlanner:
     trained_on = policy.cost_model.get("name")
     if trained_on and trained_on != model.name:
         logger.warning("policy was trained against cost model %r but plans with %r", trained_on, model.name)
-    samples = options.extra.get("samples", 0)
-    if isinstance(samples, str) and samples.strip().isdigit():  # from the CLI's --option samples=8
-        samples = int(samples)
-    if not isinstance(samples, int) or isinstance(samples, bool) or samples < 0:
-        raise AutoshardError(f"option samples must be a non-negative integer, got {samples!r}")
-    return RLPlanner(policy, model, samples=samples, seed=options.seed)
+    config = config_from_extra(RLPlanConfig, options.extra)
+    return RLPlanner(policy, model, samples=config.samples, seed=options.seed)
