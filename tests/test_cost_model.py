@@ -113,6 +113,21 @@ def test_table_and_device_order_do_not_change_predictions(model, dataset):
     np.testing.assert_allclose(model.device_costs(task2, devices2), base, rtol=1e-5)
 
 
+def test_linear_table_cost_variant_trains_and_stays_order_invariant(dataset, tmp_path):
+    linear = LearnedCostModel.fit(dataset, replace(FAST, refit=False,
+                                                   config=CostNetConfig(hidden=32, embed=8, table_mlp=False)))
+    hist = linear.info["history"]
+    assert hist[-1]["fit_loss"] < hist[0]["fit_loss"] and "refit" not in linear.info
+    task = _task(dataset)
+    devices = [[ShardRef(0, task.tables[0].dim), ShardRef(3, 4)], [ShardRef(1, task.tables[1].dim)]]
+    base = linear.device_costs(task, devices)
+    np.testing.assert_allclose(linear.device_costs(task, [list(reversed(d)) for d in devices]), base, rtol=1e-5)
+    linear.save(tmp_path / "lin.pt")
+    loaded = LearnedCostModel.load(tmp_path / "lin.pt")
+    assert loaded.config.table_mlp is False
+    np.testing.assert_array_equal(loaded.device_costs(task, devices), base)
+
+
 def test_batched_and_incremental_api_agree_with_device_costs(model, dataset):
     task = _task(dataset)
     ranks = np.random.default_rng(2).integers(0, task.num_devices, size=(5, task.num_tables))
@@ -157,6 +172,20 @@ def test_training_reduces_the_loss_and_is_seeded(dataset, model):
     task = _task(dataset)
     ranks = np.zeros((1, task.num_tables), dtype=np.int64)
     assert np.array_equal(again.plan_costs(task, ranks), again2.plan_costs(task, ranks))
+
+
+def test_refit_trains_the_saved_network_on_every_record(dataset, model, data_dir, tmp_path, capsys):
+    refit = model.info["refit"]
+    assert refit["train_records"] + refit["val_records"] == len(dataset.records)
+    assert model.info["split"]["test_records"] > 0 and set(model.info["metrics"]) >= {"fwd", "fwd+bwd"}
+    assert set(refit["train_tables"]) == {n for r in dataset.records for n in r.tables}
+    ck = tmp_path / "refit.pt"
+    assert main(["train-cost", "--data", data_dir, "-o", str(ck), "--epochs", "3", "--hidden", "16",
+                 "--embed", "4"]) == 0
+    assert "refit on all 24 records" in capsys.readouterr().out
+    # every table of the dataset was trained on, so it has nothing held out left to score
+    assert main(["eval-cost", "--model", str(ck), "--data", data_dir]) == 2
+    assert "no records with tables the model did not train on" in _one_line_error(capsys)
 
 
 def test_split_holds_out_unseen_tables(dataset):
@@ -231,9 +260,9 @@ def test_bad_architecture_options():
 def test_cli_train_then_eval_writes_checkpoint_metrics_and_plot(data_dir, tmp_path, capsys):
     ck = tmp_path / "cm.pt"
     assert main(["train-cost", "--data", data_dir, "-o", str(ck), "--epochs", "4", "--hidden", "16",
-                 "--embed", "4"]) == 0
+                 "--embed", "4", "--no-refit"]) == 0
     out = capsys.readouterr().out
-    assert "fwd+bwd" in out and "held out" in out and ck.is_file()
+    assert "fwd+bwd" in out and "held out" in out and "refit" not in out and ck.is_file()
     png = tmp_path / "scatter.png"
     assert main(["eval-cost", "--model", str(ck), "--data", data_dir, "--plot", str(png)]) == 0
     out = capsys.readouterr().out

@@ -39,6 +39,10 @@ from autoshard.io import ARTEFACT_VERSION, read_json, write_json
 
 log = logging.getLogger(__name__)
 
+COST_MODEL_RECIPE = 2
+"""Version of the cost model's training recipe, part of the cost_model stage key so that a cached model made
+by an older recipe is retrained (2: refit on all records, lr 1e-2, weight decay 1e-3; see training.py)."""
+
 Say = Callable[[str], None]
 """say(line): a progress message for the user (the CLI prints it)."""
 
@@ -301,7 +305,7 @@ class Pipeline:
         k_profile = self.stage("profile", profile_settings, [k_split], ["costs/tables.json"], profile_stage)
         path = self.out / "cost_model.pt"
         fit_settings = {"epochs": t.cost_epochs, "seed": s.seed, "extra": t.extra.get("cost_model", {}),
-                        "comm": self.config.comm_path}
+                        "comm": self.config.comm_path, "recipe": COST_MODEL_RECIPE}
 
         def fit_stage(resume: bool) -> None:
             from autoshard.costs.learned import LearnedCostModel
@@ -315,12 +319,16 @@ class Pipeline:
                 from autoshard.costs.comm import AlphaBeta
 
                 AlphaBeta.load(given).save(str(costs / "comm_model.json"))
-            model = LearnedCostModel.fit(
-                load_dataset(costs), options,
-                lambda epoch, h: self.progress("cost model epochs", min(epoch + 1, t.cost_epochs),
-                                               t.cost_epochs))
+            passes = 2 if options.refit else 1  # scored on held-out tables, then refit on all records
+            epochs = [0]
+
+            def progress(epoch: int, h: dict[str, float]) -> None:
+                epochs[0] += 1
+                self.progress("cost model epochs", min(epochs[0], passes * t.cost_epochs), passes * t.cost_epochs)
+
+            model = LearnedCostModel.fit(load_dataset(costs), options, progress)
             model.save(path)
-            self.progress("cost model epochs", t.cost_epochs, t.cost_epochs)
+            self.progress("cost model epochs", passes * t.cost_epochs, passes * t.cost_epochs)
             metrics = model.info.get("metrics", {})
             if metrics:
                 self.say(f"[cost_model] held-out tables: {json.dumps(metrics)[:300]}")

@@ -54,10 +54,11 @@ class TrainingConfig:
     """Random shards (sets of tables from the train pool) timed on real kernels for the cost dataset."""
     profile_max_tables: int = 8
     """Most tables in one profiled shard."""
-    cost_epochs: int = 200
-    """Training epochs of the learned cost model."""
-    policy_iterations: int = 10
-    """RL iterations (each collects episodes on the train tasks, then updates the policy)."""
+    cost_epochs: int = 800
+    """Most training epochs of the learned cost model (early stopping usually ends it near 100)."""
+    policy_iterations: int = 300
+    """RL iterations (each collects episodes on the train tasks, then updates the policy): ~1 min for
+    DLRM-20 (4) on this CPU. (Until stop 10 this was 10, which left the policy barely trained.)"""
     extra: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
     """Passed through to the training stages by name (e.g. a learning rate), for experiments."""
 
@@ -135,7 +136,7 @@ QUICK = Suite(
     batch_size=512, time_limit_s=2.0,
     description="CI-sized: DLRM-10 (2) at batch 512, 4 test tasks, kernels timed with <= 200k rows a table",
     eval=EvalConfig(rounds=3, warmup=1, repeats=3, rows_cap=200_000),
-    training=TrainingConfig(profile_samples=60, profile_max_tables=6, cost_epochs=100, policy_iterations=15),
+    training=TrainingConfig(profile_samples=60, profile_max_tables=6, cost_epochs=300, policy_iterations=100),
 )
 """Sized for the quickstart: the whole pipeline in a few minutes on 2 CPU cores."""
 

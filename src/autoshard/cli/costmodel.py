@@ -21,9 +21,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--test-tables", type=float, default=0.2,
                    help="share of tables held out; records touching them are the test set (default 0.2)")
     p.add_argument("--batch-size", type=positive_int, help="use the records of this kernel batch size")
-    p.add_argument("--epochs", type=positive_int, default=400, help="most epochs (default 400)")
-    p.add_argument("--patience", type=positive_int, default=40, help="early-stopping patience in epochs")
-    p.add_argument("--lr", type=float, default=2e-3)
+    # None: TrainOptions' default (training.py imports torch, which the CLI loads only inside handlers)
+    p.add_argument("--epochs", type=positive_int, help="most epochs (default 800)")
+    p.add_argument("--patience", type=positive_int, help="early-stopping patience in epochs (default 100)")
+    p.add_argument("--lr", type=float, help="Adam learning rate (default 1e-2)")
+    p.add_argument("--weight-decay", type=float, help="Adam L2 penalty (default 1e-3)")
+    p.add_argument("--no-refit", action="store_true",
+                   help="save the network scored on the held-out tables instead of refitting it on all records")
+    p.add_argument("--linear-table-cost", action="store_true",
+                   help="per-table cost from the linear term alone (no per-table MLP); see CostNetConfig.table_mlp")
     p.add_argument("--hidden", type=positive_int, default=128)
     p.add_argument("--embed", type=positive_int, default=32)
     p.add_argument("--target", choices=["log", "linear"], default="log", help="predict log-ms (default) or ms")
@@ -71,17 +77,23 @@ def run_train(args: argparse.Namespace) -> int:
     from autoshard.costs.learned import CostNetConfig, LearnedCostModel, TrainOptions
     from autoshard.errors import AutoshardError
 
-    if not 0.0 < args.lr < 1.0:
+    if args.lr is not None and not 0.0 < args.lr < 1.0:
         raise AutoshardError(f"--lr {args.lr} must be in (0, 1)")
+    if args.weight_decay is not None and not args.weight_decay >= 0.0:
+        raise AutoshardError(f"--weight-decay {args.weight_decay} must be >= 0")
     config = CostNetConfig(hidden=args.hidden, embed=args.embed, target=args.target, interaction=args.interaction,
-                           additive=args.target == "log" and not args.no_additive)
-    options = TrainOptions(seed=args.seed, test_table_fraction=args.test_tables, max_epochs=args.epochs,
-                           patience=args.patience, lr=args.lr, batch_size=args.batch_size, config=config)
+                           additive=args.target == "log" and not args.no_additive,
+                           table_mlp=not args.linear_table_cost)
+    given = {"max_epochs": args.epochs, "patience": args.patience, "lr": args.lr, "weight_decay": args.weight_decay}
+    options = TrainOptions(seed=args.seed, test_table_fraction=args.test_tables, refit=not args.no_refit,
+                           batch_size=args.batch_size, config=config,
+                           **{k: v for k, v in given.items() if v is not None})
     dataset = load_data(args.data)
     from autoshard.costs.learned.training import select_records
 
     select_records(dataset.records, options.batch_size)  # fail before the progress bar opens
-    with tqdm(total=options.max_epochs, desc="train-cost", unit="epoch", file=sys.stderr) as bar:
+    passes = 2 if options.refit else 1  # scored on held-out tables, then refit on all records
+    with tqdm(total=passes * options.max_epochs, desc="train-cost", unit="epoch", file=sys.stderr) as bar:
         def progress(epoch: int, h: dict[str, float]) -> None:
             bar.update(1)
             bar.set_postfix(loss=f"{h['train_loss']:.4f}", val_mape=f"{h['val_mape_pct']:.2f}%",
@@ -90,10 +102,15 @@ def run_train(args: argparse.Namespace) -> int:
         model = LearnedCostModel.fit(dataset, options, progress)
     model.save(args.output)
     split = model.info["split"]
-    print(f"trained on {split['train_records']} records ({len(split['train_tables'])} tables), early-stopped at "
-          f"epoch {model.info['best_epoch']}; held out {len(split['held_out_tables'])} tables "
+    print(f"scored: trained on {split['train_records']} records ({len(split['train_tables'])} tables), "
+          f"early-stopped at epoch {model.info['best_epoch']}; held out {len(split['held_out_tables'])} tables "
           f"({split['test_records']} test records). Hardware: {model.describe_hardware()}")
     print_metrics(model.info["metrics"], model.comm.source)
+    refit = model.info.get("refit")
+    if refit:
+        print(f"saved: refit on all {refit['train_records'] + refit['val_records']} records "
+              f"({len(refit['train_tables'])} tables, early-stopped at epoch {refit['best_epoch']}); the errors "
+              "above are of the network that did not see the held-out tables")
     print(f"wrote {args.output}", file=sys.stderr)
     return 0
 

@@ -27,8 +27,10 @@ EVAL_PLAN_DEVICES = 4
 
 
 def held_out_records(model: Any, records: Sequence[Any]) -> list[Any]:
-    """Records touching a table the model never trained on (the test split when it is the training dataset)."""
-    train = set(model.info.get("split", {}).get("train_tables", []))
+    """Records touching a table the model never trained on (the test split when it is the training dataset and
+    the model was not refit on all of it)."""
+    seen = model.info.get("refit") or model.info.get("split", {})
+    train = set(seen.get("train_tables", []))
     bs = int(model.trained_on.get("batch_size", 0))
     return [r for r in records if any(n not in train for n in r.tables) and int(r.batch_size) == bs]
 

@@ -86,10 +86,11 @@ class LearnedCostModel:
         first = records[0]
         trained_on = {"host": dict(first.host), "batch_size": batch_size, "precision": precision.value,
                       "settings": dict(first.settings)}
-        info = {
+        all_tables = sorted({n for r in records for n in r.tables})
+        info: dict[str, Any] = {
             "options": options.to_json(),
             "num_records": len(records),
-            "split": {"train_tables": sorted({n for r in records for n in r.tables} - set(result.held_out_tables)),
+            "split": {"train_tables": sorted(set(all_tables) - set(result.held_out_tables)),
                       "held_out_tables": result.held_out_tables, "train_records": len(result.train_ids),
                       "val_records": len(result.val_ids), "test_records": len(result.test_ids)},
             "best_epoch": result.best_epoch,
@@ -98,8 +99,18 @@ class LearnedCostModel:
         }
         model = LearnedCostModel(result.net, dataset.pool.normalizer, result.scaler, comm, trained_on, info)
         test = [records[i] for i in result.test_ids]
+        # scored before any refit: these are the errors on tables the scored network never saw
         model.info["metrics"] = evaluate(model, dataset.pool, test, seed=options.seed)["metrics"]
-        return model
+        if not options.refit:
+            return model
+        final = train(dataset.pool, records, comm, batch_size, precision, options, progress, hold_out=False)
+        info = dict(model.info)
+        info["metrics_note"] = ("metrics: of the network trained without the held-out tables; the saved network "
+                                "was then refit on all records (see refit)")
+        info["refit"] = {"train_tables": all_tables, "train_records": len(final.train_ids),
+                         "val_records": len(final.val_ids), "best_epoch": final.best_epoch,
+                         "epochs": len(final.history)}
+        return LearnedCostModel(final.net, dataset.pool.normalizer, final.scaler, comm, trained_on, info)
 
     # -- persistence ----------------------------------------------------------------------------------------------
     def to_checkpoint(self) -> dict[str, Any]:

@@ -1,0 +1,139 @@
+"""Cost-model accuracy on the devices the planners actually build, measured by ``autoshard bench``.
+
+Every ``autoshard bench`` run measures, on the real kernels, every device of every plan of its held-out test
+tasks (tables from the suite's *test* pool, which no cost model trained on). Those are realistic held-out
+records: 2-18 tables a device, in the combinations planners choose. This script scores cost models on the
+distinct devices of one or more bench outputs: MAPE and Spearman of fwd, bwd and fwd + bwd, also per band of
+tables per device.
+
+    .venv/bin/python benchmarks/cost_model_on_plans.py --bench /tmp/b2040full /tmp/b5040 \
+        --model src/autoshard/data/default_cost_model.pt [--train-from /tmp/b2040full/costs --seeds 3]
+
+``--train-from DATA`` also trains, per seed, the model ``autoshard train-cost`` makes now (refit on all
+records) and the one it made before (lr 2e-3, weight decay 1e-5, patience 40, no refit) on that profiling
+dataset, so the effect of the training recipe shows on the same held-out devices.
+
+Measured 2026-11-22 on the 2-vCPU AMD EPYC host (batch 2048; bench devices of DLRM-20 (4) (6 tasks, 235
+distinct devices), DLRM-50 (4) (4 tasks, 160) and DLRM-20 (2) (3 tasks); training data: the 200 profiled
+shards of ``autoshard bench --suite dlrm-20-4``), fwd+bwd MAPE / Spearman:
+
+    model                               DLRM-20 (4)      DLRM-50 (4)      DLRM-20 (2)
+    before (63 records), seed 0         21.7% / 0.696    15.3% / 0.639    see the run's output
+    refit on all (160 records), seed 0  14.1% / 0.864    12.5% / 0.833    11.6% / 0.960
+    refit, seed 1                       14.7% / 0.851    11.9% / 0.857    12.3% / 0.902
+    refit, seed 2                       16.6% / 0.801    13.5% / 0.836    15.4% / 0.844
+
+(the DLRM-20 (4) devices also served to choose the recipe, so the other two columns are the clean check).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from autoshard.costs.breakdown import ShardRef
+from autoshard.costs.learned import LearnedCostModel, TrainOptions
+from autoshard.costs.metrics import mape, spearman
+from autoshard.tasks import Task, load_tasks
+
+TABLE_BANDS = ((1, 2), (3, 5), (6, 9), (10, 14), (15, 10**6))
+"""Tables-per-device bands for the breakdown (training records hold 1-8 tables; planners go beyond)."""
+
+PREVIOUS_RECIPE = {"lr": 2e-3, "weight_decay": 1e-5, "patience": 40, "val_fraction": 0.1, "refit": False}
+"""``TrainOptions`` of autoshard before the refit change (the shipped model of stop 9 was trained so)."""
+
+
+def bench_devices(out_dir: Path) -> list[tuple[Task, list[ShardRef], float, float]]:
+    """Distinct measured devices of a bench output: (task, shards, fwd ms, bwd ms), median of the rounds."""
+    results = json.loads((out_dir / "bench" / "results.json").read_text())
+    tasks = {t.name: t for t in load_tasks(str(out_dir / "test_tasks.json"))}
+    seen: dict[tuple[str, tuple[tuple[int, int], ...]], tuple[Task, list[ShardRef], float, float]] = {}
+    for entry in results["tasks"]:
+        name = entry["task"]["name"] if isinstance(entry["task"], dict) else entry["task"]
+        task = tasks[name]
+        index = {t.name: i for i, t in enumerate(task.tables)}
+        for res in entry["results"]:
+            if not res["ok"] or not res.get("measured"):
+                continue
+            devices: dict[int, list[tuple[int, int]]] = collections.defaultdict(list)
+            for table, shard in res["plan"]["tables"].items():
+                for rank, dim in zip(shard["ranks"], shard["shard_dims"]):
+                    devices[rank].append((index[table], dim))
+            for rank, items in devices.items():
+                m = res["measured"]["devices"][rank]
+                key = (name, tuple(sorted(items)))
+                seen[key] = (task, [ShardRef(i, d) for i, d in key[1]], m["fwd_ms"], m["bwd_ms"])
+    return list(seen.values())
+
+
+def score(model: Any, devices: list[tuple[Task, list[ShardRef], float, float]]) -> dict[str, Any]:
+    pred = np.array([model.device_costs(task, [shards])[0, :2] for task, shards, _, _ in devices])
+    meas = np.array([[f, b] for _, _, f, b in devices])
+    counts = np.array([len(shards) for _, shards, _, _ in devices])
+    out: dict[str, Any] = {"n": len(devices)}
+    for head, p, m in (("fwd", pred[:, 0], meas[:, 0]), ("bwd", pred[:, 1], meas[:, 1]),
+                       ("fwd+bwd", pred.sum(axis=1), meas.sum(axis=1))):
+        out[head] = {"mape_pct": mape(p, m), "spearman": spearman(p, m)}
+    bands = {}
+    for lo, hi in TABLE_BANDS:
+        sel = (counts >= lo) & (counts <= hi)
+        if sel.sum() >= 3:
+            p, m = pred[sel].sum(axis=1), meas[sel].sum(axis=1)
+            bands[f"{lo}-{hi if hi < 10**6 else ''}"] = {"n": int(sel.sum()), "mape_pct": mape(p, m),
+                                                         "bias": float(np.median(p / m))}
+    out["by_tables"] = bands
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bench", nargs="+", required=True, help="autoshard bench output directories")
+    ap.add_argument("--model", nargs="*", default=[], help="cost model checkpoints to score")
+    ap.add_argument("--train-from", help="profiling dataset: also train the current and the previous recipe")
+    ap.add_argument("--seeds", type=int, default=3, help="seeds per recipe with --train-from (default 3)")
+    ap.add_argument("--out", help="write every number as JSON here")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    suites = {}
+    for d in map(Path, args.bench):
+        if not (d / "bench" / "results.json").is_file() or not (d / "test_tasks.json").is_file():
+            print(f"error: {d} is not a finished autoshard bench output (bench/results.json, test_tasks.json)",
+                  file=sys.stderr)
+            return 2
+        suites[d.name] = bench_devices(d)
+    models: dict[str, Any] = {p: LearnedCostModel.load(p) for p in args.model}
+    if args.train_from:
+        from autoshard.hardware.profiler import load_dataset
+
+        data = load_dataset(args.train_from)
+        for seed in range(args.seeds):
+            models[f"previous recipe, seed {seed}"] = LearnedCostModel.fit(
+                data, replace(TrainOptions(seed=seed), **PREVIOUS_RECIPE))
+            models[f"current recipe (refit), seed {seed}"] = LearnedCostModel.fit(data, TrainOptions(seed=seed))
+    results = {name: {s: score(m, devs) for s, devs in suites.items()} for name, m in models.items()}
+    print("fwd+bwd MAPE % / Spearman on distinct measured bench devices (tables unseen by every model):")
+    print(f"{'model':<40}" + "".join(f"{s + f' ({len(d)})':>26}" for s, d in suites.items()))
+    for name, per in results.items():
+        print(f"{name:<40}" + "".join(f"{per[s]['fwd+bwd']['mape_pct']:>17.1f} / {per[s]['fwd+bwd']['spearman']:.3f}"
+                                      for s in suites))
+    print("\nby tables per device (fwd+bwd MAPE %, median predicted/measured):")
+    for name, per in results.items():
+        for s in suites:
+            bands = "  ".join(f"{b}: {v['mape_pct']:.0f}% x{v['bias']:.2f} (n={v['n']})"
+                              for b, v in per[s]["by_tables"].items())
+            print(f"  {name} | {s}: {bands}")
+    if args.out:
+        Path(args.out).write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

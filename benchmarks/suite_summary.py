@@ -1,0 +1,142 @@
+"""One table across benchmark suites: each algorithm's measured plan cost relative to the heuristics.
+
+Reads the ``results.json`` that ``autoshard bench`` writes (one per suite) and prints markdown:
+
+1. per suite and algorithm, the geometric mean over test tasks of the measured plan cost divided by
+   - the per-task cheapest of the six heuristics (an oracle pick: a user would have to measure all six to
+     know it, and the minimum of six noisy measurements is biased low), and
+   - the best *fixed* heuristic of that suite (the one heuristic with the lowest geometric-mean cost, which
+     is what a user would deploy);
+2. per suite: tasks, the best fixed heuristic, its gap to the measured lower bound, the median round-to-round
+   spread of plan costs (noise), and the host load while measuring;
+3. ``--per-task ALGO``: that algorithm's ratio to the per-task best heuristic on every task (the issue's
+   transfer table for ``rl``).
+
+    .venv/bin/python benchmarks/suite_summary.py /tmp/suites/*/bench/results.json [--per-task rl]
+
+No measurement happens here: every number comes from the results files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+HEURISTICS = ("random", "round_robin", "dim_greedy", "lookup_greedy", "size_greedy", "size_lookup_greedy")
+
+
+def _geomean(xs: list[float]) -> float | None:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def _first(load: Any) -> float:
+    """The 1-minute load average (the runner records the (1, 5, 15)-minute triple)."""
+    return float(load[0] if isinstance(load, (list, tuple)) else load)
+
+
+def _suite_name(r: dict[str, Any]) -> str:
+    s = r["suite"]
+    return f"DLRM-{s['num_tables']} ({s['num_devices']})" if s["name"].startswith("dlrm") else s["name"]
+
+
+def summarise(r: dict[str, Any]) -> dict[str, Any]:
+    """Ratios per algorithm and per task for one suite's results."""
+    tasks = r["tasks"]
+    measured: list[dict[str, float]] = [
+        {x["algorithm"]: x["measured"]["plan_ms"] for x in t["results"] if x["ok"] and x.get("measured")}
+        for t in tasks]
+    algos = [x["algorithm"] for x in tasks[0]["results"]]
+    heur = [a for a in algos if a in HEURISTICS]
+    best_fixed = min(heur, key=lambda a: _geomean([m[a] for m in measured if a in m]) or math.inf)
+    per_task_best = [min(m[a] for a in heur if a in m) for m in measured]
+    out: dict[str, Any] = {"name": _suite_name(r), "tasks": len(tasks), "best_fixed": best_fixed,
+                           "vs_oracle": {}, "vs_fixed": {}, "per_task": {}}
+    for a in algos:
+        ok = [(m[a], b, m[best_fixed]) for m, b in zip(measured, per_task_best) if a in m]
+        out["per_task"][a] = [m.get(a, math.nan) / b for m, b in zip(measured, per_task_best)]
+        out["vs_oracle"][a] = _geomean([c / b for c, b, _ in ok])
+        out["vs_fixed"][a] = _geomean([c / f for c, _, f in ok])
+        if len(ok) < len(measured):
+            out.setdefault("partial", {})[a] = f"{len(ok)}/{len(measured)}"
+    gaps = [m[best_fixed] / t["lower_bound_ms"] for m, t in zip(measured, tasks) if t.get("lower_bound_ms")]
+    out["best_gap_to_bound"] = (_geomean(gaps) - 1) if gaps else None
+    spreads = []
+    for t in tasks:
+        for x in t["results"]:
+            rounds = x.get("rounds_ms") or []
+            if x["ok"] and len(rounds) > 1:
+                spreads.append((max(rounds) - min(rounds)) / sorted(rounds)[len(rounds) // 2])
+    out["noise"] = sorted(spreads)[len(spreads) // 2] if spreads else None
+    loads = [_first(t.get("load_average")) for t in tasks if t.get("load_average") is not None]
+    out["load"] = (min(loads), max(loads)) if loads else None
+    out["algos"] = algos
+    return out
+
+
+def _cell(v: float | None, partial: str | None = None) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.3f}" + (f" ({partial})" if partial else "")
+
+
+def render(suites: list[dict[str, Any]], per_task: str | None) -> str:
+    algos: list[str] = []
+    for s in suites:
+        algos += [a for a in s["algos"] if a not in algos]
+    head = "| algorithm | " + " | ".join(s["name"] for s in suites) + " |"
+    rule = "|---|" + "---|" * len(suites)
+    lines = ["Ratio to the per-task best heuristic (oracle pick), geometric mean; below 1 is better:", "",
+             head, rule]
+    for a in algos:
+        lines.append(f"| {a} | " + " | ".join(_cell(s["vs_oracle"].get(a), s.get("partial", {}).get(a))
+                                               for s in suites) + " |")
+    lines += ["", "Ratio to the best fixed heuristic of the suite (named in the next table), geometric mean:", "",
+              head, rule]
+    for a in algos:
+        lines.append(f"| {a} | " + " | ".join(_cell(s["vs_fixed"].get(a)) for s in suites) + " |")
+    lines += ["", "| suite | test tasks | best fixed heuristic | its gap to lower bound | noise | load average |",
+              "|---|---|---|---|---|---|"]
+    for s in suites:
+        gap = "-" if s["best_gap_to_bound"] is None else f"{s['best_gap_to_bound'] * 100:+.1f}%"
+        noise = "-" if s["noise"] is None else f"{s['noise'] * 100:.1f}%"
+        load = "-" if s["load"] is None else f"{s['load'][0]:.1f}-{s['load'][1]:.1f}"
+        lines.append(f"| {s['name']} | {s['tasks']} | {s['best_fixed']} | {gap} | {noise} | {load} |")
+    if per_task:
+        lines += ["", f"`{per_task}` per task, ratio to the per-task best heuristic:", "",
+                  "| suite | per task | geometric mean |", "|---|---|---|"]
+        for s in suites:
+            xs = s["per_task"].get(per_task)
+            if xs is None:
+                continue
+            lines.append(f"| {s['name']} | " + ", ".join("-" if math.isnan(x) else f"{x:.3f}" for x in xs)
+                         + f" | {_cell(s['vs_oracle'].get(per_task))} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("results", nargs="+", help="results.json files (or bench output directories)")
+    ap.add_argument("--per-task", help="also list this algorithm's ratio on every task, e.g. rl")
+    args = ap.parse_args(argv)
+    suites = []
+    for p in map(Path, args.results):
+        path = p / "results.json" if p.is_dir() else p
+        if not path.is_file():
+            print(f"error: {path} not found; pass results.json files written by autoshard bench", file=sys.stderr)
+            return 2
+        r = json.loads(path.read_text())
+        if r.get("kind") != "autoshard.bench":
+            print(f"error: {path} is not an autoshard bench result", file=sys.stderr)
+            return 2
+        suites.append(summarise(r))
+    suites.sort(key=lambda s: (s["name"].startswith("DLRM"), len(s["name"]), s["name"]))
+    print(render(suites, args.per_task))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
