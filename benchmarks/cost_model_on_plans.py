@@ -9,9 +9,10 @@ tables per device.
     .venv/bin/python benchmarks/cost_model_on_plans.py --bench /tmp/b2040full /tmp/b5040 \
         --model src/autoshard/data/default_cost_model.pt [--train-from /tmp/b2040full/costs --seeds 3]
 
-``--train-from DATA`` also trains, per seed, the model ``autoshard train-cost`` makes now (refit on all
-records) and the one it made before (lr 2e-3, weight decay 1e-5, patience 40, no refit) on that profiling
-dataset, so the effect of the training recipe shows on the same held-out devices.
+``--train-from DATA`` also fits, on that profiling dataset: the roofline ``AnalyticalCostModel`` (least
+squares), the ``size_lookup_proxy`` (dim x pooling x log10 rows, summed per device, one least-squares scale
+per head), and per seed the learned model ``autoshard train-cost`` makes now (refit on all records) and the
+one it made before (lr 2e-3, weight decay 1e-5, patience 40, no refit), all scored on the same devices.
 
 Measured 2026-11-22 on the 2-vCPU AMD EPYC host (batch 2048; bench devices of DLRM-20 (4) (6 tasks, 235
 distinct devices), DLRM-50 (4) (4 tasks, 160) and DLRM-20 (2) (3 tasks); training data: the 200 profiled
@@ -39,9 +40,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from autoshard.costs.analytical import AnalyticalCostModel
 from autoshard.costs.breakdown import ShardRef
 from autoshard.costs.learned import LearnedCostModel, TrainOptions
 from autoshard.costs.metrics import mape, spearman
+from autoshard.planners.heuristics import size_lookup_proxy
 from autoshard.tasks import Task, load_tasks
 
 TABLE_BANDS = ((1, 2), (3, 5), (6, 9), (10, 14), (15, 10**6))
@@ -49,6 +52,27 @@ TABLE_BANDS = ((1, 2), (3, 5), (6, 9), (10, 14), (15, 10**6))
 
 PREVIOUS_RECIPE = {"lr": 2e-3, "weight_decay": 1e-5, "patience": 40, "val_fraction": 0.1, "refit": False}
 """``TrainOptions`` of autoshard before the refit change (the shipped model of stop 9 was trained so)."""
+
+
+def remeasure_floor(out_dir: Path) -> dict[str, float] | None:
+    """Repeatability of the bench's own device timings: each round's fwd + bwd against the mean of the other
+    rounds of the same device, as MAPE and Spearman (None for results written before ``device_rounds_ms``)."""
+    results = json.loads((out_dir / "bench" / "results.json").read_text())
+    one, rest = [], []
+    for entry in results["tasks"]:
+        for res in entry["results"]:
+            rounds = np.array(res.get("device_rounds_ms") or [])  # (R, D, 2)
+            if rounds.ndim != 3 or rounds.shape[0] < 2:
+                continue
+            total = rounds.sum(axis=2)
+            for r in range(total.shape[0]):
+                others = np.delete(total, r, axis=0).mean(axis=0)
+                keep = others > 0
+                one += total[r, keep].tolist()
+                rest += others[keep].tolist()
+    if not one:
+        return None
+    return {"mape_pct": mape(one, rest), "spearman": spearman(one, rest), "n": len(one)}
 
 
 def bench_devices(out_dir: Path) -> list[tuple[Task, list[ShardRef], float, float]]:
@@ -72,6 +96,21 @@ def bench_devices(out_dir: Path) -> list[tuple[Task, list[ShardRef], float, floa
                 key = (name, tuple(sorted(items)))
                 seen[key] = (task, [ShardRef(i, d) for i, d in key[1]], m["fwd_ms"], m["bwd_ms"])
     return list(seen.values())
+
+
+class ScaledProxy:
+    """``size_lookup_proxy`` summed over a device's shards, times one least-squares factor per head (fwd, bwd)."""
+
+    def __init__(self, dataset: Any) -> None:
+        tables = {t.name: t for t in dataset.pool.tables}
+        x = np.array([sum(size_lookup_proxy(tables[n].with_dim(d)) for n, d in zip(r.tables, r.dims))
+                      for r in dataset.records])
+        y = np.array([[r.fwd_ms, r.bwd_ms] for r in dataset.records])
+        self.k = (x @ y) / max(float(x @ x), 1e-12)
+
+    def device_costs(self, task: Task, devices: list[list[ShardRef]]) -> np.ndarray:
+        x = np.array([sum(size_lookup_proxy(task.tables[s.table].with_dim(s.dim)) for s in d) for d in devices])
+        return np.column_stack([x[:, None] * self.k[None, :], np.zeros(len(devices))])
 
 
 def score(model: Any, devices: list[tuple[Task, list[ShardRef], float, float]]) -> dict[str, Any]:
@@ -114,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
         from autoshard.hardware.profiler import load_dataset
 
         data = load_dataset(args.train_from)
+        models["analytical (fitted)"] = AnalyticalCostModel().fit_from_dataset(data)
+        models["size_lookup proxy (scaled)"] = ScaledProxy(data)
         for seed in range(args.seeds):
             models[f"previous recipe, seed {seed}"] = LearnedCostModel.fit(
                 data, replace(TrainOptions(seed=seed), **PREVIOUS_RECIPE))
@@ -124,6 +165,11 @@ def main(argv: list[str] | None = None) -> int:
     for name, per in results.items():
         print(f"{name:<40}" + "".join(f"{per[s]['fwd+bwd']['mape_pct']:>17.1f} / {per[s]['fwd+bwd']['spearman']:.3f}"
                                       for s in suites))
+    for d in map(Path, args.bench):
+        floor = remeasure_floor(d)
+        if floor:
+            print(f"re-measurement floor of {d.name}: one round vs the mean of the others, fwd+bwd MAPE "
+                  f"{floor['mape_pct']:.1f}%, Spearman {floor['spearman']:.3f} ({floor['n']} device-rounds)")
     print("\nby tables per device (fwd+bwd MAPE %, median predicted/measured):")
     for name, per in results.items():
         for s in suites:

@@ -116,6 +116,11 @@ def test_measure_task_dedupes_devices_interleaves_rounds_and_takes_the_median():
         np.testing.assert_allclose(r.measured.to_array(), 2.0 * exact.to_array())
         assert sorted(r.rounds_ms) == pytest.approx([exact.plan_ms, 2 * exact.plan_ms, 3 * exact.plan_ms])
         assert r.plan.cost == r.measured
+        # every round's per-device fwd/bwd is kept: round k measured x1, x3, x2
+        arr = exact.to_array()
+        for rnd, scale in zip(r.device_rounds_ms, (1.0, 3.0, 2.0)):
+            np.testing.assert_allclose(np.array(rnd), scale * arr[:, :2])
+        assert AlgoResult.from_json(r.to_json()) == r
 
 
 def test_summary_ratios_geomeans_and_wins():

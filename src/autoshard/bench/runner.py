@@ -95,6 +95,9 @@ class AlgoResult:
     """Median over the rounds, per device and component, by the real evaluator."""
     rounds_ms: tuple[float, ...] = ()
     """The plan's measured cost in each round (its spread shows the measurement noise)."""
+    device_rounds_ms: tuple[tuple[tuple[float, float], ...], ...] = ()
+    """Per round, per device: the measured (fwd ms, bwd ms), so a device's repeatability (the floor under any
+    cost model's error on it) can be computed from the results."""
 
     @property
     def planning_time_s(self) -> float | None:
@@ -108,6 +111,7 @@ class AlgoResult:
             "predicted": self.predicted.to_json() if self.predicted else None,
             "measured": self.measured.to_json() if self.measured else None,
             "rounds_ms": list(self.rounds_ms),
+            "device_rounds_ms": [[list(fb) for fb in rnd] for rnd in self.device_rounds_ms],
         }
 
     @staticmethod
@@ -118,6 +122,8 @@ class AlgoResult:
             predicted=PlanCost.from_json(d["predicted"]) if d.get("predicted") else None,
             measured=PlanCost.from_json(d["measured"]) if d.get("measured") else None,
             rounds_ms=tuple(float(x) for x in d.get("rounds_ms", ())),
+            device_rounds_ms=tuple(tuple((float(f), float(b)) for f, b in rnd)
+                                   for rnd in d.get("device_rounds_ms", ())),
         )
 
 
@@ -225,9 +231,12 @@ def measure_task(task: Task, results: Sequence[AlgoResult], make_evaluator: Eval
         rounds_ms = tuple(
             float(max(per_round[rnd, index[k]].sum() if k else 0.0 for k in devs)) for rnd in range(rounds)
         )
+        device_rounds = tuple(
+            tuple((float(per_round[rnd, index[k], 0]), float(per_round[rnd, index[k], 1])) if k else (0.0, 0.0)
+                  for k in devs) for rnd in range(rounds))
         measured = PlanCost.from_array(med, source)
         out.append(AlgoResult(r.algorithm, True, r.error, r.plan.with_cost(measured), r.predicted, measured,
-                              rounds_ms))
+                              rounds_ms, device_rounds))
     return out
 
 
