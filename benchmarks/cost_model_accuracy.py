@@ -15,6 +15,10 @@ of candidate plans per call), ``device_costs`` (one plan per call) and ``costs_i
 ``--remeasure N`` re-times N test records with their own settings and scores the re-measurement against the
 recorded value like a model: the repeatability of the data, the floor under any model's error on it.
 
+The tables below were measured with the training recipe of stop 9 (lr 2e-3, weight decay 1e-5, no refit on
+all records); ``benchmarks/cost_model_on_plans.py`` scores the current recipe against it on the devices of the
+planners' plans, measured by ``autoshard bench``.
+
 Measured 2026-11-22 on the shared 2-vCPU AMD EPYC host (1 torch thread, batch 512, fp32, exact SGD; 80-table
 synthetic pool ``autoshard tables synth --num-tables 80 --seed 0 --dims 4,8,16,32,64,128``; 16 tables held
 out; the host was shared with several other engineers' jobs, load average 2-12, so timings are noisy):

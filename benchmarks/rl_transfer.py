@@ -13,6 +13,11 @@ Also timed: greedy planning of ``--big-tables`` tables onto ``--big-devices`` de
     .venv/bin/python benchmarks/rl_transfer.py --cost-model costmodel.pt --real-tasks 2
     .venv/bin/python benchmarks/rl_transfer.py --policy policy.pt --real-tasks 2   # reuse a trained policy
 
+The transfer measured on the real kernels, with the shipped policy (trained on DLRM-20 (4) only) and every
+plan timed by ``autoshard bench`` (DLRM-20 (2), (4), (8), DLRM-50 (4), DLRM-100 (4)), is in
+docs/benchmarks.md ("RL transfer on the real kernels"; ``benchmarks/suite_summary.py --per-task rl`` makes
+that table from the bench results).
+
 Memory per device is ``--headroom`` x the task's table bytes / D (at least its largest table): the synthetic
 tables (published mean 4.1M rows) do not fit DreamShard's 5 GB at T=100 on 4 devices.
 """
