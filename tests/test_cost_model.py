@@ -270,3 +270,5 @@ def test_cli_train_then_eval_writes_checkpoint_metrics_and_plot(data_dir, tmp_pa
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert main(["train-cost", "--data", data_dir, "-o", str(ck), "--batch-size", "999"]) == 2
     assert "no records at batch size 999" in _one_line_error(capsys)
+    assert main(["train-cost", "--data", data_dir, "-o", str(ck), "--weight-decay", "-1"]) == 2
+    assert "--weight-decay -1.0 must be >= 0" in _one_line_error(capsys)
