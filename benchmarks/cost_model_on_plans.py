@@ -11,8 +11,9 @@ tables per device.
 
 ``--train-from DATA`` also fits, on that profiling dataset: the roofline ``AnalyticalCostModel`` (least
 squares), the ``size_lookup_proxy`` (dim x pooling x log10 rows, summed per device, one least-squares scale
-per head), and per seed the learned model ``autoshard train-cost`` makes now (refit on all records) and the
-one it made before (lr 2e-3, weight decay 1e-5, patience 40, no refit), all scored on the same devices.
+per head), and per seed the learned model ``autoshard train-cost`` makes now (refit on all records), the same
+with ``--linear-table-cost`` (``CostNetConfig.table_mlp=False``), and the one it made before (lr 2e-3, weight
+decay 1e-5, patience 40, no refit), all scored on the same devices.
 
 Measured 2026-11-22 on the 2-vCPU AMD EPYC host (batch 2048; bench devices of DLRM-20 (4) (6 tasks, 235
 distinct devices), DLRM-50 (4) (4 tasks, 160) and DLRM-20 (2) (3 tasks); training data: the 200 profiled
@@ -30,7 +31,6 @@ shards of ``autoshard bench --suite dlrm-20-4``), fwd+bwd MAPE / Spearman:
 from __future__ import annotations
 
 import argparse
-import collections
 import json
 import sys
 from dataclasses import replace
@@ -40,12 +40,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from autoshard.bench.runner import TaskResult
 from autoshard.costs.analytical import AnalyticalCostModel
 from autoshard.costs.breakdown import ShardRef
-from autoshard.costs.learned import LearnedCostModel, TrainOptions
+from autoshard.costs.learned import CostNetConfig, LearnedCostModel, TrainOptions
 from autoshard.costs.metrics import mape, spearman
 from autoshard.planners.heuristics import size_lookup_proxy
-from autoshard.tasks import Task, load_tasks
+from autoshard.tasks import Task
 
 TABLE_BANDS = ((1, 2), (3, 5), (6, 9), (10, 14), (15, 10**6))
 """Tables-per-device bands for the breakdown (training records hold 1-8 tables; planners go beyond)."""
@@ -54,17 +55,21 @@ PREVIOUS_RECIPE = {"lr": 2e-3, "weight_decay": 1e-5, "patience": 40, "val_fracti
 """``TrainOptions`` of autoshard before the refit change (the shipped model of stop 9 was trained so)."""
 
 
-def remeasure_floor(out_dir: Path) -> dict[str, float] | None:
+def load_results(out_dir: Path) -> list[TaskResult]:
+    """The per-task results of a finished ``autoshard bench`` output directory."""
+    results = json.loads((out_dir / "bench" / "results.json").read_text())
+    return [TaskResult.from_json(t) for t in results["tasks"]]
+
+
+def remeasure_floor(results: list[TaskResult]) -> dict[str, float] | None:
     """Repeatability of the bench's own device timings: each round's fwd + bwd against the mean of the other
     rounds of the same device, as MAPE and Spearman (None for results written before ``device_rounds_ms``)."""
-    results = json.loads((out_dir / "bench" / "results.json").read_text())
     one, rest = [], []
-    for entry in results["tasks"]:
-        for res in entry["results"]:
-            rounds = np.array(res.get("device_rounds_ms") or [])  # (R, D, 2)
-            if rounds.ndim != 3 or rounds.shape[0] < 2:
+    for tr in results:
+        for res in tr.results:
+            if len(res.device_rounds_ms) < 2:
                 continue
-            total = rounds.sum(axis=2)
+            total = np.array(res.device_rounds_ms).sum(axis=2)  # (rounds, devices)
             for r in range(total.shape[0]):
                 others = np.delete(total, r, axis=0).mean(axis=0)
                 keep = others > 0
@@ -75,26 +80,18 @@ def remeasure_floor(out_dir: Path) -> dict[str, float] | None:
     return {"mape_pct": mape(one, rest), "spearman": spearman(one, rest), "n": len(one)}
 
 
-def bench_devices(out_dir: Path) -> list[tuple[Task, list[ShardRef], float, float]]:
-    """Distinct measured devices of a bench output: (task, shards, fwd ms, bwd ms), median of the rounds."""
-    results = json.loads((out_dir / "bench" / "results.json").read_text())
-    tasks = {t.name: t for t in load_tasks(str(out_dir / "test_tasks.json"))}
-    seen: dict[tuple[str, tuple[tuple[int, int], ...]], tuple[Task, list[ShardRef], float, float]] = {}
-    for entry in results["tasks"]:
-        name = entry["task"]["name"] if isinstance(entry["task"], dict) else entry["task"]
-        task = tasks[name]
-        index = {t.name: i for i, t in enumerate(task.tables)}
-        for res in entry["results"]:
-            if not res["ok"] or not res.get("measured"):
+def bench_devices(results: list[TaskResult]) -> list[tuple[Task, list[ShardRef], float, float]]:
+    """Distinct measured devices: (task, shards, fwd ms, bwd ms), the median of the rounds."""
+    seen: dict[tuple[str, tuple[ShardRef, ...]], tuple[Task, list[ShardRef], float, float]] = {}
+    for tr in results:
+        for res in tr.results:
+            if not res.ok or res.plan is None or res.measured is None:
                 continue
-            devices: dict[int, list[tuple[int, int]]] = collections.defaultdict(list)
-            for table, shard in res["plan"]["tables"].items():
-                for rank, dim in zip(shard["ranks"], shard["shard_dims"]):
-                    devices[rank].append((index[table], dim))
-            for rank, items in devices.items():
-                m = res["measured"]["devices"][rank]
-                key = (name, tuple(sorted(items)))
-                seen[key] = (task, [ShardRef(i, d) for i, d in key[1]], m["fwd_ms"], m["bwd_ms"])
+            measured = res.measured.to_array()
+            for shards, row in zip(res.plan.device_shards(tr.task), measured):
+                if shards:
+                    key = tuple(sorted(shards))
+                    seen[(tr.task.name, key)] = (tr.task, list(key), float(row[0]), float(row[1]))
     return list(seen.values())
 
 
@@ -141,13 +138,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help="write every number as JSON here")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
-    suites = {}
+    runs: dict[str, list[TaskResult]] = {}
     for d in map(Path, args.bench):
-        if not (d / "bench" / "results.json").is_file() or not (d / "test_tasks.json").is_file():
-            print(f"error: {d} is not a finished autoshard bench output (bench/results.json, test_tasks.json)",
-                  file=sys.stderr)
+        if not (d / "bench" / "results.json").is_file():
+            print(f"error: {d} is not a finished autoshard bench output (no bench/results.json)", file=sys.stderr)
             return 2
-        suites[d.name] = bench_devices(d)
+        runs[d.name] = load_results(d)
+    suites = {name: bench_devices(task_results) for name, task_results in runs.items()}
     models: dict[str, Any] = {p: LearnedCostModel.load(p) for p in args.model}
     if args.train_from:
         from autoshard.hardware.profiler import load_dataset
@@ -159,16 +156,18 @@ def main(argv: list[str] | None = None) -> int:
             models[f"previous recipe, seed {seed}"] = LearnedCostModel.fit(
                 data, replace(TrainOptions(seed=seed), **PREVIOUS_RECIPE))
             models[f"current recipe (refit), seed {seed}"] = LearnedCostModel.fit(data, TrainOptions(seed=seed))
+            models[f"linear table cost (refit), seed {seed}"] = LearnedCostModel.fit(
+                data, TrainOptions(seed=seed, config=CostNetConfig(table_mlp=False)))
     results = {name: {s: score(m, devs) for s, devs in suites.items()} for name, m in models.items()}
     print("fwd+bwd MAPE % / Spearman on distinct measured bench devices (tables unseen by every model):")
     print(f"{'model':<40}" + "".join(f"{s + f' ({len(d)})':>26}" for s, d in suites.items()))
     for name, per in results.items():
         print(f"{name:<40}" + "".join(f"{per[s]['fwd+bwd']['mape_pct']:>17.1f} / {per[s]['fwd+bwd']['spearman']:.3f}"
                                       for s in suites))
-    for d in map(Path, args.bench):
-        floor = remeasure_floor(d)
+    for name, task_results in runs.items():
+        floor = remeasure_floor(task_results)
         if floor:
-            print(f"re-measurement floor of {d.name}: one round vs the mean of the others, fwd+bwd MAPE "
+            print(f"re-measurement floor of {name}: one round vs the mean of the others, fwd+bwd MAPE "
                   f"{floor['mape_pct']:.1f}%, Spearman {floor['spearman']:.3f} ({floor['n']} device-rounds)")
     print("\nby tables per device (fwd+bwd MAPE %, median predicted/measured):")
     for name, per in results.items():

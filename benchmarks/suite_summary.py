@@ -26,11 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-HEURISTICS = ("random", "round_robin", "dim_greedy", "lookup_greedy", "size_greedy", "size_lookup_greedy")
-
-
-def _geomean(xs: list[float]) -> float | None:
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+from autoshard.bench.runner import geomean, is_heuristic
 
 
 def _first(load: Any) -> float:
@@ -50,20 +46,20 @@ def summarise(r: dict[str, Any]) -> dict[str, Any]:
         {x["algorithm"]: x["measured"]["plan_ms"] for x in t["results"] if x["ok"] and x.get("measured")}
         for t in tasks]
     algos = [x["algorithm"] for x in tasks[0]["results"]]
-    heur = [a for a in algos if a in HEURISTICS]
-    best_fixed = min(heur, key=lambda a: _geomean([m[a] for m in measured if a in m]) or math.inf)
+    heur = [a for a in algos if is_heuristic(a)]
+    best_fixed = min(heur, key=lambda a: geomean([m[a] for m in measured if a in m]) or math.inf)
     per_task_best = [min(m[a] for a in heur if a in m) for m in measured]
     out: dict[str, Any] = {"name": _suite_name(r), "tasks": len(tasks), "best_fixed": best_fixed,
                            "vs_oracle": {}, "vs_fixed": {}, "per_task": {}}
     for a in algos:
         ok = [(m[a], b, m[best_fixed]) for m, b in zip(measured, per_task_best) if a in m]
         out["per_task"][a] = [m.get(a, math.nan) / b for m, b in zip(measured, per_task_best)]
-        out["vs_oracle"][a] = _geomean([c / b for c, b, _ in ok])
-        out["vs_fixed"][a] = _geomean([c / f for c, _, f in ok])
+        out["vs_oracle"][a] = geomean([c / b for c, b, _ in ok])
+        out["vs_fixed"][a] = geomean([c / f for c, _, f in ok])
         if len(ok) < len(measured):
             out.setdefault("partial", {})[a] = f"{len(ok)}/{len(measured)}"
     gaps = [m[best_fixed] / t["lower_bound_ms"] for m, t in zip(measured, tasks) if t.get("lower_bound_ms")]
-    out["best_gap_to_bound"] = (_geomean(gaps) - 1) if gaps else None
+    out["best_gap_to_bound"] = (geomean(gaps) - 1) if gaps else None
     spreads = []
     for t in tasks:
         for x in t["results"]:

@@ -319,16 +319,16 @@ class Pipeline:
                 from autoshard.costs.comm import AlphaBeta
 
                 AlphaBeta.load(given).save(str(costs / "comm_model.json"))
-            passes = 2 if options.refit else 1  # scored on held-out tables, then refit on all records
+            budget = options.epoch_budget  # the scored pass, then the refit on all records
             epochs = [0]
 
             def progress(epoch: int, h: dict[str, float]) -> None:
                 epochs[0] += 1
-                self.progress("cost model epochs", min(epochs[0], passes * t.cost_epochs), passes * t.cost_epochs)
+                self.progress("cost model epochs", min(epochs[0], budget), budget)
 
             model = LearnedCostModel.fit(load_dataset(costs), options, progress)
             model.save(path)
-            self.progress("cost model epochs", passes * t.cost_epochs, passes * t.cost_epochs)
+            self.progress("cost model epochs", budget, budget)
             metrics = model.info.get("metrics", {})
             if metrics:
                 self.say(f"[cost_model] held-out tables: {json.dumps(metrics)[:300]}")

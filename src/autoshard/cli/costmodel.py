@@ -92,8 +92,7 @@ def run_train(args: argparse.Namespace) -> int:
     from autoshard.costs.learned.training import select_records
 
     select_records(dataset.records, options.batch_size)  # fail before the progress bar opens
-    passes = 2 if options.refit else 1  # scored on held-out tables, then refit on all records
-    with tqdm(total=passes * options.max_epochs, desc="train-cost", unit="epoch", file=sys.stderr) as bar:
+    with tqdm(total=options.epoch_budget, desc="train-cost", unit="epoch", file=sys.stderr) as bar:
         def progress(epoch: int, h: dict[str, float]) -> None:
             bar.update(1)
             bar.set_postfix(loss=f"{h['train_loss']:.4f}", val_mape=f"{h['val_mape_pct']:.2f}%",

@@ -72,10 +72,12 @@ class CostNetConfig:
     """Largest |correction| of the additive head in normalised log-ms (see ``CORRECTION_BOUND``)."""
     table_mlp: bool = True
     """Additive head only: per-table log-cost = linear(features) + an MLP term (True), or the linear term alone
-    (False: a generalised roofline with ~20 parameters per head). Measured on DLRM-20 (4) data, 3 seeds, scored
-    on held-out bench devices: the linear term alone ranks devices slightly better (Spearman 0.88-0.91 vs
-    0.80-0.86) but is biased on devices with more tables than the training records (fwd MAPE 29-37% vs 21-23%
-    at 12 tables a device) and, unbounded in the features, once predicted 50x too high on an unseen table."""
+    (False: a generalised roofline with ~20 parameters per head). Trained on the DLRM-20 (4) profile, 3 seeds,
+    scored on held-out bench devices (``benchmarks/cost_model_on_plans.py --train-from``): the linear term alone
+    ranks DLRM-20 (4) devices better (Spearman 0.88-0.91 vs 0.80-0.86) but is worse on devices with more tables
+    than its training records (DLRM-50 (4), 12-13 a device: fwd+bwd MAPE 16.8-22.7% vs 11.9-13.5%) and, unbounded
+    in the features, can blow up on an unseen table (``train-cost --linear-table-cost --seed 1``: held-out
+    MAPE 5296%)."""
     num_features: int = NUM_FEATURES
     """Input width: the pool normaliser's table features."""
 

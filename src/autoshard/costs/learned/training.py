@@ -13,8 +13,9 @@
 6. ``LearnedCostModel.fit`` scores that network on the held-out tables, then (``refit``, the default) trains
    the saved network again on every record, held-out tables included: holding out 20% of the tables drops
    every record that touches one (about 2/3 of 1-8-table records), and the model that plans should learn from
-   all the measurements. Measured on the DLRM-20 (4) data (200 records): 63 -> ~160 training records, and on
-   held-out bench devices fwd+bwd Spearman 0.70 -> ~0.87 (``benchmarks/cost_model_on_plans.py``).
+   all the measurements. Measured on the DLRM-20 (4) data (200 records): 63 -> 160 training records, and on
+   held-out bench devices fwd+bwd Spearman 0.70 -> 0.80-0.86 over 3 seeds
+   (``benchmarks/cost_model_on_plans.py --train-from``).
 """
 
 from __future__ import annotations
@@ -81,6 +82,11 @@ class TrainOptions:
             raise AutoshardError(f"validation fraction {self.val_fraction} must be in [0, 1)")
         if self.max_epochs <= 0 or self.patience <= 0 or self.batch_records <= 1:
             raise AutoshardError("max_epochs and patience must be positive, batch_records above 1")
+
+    @property
+    def epoch_budget(self) -> int:
+        """Most epochs ``LearnedCostModel.fit`` runs in all: the scored pass, plus the refit pass if any."""
+        return self.max_epochs * (2 if self.refit else 1)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
