@@ -45,8 +45,18 @@ def test_tiny_suite_runs_end_to_end_then_resumes_from_cache(tmp_path, capsys):
     # A re-run finds every stage and the measured task in the output directory and reproduces the report.
     assert main(argv) == 0
     again = capsys.readouterr()
-    assert "[tasks] cached" in again.err and "[policy] running" not in again.err
+    assert "[test_tasks] cached" in again.err and "[policy] running" not in again.err
     assert json.loads((bench / "results.json").read_text())["tasks"] == raw["tasks"]
+
+    # More test tasks: the policy is not retrained and the task measured already is reused as it was (a
+    # re-measurement would differ in its timings), only the new one is planned and measured.
+    more = [*argv[:-4], "--test-tasks", "2", "--rounds", "1"]
+    assert main(more) == 0
+    grown = capsys.readouterr()
+    assert "[train_tasks] cached" in grown.err and "[policy] cached" in grown.err
+    assert "[test_tasks] running" in grown.err
+    tasks = json.loads((bench / "results.json").read_text())["tasks"]
+    assert len(tasks) == 2 and tasks[0] == raw["tasks"][0] and tasks[1]["task"] != tasks[0]["task"]
 
 
 def test_bad_arguments_are_one_line_errors(tmp_path, capsys):

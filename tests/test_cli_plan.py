@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -43,7 +44,7 @@ def _bad_json(tmp_path):
 
 
 def _nan_tables(tmp_path, tables_file):
-    d = json.loads(open(tables_file).read())
+    d = json.loads(Path(tables_file).read_text())
     d["tables"][0]["pooling_factor"] = float("nan")
     p = tmp_path / "nan.json"
     p.write_text(json.dumps(d))
@@ -76,8 +77,9 @@ def test_non_positive_devices_rejected_by_parser(tables_file, devices, capsys):
 
 
 def test_ilp_with_measured_cost_model_times_real_kernels(tmp_path, capsys):
-    from autoshard.tasks import save_tasks
     from conftest import make_tables
+
+    from autoshard.tasks import save_tasks
 
     tables = tuple(t.with_dim(8) for t in make_tables(4, seed=5, max_rows=2000))
     path = str(tmp_path / "tasks.json")

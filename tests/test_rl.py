@@ -185,7 +185,7 @@ def test_short_training_lowers_predicted_cost_against_random_policies():
 
 def test_checkpoint_round_trip_and_exact_resume(tmp_path):
     tasks = [make_task(6, 2, seed=s) for s in range(2)]
-    cfg = dict(tasks_per_iteration=2, samples_per_task=4, hidden=8, eval_every=2, seed=3)
+    cfg = {"tasks_per_iteration": 2, "samples_per_task": 4, "hidden": 8, "eval_every": 2, "seed": 3}
     path = str(tmp_path / "p.pt")
     full = train(MODEL, tasks, TrainConfig(iterations=4, **cfg))
     train(MODEL, tasks, TrainConfig(iterations=2, **cfg), checkpoint_path=path)

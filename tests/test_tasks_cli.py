@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -81,9 +82,9 @@ def test_tasks_train_and_test_pools_disjoint(pool_file, tmp_path, capsys):
     tasks = load_tasks(train)
     assert len(tasks) == 6 and all(t.num_tables == 8 and t.device_memory == (5 * 10**9,) * 4 for t in tasks)
     assert _names(train).isdisjoint(_names(test))
-    settings = json.loads(open(train).read())["settings"]
+    settings = json.loads(Path(train).read_text())["settings"]
     assert set(settings["split_pool"]) >= _names(train) and len(settings["split_pool"]) == 20
-    assert set(json.loads(open(test).read())["settings"]["split_pool"]).isdisjoint(settings["split_pool"])
+    assert set(json.loads(Path(test).read_text())["settings"]["split_pool"]).isdisjoint(settings["split_pool"])
 
 
 def _bad_json(tmp_path) -> str:

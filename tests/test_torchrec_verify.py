@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torchrec  # noqa: F401  (a core dependency: a broken install must fail, not skip)
@@ -42,7 +43,7 @@ def test_two_process_cpu_verify_matches_unsharded(small, tmp_path, capsys):
     text = capsys.readouterr().out
     assert code == 0, text
     assert "matches the unsharded module" in text
-    result = json.loads(open(out).read())
+    result = json.loads(Path(out).read_text())
     assert result["matches"] is True and result["devices"] == 2
     assert result["local_batch"] == 32 and result["global_batch"] == 64
     assert result["rows_cap"] == 1000

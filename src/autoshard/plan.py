@@ -207,8 +207,8 @@ def format_report(plan: Plan, task: Task, proxy: Sequence[float] | None = None) 
         header += f" {'cost proxy':>12}"
     if plan.cost is not None:
         header += f" {'fwd ms':>8} {'bwd ms':>8} {'comm ms':>8} {'total ms':>9}"
-    lines = [f"plan by {plan.algorithm or '?'} for {task.name}: {task.num_tables} tables on {plan.num_devices} "
-             "devices", header]
+    lines = [(f"plan by {plan.algorithm or '?'} for {task.name}: {task.num_tables} tables on {plan.num_devices} "
+              "devices"), header]
     for r in range(plan.num_devices):
         mem = f"{format_bytes(used[r])} / {format_bytes(task.device_memory[r])}"
         line = f"{r:>6} {len(shards[r]):>6} {mem:>26}"

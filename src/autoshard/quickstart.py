@@ -6,7 +6,7 @@ skipped, and changing a setting re-runs that stage and every stage after it):
 
 1. ``pool``      a DLRM-like synthetic table pool (``autoshard.tables.synth``), or the user's ``--tables``.
 2. ``split``     disjoint train / test pools (DreamShard's split).
-3. ``tasks``     train tasks from the train pool, held-out test tasks from the test pool.
+3. ``train_tasks``, ``test_tasks``  tasks from the train pool, held-out tasks from the test pool.
 4. ``profile``   real kernel timings of random shards of train-pool tables (``autoshard.hardware``).
 5. ``comm``      the fitted all-to-all (alpha-beta) model.
 6. ``cost_model`` the learned cost model trained on the profile (``autoshard.costs.learned``).
@@ -156,11 +156,12 @@ class Pipeline:
         s = self.suite
         k_pool = self.stage_pool()
         k_split = self.stage_split(k_pool)
-        k_tasks = self.stage_tasks(k_split)
+        k_train = self.stage_tasks(k_split, "train")
+        self.stage_tasks(k_split, "test")  # its key is not needed: each bench result is matched to its task
         k_comm = self.stage_comm()
         k_cost, cost_spec = self.stage_cost_model(k_split, k_comm)
-        k_policy, policy_path = self.stage_policy(k_tasks, k_cost, cost_spec)
-        files, report = self.stage_bench(k_tasks, k_comm, k_cost, cost_spec, k_policy, policy_path)
+        k_policy, policy_path = self.stage_policy(k_train, k_cost, cost_spec)
+        files, report = self.stage_bench(k_comm, k_cost, cost_spec, k_policy, policy_path)
         log.info("suite %s finished", s.name)
         return PipelineResult(self.out, files, dict(self.status), report)
 
@@ -200,30 +201,31 @@ class Pipeline:
         return self.stage("split", {"seed": self.suite.seed}, [k_pool], ["train_pool.json", "test_pool.json"],
                           make)
 
-    def stage_tasks(self, k_split: str) -> str:
+    def stage_tasks(self, k_split: str, split: str) -> str:
+        """``{split}_tasks.json``: tasks drawn from that split's pool. Train and test are separate stages, so
+        raising ``--test-tasks`` neither retrains the policy nor re-measures the test tasks already done (the
+        draws are sequential: the first N tasks are the same for any count >= N)."""
         from autoshard.tables import TablePool
         from autoshard.tasks import sample_tasks, save_tasks
 
         s = self.suite
-        settings = {"num_tables": s.num_tables, "num_devices": s.num_devices,
-                    "device_memory": s.device_memory,
-                    "batch_size": s.batch_size, "train": s.num_train_tasks, "test": s.num_test_tasks,
-                    "seed": s.seed}
+        n, seed_offset = (s.num_train_tasks, 0) if split == "train" else (s.num_test_tasks, 1)
+        settings = {"num_tables": s.num_tables, "num_devices": s.num_devices, "device_memory": s.device_memory,
+                    "batch_size": s.batch_size, "tasks": n, "seed": s.seed}
 
         def make(resume: bool) -> None:
-            for split, n, seed_offset in (("train", s.num_train_tasks, 0), ("test", s.num_test_tasks, 1)):
-                pool = TablePool.load(str(self.out / f"{split}_pool.json"))
-                if s.num_tables > len(pool.tables):
-                    raise AutoshardError(
-                        f"suite {s.name}: {s.num_tables} tables per task but the {split} pool has "
-                        f"{len(pool.tables)}; use a bigger pool (pool_tables >= {2 * s.num_tables})"
-                    )
-                tasks = sample_tasks(pool, n, s.num_tables, (s.device_memory,) * s.num_devices,
-                                     seed=s.seed * 10 + seed_offset, batch_size=s.batch_size,
-                                     prefix=f"{s.name}-{split}")
-                save_tasks(str(self.out / f"{split}_tasks.json"), tasks, settings)
+            pool = TablePool.load(str(self.out / f"{split}_pool.json"))
+            if s.num_tables > len(pool.tables):
+                raise AutoshardError(
+                    f"suite {s.name}: {s.num_tables} tables per task but the {split} pool has "
+                    f"{len(pool.tables)}; use a bigger pool (pool_tables >= {2 * s.num_tables})"
+                )
+            tasks = sample_tasks(pool, n, s.num_tables, (s.device_memory,) * s.num_devices,
+                                 seed=s.seed * 10 + seed_offset, batch_size=s.batch_size,
+                                 prefix=f"{s.name}-{split}")
+            save_tasks(str(self.out / f"{split}_tasks.json"), tasks, settings)
 
-        return self.stage("tasks", settings, [k_split], ["train_tasks.json", "test_tasks.json"], make)
+        return self.stage(f"{split}_tasks", settings, [k_split], [f"{split}_tasks.json"], make)
 
     def measure_settings(self) -> Any:
         from autoshard.hardware.kernel import MeasureSettings
@@ -337,7 +339,7 @@ class Pipeline:
                          lambda: _unreadable(lambda: _load_cost_model(path)))
         return key, str(path)
 
-    def stage_policy(self, k_tasks: str, k_cost: str, cost_spec: str) -> tuple[str, str | None]:
+    def stage_policy(self, k_train: str, k_cost: str, cost_spec: str) -> tuple[str, str | None]:
         """The rl policy: the user's checkpoint, or one trained here on the train tasks against the planning
         cost model (``autoshard.planners.rl.train``, resumed from its checkpoint after an interruption)."""
         from autoshard.planners.base import PLANNERS
@@ -380,7 +382,7 @@ class Pipeline:
                            progress=progress)
             policy.save(str(path))
 
-        return self.stage("policy", settings, [k_tasks, k_cost], ["policy.pt"], make,
+        return self.stage("policy", settings, [k_train, k_cost], ["policy.pt"], make,
                           lambda: _unreadable(lambda: _load_policy(path))), str(path)
 
     def comm_model(self) -> Any:
@@ -394,7 +396,7 @@ class Pipeline:
         path = self.out / "costs" / "comm_model.json"
         return AlphaBeta.load(str(path)) if path.is_file() else DEFAULT_COMM
 
-    def stage_bench(self, k_tasks: str, k_comm: str, k_cost: str, cost_spec: str, k_policy: str,
+    def stage_bench(self, k_comm: str, k_cost: str, cost_spec: str, k_policy: str,
                     policy_path: str | None) -> tuple[dict[str, Path], str]:
         from autoshard.costs.loading import MEASURED_SPEC, load_cost_model
         from autoshard.hardware.host import host_info
@@ -422,12 +424,13 @@ class Pipeline:
         cost_model = make_evaluator() if cost_spec == MEASURED_SPEC else load_cost_model(cost_spec)
         options = PlannerOptions(seed=s.seed, cost_model=cost_model, policy_path=policy_path,
                                  time_limit_s=s.time_limit_s)
-        # What a measured task depends on (the tasks via k_tasks; not e.g. the suite's description), with the
-        # models' file contents, so a retrained model is never paired with plans of the previous one.
+        # What a measured task depends on (not e.g. the suite's description), with the models' file contents,
+        # so a retrained model is never paired with plans of the previous one. The task itself is not in the
+        # key: run_bench reuses a result only for an equal task, so more test tasks keep the ones measured.
         bench_key = _key({"algorithms": algorithms, "seed": s.seed, "time_limit_s": s.time_limit_s,
                           "rounds": s.eval.rounds, "measure": settings.to_json(), "comm": comm.to_json(),
                           "models": [_file_key(cost_spec), _file_key(policy_path or "")]},
-                         [k_tasks, k_comm, k_cost, k_policy])
+                         [k_comm, k_cost, k_policy])
         config = BenchConfig(tuple(algorithms), options, rounds=s.eval.rounds, key=bench_key)
         tasks = load_tasks(str(self.out / "test_tasks.json"))
         self.say(f"[bench] {len(tasks)} test tasks x {len(algorithms)} algorithms: {', '.join(algorithms)}")

@@ -131,7 +131,7 @@ def split_pool(pool: TablePool, seed: int = 0, train_fraction: float = 0.5) -> t
     if n < 2:
         raise AutoshardError("a pool of fewer than 2 tables cannot be split into train and test")
     order = np.random.default_rng(seed).permutation(n)
-    k = min(max(1, int(round(n * train_fraction))), n - 1)
+    k = min(max(1, round(n * train_fraction)), n - 1)
     names = [pool.tables[i].name for i in order]
     return pool.subset(names[:k]), pool.subset(names[k:])
 

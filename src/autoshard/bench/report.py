@@ -73,14 +73,14 @@ def markdown(title: str, command: str, summaries: Sequence[AlgoSummary], results
         f"Hardware: {host.get('cpu', '?')}, {host.get('cpu_count', '?')} logical CPUs, torch "
         f"{host.get('torch', '?')}, fbgemm-gpu {host.get('fbgemm_gpu', '?')}"
         + (f", GPU {host['gpu']}" if host.get("gpu") else "") + ".",
-        f"Evaluator: {meta.get('evaluator', '?')}. Planning cost model: {meta.get('cost_model', '?')}. "
-        f"Policy: {meta.get('policy', '-')}.",
+        (f"Evaluator: {meta.get('evaluator', '?')}. Planning cost model: {meta.get('cost_model', '?')}. "
+         f"Policy: {meta.get('policy', '-')}."),
         f"{len(results)} test tasks; every plan of a task measured back-to-back in {meta.get('rounds', '?')} "
         "rounds, median kept."
         + (f" Host load average (1 min) while measuring: {min(loads):.1f} to {max(loads):.1f} on "
            f"{host.get('cpu_count', '?')} CPUs (other processes slow timings down)." if loads else ""), "",
-        "| algorithm | planned | cost ms (geomean) | ratio to best heuristic | wins | clearly better / worse "
-        "| gap to lower bound | planning s (mean / max) | prediction error | noise |",
+        ("| algorithm | planned | cost ms (geomean) | ratio to best heuristic | wins | clearly better / worse "
+         "| gap to lower bound | planning s (mean / max) | prediction error | noise |"),
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in summaries:
@@ -111,8 +111,8 @@ def markdown(title: str, command: str, summaries: Sequence[AlgoSummary], results
     if verdicts:
         out += ["Verdict:", "", *verdicts, ""]
     else:
-        out += ["Verdict: no non-heuristic algorithm ran, so nothing here compares autoshard's learned or "
-                "searching planners with the heuristics.", ""]
+        out += [("Verdict: no non-heuristic algorithm ran, so nothing here compares autoshard's learned or "
+                 "searching planners with the heuristics."), ""]
     skipped = meta.get("skipped", {})
     if skipped:
         out += ["Skipped algorithms:", "", *[f"- {a}: {why}" for a, why in skipped.items()], ""]

@@ -43,7 +43,7 @@ tasks are feasible (DreamShard's 5 GB cannot hold 100 average tables on 2 device
 def suite_device_memory(num_tables: int, num_devices: int, dim: int = 16) -> int:
     """DreamShard's 5 GB per device, raised (in whole GB) where T tables on D devices would not fit."""
     need = MEMORY_HEADROOM * num_tables * PUBLISHED_ROWS_MEAN * dim * 4 / num_devices
-    return max(DREAMSHARD_DEVICE_MEMORY, int(math.ceil(need / 1e9)) * 10**9)
+    return max(DREAMSHARD_DEVICE_MEMORY, math.ceil(need / 1e9) * 10**9)
 
 
 @dataclass(frozen=True)

@@ -125,7 +125,7 @@ class ProfileConfig:
     precision: Precision = Precision.FP32
     column_share: float = DEFAULT_COLUMN_SHARE
     """Probability that a table of a sample is cut to a column shard."""
-    settings: MeasureSettings = MeasureSettings()
+    settings: MeasureSettings = field(default_factory=MeasureSettings)
 
     def __post_init__(self) -> None:
         if self.samples <= 0 or self.max_tables <= 0 or self.batch_size <= 0:

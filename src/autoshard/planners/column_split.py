@@ -9,6 +9,7 @@ so a cost model sees identical inputs whichever way a plan is evaluated.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
@@ -89,7 +90,7 @@ def device_contents(layout: Layout, ranks: Sequence[int], num_devices: int) -> l
     order = np.argsort(ranks, kind="stable")  # stable: each device's shards stay in layout order
     items = list(map(layout.__getitem__, order.tolist()))
     bounds = np.searchsorted(ranks[order], np.arange(num_devices + 1)).tolist()
-    return [items[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+    return [items[a:b] for a, b in itertools.pairwise(bounds)]
 
 
 def to_plan(task: Task, layout: Layout, ranks: Sequence[int], algorithm: str) -> Plan:

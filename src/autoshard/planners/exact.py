@@ -22,6 +22,7 @@ optimality gap and lower bound of the linearised problem, and ``lower_bound`` gi
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from dataclasses import dataclass
@@ -142,7 +143,7 @@ def solve(task: Task, costs: LinearCosts, time_limit_s: float, config: ExactConf
     # data
     scale = COST_RESOLUTION / max(float(costs.weights_ms.max()), costs.overhead_ms, 1e-12)
     w = np.maximum(np.rint(costs.weights_ms * scale), 0).astype(np.int64).tolist()
-    overhead = int(round(costs.overhead_ms * scale))
+    overhead = round(costs.overhead_ms * scale)
     mem = [task.table_memory(t) for t in task.tables]
     # variables
     m = cp_model.CpModel()
@@ -165,7 +166,7 @@ def solve(task: Task, costs: LinearCosts, time_limit_s: float, config: ExactConf
         groups.setdefault(cap, []).append(r)
     if config.symmetry_breaking:
         for members in groups.values():
-            for a, b in zip(members, members[1:]):
+            for a, b in itertools.pairwise(members):
                 m.add(loads[a] >= loads[b])
     # objective
     m.minimize(z)

@@ -292,6 +292,7 @@ class NeuroShardPlanner:
         costs = ShardCosts(task, self.cost_model)
         scales = cfg.cap_scales()
         level = [table_wise_layout(task)]
+        beam: list[Layout] = []  # the layouts kept from the previous level, split further in the next
         seen = {layout_key(level[0])}
         best: tuple[Layout, np.ndarray, float] | None = None
         most_placed, evaluated = 0, 0

@@ -216,7 +216,7 @@ def draw_features(cfg: SynthConfig) -> dict[str, np.ndarray]:
     rows = stats.gamma.ppf(_stratified(rng, n), shape, scale=cfg.rows_std ** 2 / cfg.rows_mean)
     rows = np.maximum(1, np.rint(rows)).astype(np.int64)
 
-    num_empty = int(round(cfg.empty_fraction * n))
+    num_empty = round(cfg.empty_fraction * n)
     empty = np.zeros(n, dtype=bool)
     empty[rng.permutation(n)[:num_empty]] = True
     mu, sigma = _lognormal_params(*_nonempty_pooling_moments(cfg))

@@ -134,7 +134,7 @@ class Table:
     def memory_bytes(self, precision: Precision, optimizer_bytes_per_element: float, dim: int | None = None) -> int:
         """Bytes a device needs for this table (or a column shard of ``dim`` columns): weights + optimizer state."""
         d = self.dim if dim is None else dim
-        return int(math.ceil(self.rows * d * (precision.bytes + optimizer_bytes_per_element)))
+        return math.ceil(self.rows * d * (precision.bytes + optimizer_bytes_per_element))
 
     def raw_features(self, dim: int | None = None) -> np.ndarray:
         """Un-normalised feature vector (length NUM_FEATURES); ``dim`` overrides the dim for a column shard."""

@@ -81,7 +81,8 @@ def tables_from_model(
     given = dict(pooling_factors or {})
     batch_list = list(batches)
     for b in batch_list:
-        missing = [f for c in configs for f in c.feature_names if f not in b.keys()]
+        # .keys(): a KeyedJaggedTensor has no __contains__, so `f in b` would index it by position
+        missing = [f for c in configs for f in c.feature_names if f not in b.keys()]  # noqa: SIM118
         if missing:
             raise AutoshardError(f"a sample batch lacks feature {missing[0]!r} of the model; pass the "
                                  "model's input batches (KeyedJaggedTensor with all its features)")

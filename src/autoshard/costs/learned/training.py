@@ -177,7 +177,7 @@ def split_unseen_tables(records: Sequence[Any], fraction: float, seed: int) -> t
     names = sorted({n for r in records for n in r.tables})
     if len(names) < 2:
         raise AutoshardError("the dataset covers fewer than 2 tables; profile more tables to hold some out")
-    k = min(max(1, int(round(len(names) * fraction))), len(names) - 1)
+    k = min(max(1, round(len(names) * fraction)), len(names) - 1)
     held = set(np.random.default_rng(seed).permutation(names)[:k].tolist())
     is_test = np.array([any(n in held for n in r.tables) for r in records])
     train, test = np.flatnonzero(~is_test), np.flatnonzero(is_test)
@@ -268,7 +268,7 @@ def _train(pool: TablePool, records: Sequence[Any], comm: AlphaBeta, batch_size:
     else:
         train_ids, test_ids, held = np.arange(len(records)), np.zeros(0, dtype=np.int64), []
     perm = rng.permutation(train_ids)
-    n_val = int(round(len(perm) * options.val_fraction))
+    n_val = round(len(perm) * options.val_fraction)
     val_ids, fit_ids = np.sort(perm[:n_val]), np.sort(perm[n_val:])
     if len(val_ids) == 0:
         val_ids = fit_ids  # tiny datasets: early-stop on the training loss itself

@@ -157,7 +157,7 @@ class TrainedPolicy:
             ck = torch.load(path, map_location="cpu", weights_only=True)
         except FileNotFoundError:
             raise AutoshardError(f"{path}: no such policy file; train one with 'autoshard train-policy'") from None
-        except Exception as e:  # torch raises many types for a non-checkpoint file
+        except Exception as e:  # noqa: BLE001 -- torch raises many types for a non-checkpoint file
             raise AutoshardError(f"{path}: not a readable policy checkpoint ({type(e).__name__}); "
                                  "train one with 'autoshard train-policy'") from None
         if not isinstance(ck, dict) or ck.get("kind") != CHECKPOINT_KIND:
