@@ -8,6 +8,7 @@ import pytest
 from conftest import make_tables
 
 from autoshard.cli.main import main
+from autoshard.costs.comm import AlphaBeta
 from autoshard.planners.base import PLANNERS
 from autoshard.tables import TablePool
 
@@ -18,8 +19,10 @@ def test_tiny_suite_runs_end_to_end_then_resumes_from_cache(tmp_path, capsys):
     tables = tmp_path / "tables.json"
     TablePool.from_tables(make_tables(20, dims=(8, 16, 32), max_rows=5000)).save(str(tables))
     out = tmp_path / "run"
+    comm = tmp_path / "comm_model.json"  # a cluster unlike the analytical model's own default comm
+    AlphaBeta(alpha_ms=5.0, bytes_per_ms=2.0e5, source="test cluster").save(str(comm))
     argv = ["bench", "--suite", "tiny", "-o", str(out), "--tables", str(tables), "--cost-model", "analytical",
-            "--comm", "default", "--test-tasks", "1", "--rounds", "1"]
+            "--comm", str(comm), "--test-tasks", "1", "--rounds", "1"]
     assert main(argv) == 0
     first = capsys.readouterr()
     bench = out / "bench"
@@ -36,6 +39,10 @@ def test_tiny_suite_runs_end_to_end_then_resumes_from_cache(tmp_path, capsys):
         if r["ok"]:
             assert r["measured"]["source"] == "measured" and r["measured"]["plan_ms"] > 0
             assert r["predicted"]["source"].startswith("analytical") and len(r["rounds_ms"]) == 1
+            # planners price the all-to-all with the suite's comm fit, as the evaluator does
+            predicted = [d["comm_ms"] for d in r["predicted"]["devices"]]
+            assert predicted == pytest.approx([d["comm_ms"] for d in r["measured"]["devices"]], rel=1e-5)
+            assert max(predicted) > 10.0  # 2 x alpha: the default comm would give well under 1 ms
     for h in ("size_greedy", "size_lookup_greedy", "round_robin"):
         assert ran[h]["ok"]
     report = (bench / "report.md").read_text()

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from autoshard.cli.main import main
+from autoshard.costs.comm import AlphaBeta
 from autoshard.plan import Plan, validate
 from autoshard.tables import TablePool
 from autoshard.tasks import Task
@@ -23,6 +24,25 @@ def test_plan_prints_per_device_table_and_writes_plan(tables_file, tmp_path, cap
     pool = TablePool.load(tables_file)
     validate(plan, Task(tables=pool.tables, device_memory=(5 * 10**9,) * 4))
     assert plan.algorithm == "size_lookup_greedy"
+
+
+def _comm_column(text: str) -> list[float]:
+    rows = [line.split() for line in text.splitlines() if line.split() and line.split()[0].isdigit()]
+    return [float(r[-2]) for r in rows]  # columns end with: fwd ms, bwd ms, comm ms, total ms
+
+
+def test_comm_flag_prices_the_all_to_all_of_the_given_cluster(tables_file, tmp_path, capsys):
+    argv = ["plan", "--tables", tables_file, "--devices", "2", "--algo", "lookup_greedy", "--cost-model", "analytical"]
+    assert main(argv) == 0
+    own = _comm_column(capsys.readouterr().out)
+    comm = tmp_path / "comm_model.json"
+    AlphaBeta(alpha_ms=40.0, bytes_per_ms=1.0e5, source="test cluster").save(str(comm))
+    assert main([*argv, "--comm", str(comm)]) == 0
+    slow = _comm_column(capsys.readouterr().out)
+    assert len(own) == len(slow) == 2 and all(s > o + 79.0 for o, s in zip(own, slow))  # 2 x alpha more each
+    assert main([*argv, "--comm", str(tmp_path / "missing.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "no such file" in err and len(err.splitlines()) == 1
 
 
 def test_list_algos(capsys):

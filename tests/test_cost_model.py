@@ -14,10 +14,13 @@ import pytest
 import torch
 
 from autoshard.cli.main import main
+from autoshard.costs.analytical import AnalyticalCostModel
 from autoshard.costs.base import CostModel
 from autoshard.costs.breakdown import ShardRef
+from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.learned import CostNetConfig, LearnedCostModel, TrainOptions
 from autoshard.costs.learned.training import split_unseen_tables
+from autoshard.costs.loading import with_comm
 from autoshard.costs.metrics import mape, rmse, spearman
 from autoshard.errors import AutoshardError
 from autoshard.tables import LookupKind, LookupSpec, Table, TablePool
@@ -96,6 +99,26 @@ def test_is_a_cost_model_and_shapes(model, dataset):
     assert np.all(model.device_costs(_task(dataset, devices=1), [[ShardRef(0, 4)]])[:, 2] == 0)  # no comm on D=1
     with pytest.raises(AutoshardError, match="has dim"):
         model.device_costs(task, [[ShardRef(0, task.tables[0].dim + 4)]])
+
+
+@pytest.mark.parametrize("which", ["learned", "analytical"])
+def test_with_comm_reprices_only_the_all_to_all_and_leaves_the_model_alone(model, dataset, which):
+    base = model if which == "learned" else AnalyticalCostModel()
+    task = _task(dataset, devices=4)
+    devices = [[ShardRef(0, task.tables[0].dim)], [ShardRef(1, 4), ShardRef(2, 4)], []]
+    before = base.device_costs(task, devices)
+    cluster = AlphaBeta(alpha_ms=3.0, bytes_per_ms=2.0e5, source="test: D=4")
+    swapped = with_comm(base, cluster)
+    after = swapped.device_costs(task, devices)
+    np.testing.assert_allclose(after[:, :2], before[:, :2], rtol=1e-6)  # fwd, bwd untouched
+    dims = np.array([task.tables[0].dim, 8, 0])
+    expect = cluster.device_comm_ms(dims, task.batch_size, task.num_devices, task.precision.bytes) * (dims > 0)
+    np.testing.assert_allclose(after[:, 2], expect, rtol=1e-5)
+    assert not np.allclose(after[:2, 2], before[:2, 2])
+    np.testing.assert_array_equal(base.device_costs(task, devices), before)  # the original keeps its comm
+    assert base.comm != cluster and swapped.comm == cluster
+    sentinel = object()  # a model without an alpha-beta part is returned as it is
+    assert with_comm(sentinel, cluster) is sentinel  # type: ignore[arg-type]
 
 
 def test_table_and_device_order_do_not_change_predictions(model, dataset):

@@ -398,7 +398,7 @@ class Pipeline:
 
     def stage_bench(self, k_comm: str, k_cost: str, cost_spec: str, k_policy: str,
                     policy_path: str | None) -> tuple[dict[str, Path], str]:
-        from autoshard.costs.loading import MEASURED_SPEC, load_cost_model
+        from autoshard.costs.loading import MEASURED_SPEC, load_cost_model, with_comm
         from autoshard.hardware.host import host_info
         from autoshard.planners.base import PlannerOptions
         from autoshard.tasks import load_tasks
@@ -421,7 +421,10 @@ class Pipeline:
             return evaluator_mod.MeasuredCostModel(settings, comm)
         # 'measured' plans with the evaluator's own settings and comm model (an oracle cost model: it shows
         # how much the learned model's error costs the planners)
-        cost_model = make_evaluator() if cost_spec == MEASURED_SPEC else load_cost_model(cost_spec)
+        # Every planner prices the all-to-all with the suite's fit at its D, as the evaluator does: a model
+        # trained elsewhere carries the comm fitted there (the shipped one: 4 processes), and on this host the
+        # fit for 8 processes had ~0.6x that bandwidth and ~2.3x its latency (costs/comm_model.json of the runs).
+        cost_model = make_evaluator() if cost_spec == MEASURED_SPEC else with_comm(load_cost_model(cost_spec), comm)
         options = PlannerOptions(seed=s.seed, cost_model=cost_model, policy_path=policy_path,
                                  time_limit_s=s.time_limit_s)
         # What a measured task depends on (not e.g. the suite's description), with the models' file contents,
@@ -442,7 +445,7 @@ class Pipeline:
             "evaluator": f"{evaluator_mod.MeasuredCostModel.name} (real FBGEMM kernels, settings "
                          f"{json.dumps(settings.to_json())}; comm: alpha-beta {comm.source})",
             "measure_settings": settings.to_json(), "comm": comm.to_json(),
-            "cost_model": f"{cost_model.name} ({cost_spec})", "policy": policy_path or "-",
+            "cost_model": f"{cost_model.name} ({cost_spec}; comm: the evaluator's)", "policy": policy_path or "-",
             "rounds": s.eval.rounds, "skipped": skipped, "stages": dict(self.status),
             "command": self.config.command,
         }

@@ -22,6 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cost-model", help="cost model for cost-driven algorithms: a checkpoint (train-cost), "
                    "'analytical', or 'measured[:comm_model.json]' (time on this machine's kernels; for ilp); "
                    "default: the shipped model")
+    p.add_argument("--comm", help="all-to-all fit of the cluster planned for (comm_model.json from "
+                   "'autoshard profile-comm --devices D'); replaces the cost model's own, fitted where it was trained")
     p.add_argument("--policy", help="trained policy checkpoint for --algo rl")
     p.add_argument("--time-limit", type=float, default=10.0, help="seconds for searching algorithms")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
@@ -71,18 +73,21 @@ def run(args: argparse.Namespace) -> int:
         for name, desc in available_planners().items():
             print(f"{name:<20} {desc}")
         return 0
-    from autoshard.costs.loading import load_cost_model
+    from autoshard.costs.comm import AlphaBeta
+    from autoshard.costs.loading import load_cost_model, resolve_cost_model, with_comm
     from autoshard.plan import format_report
     from autoshard.planners.heuristics import size_lookup_proxy
 
     task = load_task(args)
     cost_model = load_cost_model(args.cost_model) if args.cost_model else None
+    if args.comm:
+        cost_model = with_comm(resolve_cost_model(cost_model), AlphaBeta.load(args.comm))
     options = PlannerOptions(seed=args.seed, cost_model=cost_model, policy_path=args.policy,
                              time_limit_s=args.time_limit, extra=parse_options(args.option))
     planner = make_planner(args.algo, options)
     plan = run_planner(planner, task)
     from autoshard.costs.base import plan_cost
-    from autoshard.costs.loading import describe_cost_model, resolve_cost_model
+    from autoshard.costs.loading import describe_cost_model
 
     estimator = resolve_cost_model(cost_model)
     plan = plan.with_cost(plan_cost(estimator, task, plan))

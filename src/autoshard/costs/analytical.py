@@ -50,6 +50,10 @@ class AnalyticalCostModel:
     """Defaults are order-of-magnitude CPU values from shared/README.md's reference timing (one 100k x 64
     table, pooling 20, batch 2048: ~8 ms fwd+bwd at one thread); calibrate with ``fit`` for real use."""
 
+    def with_comm(self, comm: AlphaBeta) -> AnalyticalCostModel:
+        """The same model pricing the all-to-all with ``comm`` (e.g. fitted at the device count being planned)."""
+        return replace(self, comm=comm)
+
     @staticmethod
     def shard_bytes(task: Task, shard: ShardRef) -> float:
         t = task.tables[shard.table]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from autoshard.costs.analytical import AnalyticalCostModel
 from autoshard.costs.base import CostModel
+from autoshard.costs.comm import AlphaBeta
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,13 @@ def describe_cost_model(model: CostModel) -> str:
     """One line naming a model and, for a learned one, the hardware and settings it was trained on."""
     describe = getattr(model, "describe_hardware", None)
     return f"{model.name} ({describe()})" if callable(describe) else model.name
+
+
+def with_comm(model: CostModel, comm: AlphaBeta) -> CostModel:
+    """``model`` with its all-to-all priced by ``comm``, the alpha-beta fit of the cluster being planned
+    (``autoshard profile-comm --devices D``); a model that has no alpha-beta part is returned as it is."""
+    swap = getattr(model, "with_comm", None)
+    return swap(comm) if callable(swap) else model
 
 
 def resolve_cost_model(model: CostModel | None) -> CostModel:

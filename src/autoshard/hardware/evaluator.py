@@ -42,6 +42,10 @@ class MeasuredCostModel:
         self.comm = comm
         self._cache: dict[tuple[object, ...], tuple[float, float]] = {}
 
+    def with_comm(self, comm: AlphaBeta) -> MeasuredCostModel:
+        """Measuring with the same settings, the all-to-all priced by ``comm``."""
+        return MeasuredCostModel(self.settings, comm)
+
     def _key(self, task: Task, shards: Sequence[ShardRef]) -> tuple[object, ...]:
         contents = tuple(sorted((task.tables[s.table].name, s.dim) for s in shards))
         return (task.batch_size, task.precision.value, contents)
