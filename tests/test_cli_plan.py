@@ -32,7 +32,8 @@ def _comm_column(text: str) -> list[float]:
 
 
 def test_comm_flag_prices_the_all_to_all_of_the_given_cluster(tables_file, tmp_path, capsys):
-    argv = ["plan", "--tables", tables_file, "--devices", "2", "--algo", "lookup_greedy", "--cost-model", "analytical"]
+    argv = ["plan", "--tables", tables_file, "--devices", "2", "--algo", "lookup_greedy",
+            "--cost-model", "analytical"]
     assert main(argv) == 0
     own = _comm_column(capsys.readouterr().out)
     comm = tmp_path / "comm_model.json"

@@ -112,7 +112,8 @@ def test_with_comm_reprices_only_the_all_to_all_and_leaves_the_model_alone(model
     after = swapped.device_costs(task, devices)
     np.testing.assert_allclose(after[:, :2], before[:, :2], rtol=1e-6)  # fwd, bwd untouched
     dims = np.array([task.tables[0].dim, 8, 0])
-    expect = cluster.device_comm_ms(dims, task.batch_size, task.num_devices, task.precision.bytes) * (dims > 0)
+    expect = cluster.device_comm_ms(dims, task.batch_size, task.num_devices, task.precision.bytes)
+    expect = expect * (dims > 0)
     np.testing.assert_allclose(after[:, 2], expect, rtol=1e-5)
     assert not np.allclose(after[:2, 2], before[:2, 2])
     np.testing.assert_array_equal(base.device_costs(task, devices), before)  # the original keeps its comm

@@ -210,8 +210,8 @@ class Pipeline:
 
         s = self.suite
         n, seed_offset = (s.num_train_tasks, 0) if split == "train" else (s.num_test_tasks, 1)
-        settings = {"num_tables": s.num_tables, "num_devices": s.num_devices, "device_memory": s.device_memory,
-                    "batch_size": s.batch_size, "tasks": n, "seed": s.seed}
+        settings = {"num_tables": s.num_tables, "num_devices": s.num_devices,
+                    "device_memory": s.device_memory, "batch_size": s.batch_size, "tasks": n, "seed": s.seed}
 
         def make(resume: bool) -> None:
             pool = TablePool.load(str(self.out / f"{split}_pool.json"))
@@ -423,8 +423,11 @@ class Pipeline:
         # how much the learned model's error costs the planners)
         # Every planner prices the all-to-all with the suite's fit at its D, as the evaluator does: a model
         # trained elsewhere carries the comm fitted there (the shipped one: 4 processes), and on this host the
-        # fit for 8 processes had ~0.6x that bandwidth and ~2.3x its latency (costs/comm_model.json of the runs).
-        cost_model = make_evaluator() if cost_spec == MEASURED_SPEC else with_comm(load_cost_model(cost_spec), comm)
+        # fit for 8 processes had ~0.6x that bandwidth and ~2.3x its latency (costs/comm_model.json of runs).
+        if cost_spec == MEASURED_SPEC:
+            cost_model = make_evaluator()
+        else:
+            cost_model = with_comm(load_cost_model(cost_spec), comm)
         options = PlannerOptions(seed=s.seed, cost_model=cost_model, policy_path=policy_path,
                                  time_limit_s=s.time_limit_s)
         # What a measured task depends on (not e.g. the suite's description), with the models' file contents,
@@ -445,7 +448,8 @@ class Pipeline:
             "evaluator": f"{evaluator_mod.MeasuredCostModel.name} (real FBGEMM kernels, settings "
                          f"{json.dumps(settings.to_json())}; comm: alpha-beta {comm.source})",
             "measure_settings": settings.to_json(), "comm": comm.to_json(),
-            "cost_model": f"{cost_model.name} ({cost_spec}; comm: the evaluator's)", "policy": policy_path or "-",
+            "cost_model": f"{cost_model.name} ({cost_spec}; comm: the evaluator's)",
+            "policy": policy_path or "-",
             "rounds": s.eval.rounds, "skipped": skipped, "stages": dict(self.status),
             "command": self.config.command,
         }

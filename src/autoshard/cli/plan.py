@@ -23,7 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "'analytical', or 'measured[:comm_model.json]' (time on this machine's kernels; for ilp); "
                    "default: the shipped model")
     p.add_argument("--comm", help="all-to-all fit of the cluster planned for (comm_model.json from "
-                   "'autoshard profile-comm --devices D'); replaces the cost model's own, fitted where it was trained")
+                   "'autoshard profile-comm --devices D'); replaces the cost model's own, fitted where it "
+                   "was trained")
     p.add_argument("--policy", help="trained policy checkpoint for --algo rl")
     p.add_argument("--time-limit", type=float, default=10.0, help="seconds for searching algorithms")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",

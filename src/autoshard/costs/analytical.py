@@ -51,7 +51,7 @@ class AnalyticalCostModel:
     table, pooling 20, batch 2048: ~8 ms fwd+bwd at one thread); calibrate with ``fit`` for real use."""
 
     def with_comm(self, comm: AlphaBeta) -> AnalyticalCostModel:
-        """The same model pricing the all-to-all with ``comm`` (e.g. fitted at the device count being planned)."""
+        """The same model pricing the all-to-all with ``comm`` (e.g. fitted at the device count planned)."""
         return replace(self, comm=comm)
 
     @staticmethod

@@ -321,7 +321,7 @@ def measure_shard(task: Task, shards: Sequence[ShardRef], settings: MeasureSetti
                            tuple(rows), tuple(float(x) for x in fwd), tuple(float(x) for x in bwd))
     finally:
         torch.set_num_threads(old_threads)
-        tbe = timer = None  # drop the kernel and its weights (up to GBs) before collecting; step() holds them too
+        tbe = timer = None  # drop the kernel and its weights (GBs) before collecting; step() holds them too
         gc.collect()
         if settings.device is DeviceKind.CUDA:
             torch.cuda.empty_cache()

@@ -69,7 +69,7 @@ class LearnedCostModel:
         self._cache: tuple[Any, np.ndarray, torch.Tensor] | None = None
 
     def with_comm(self, comm: AlphaBeta) -> LearnedCostModel:
-        """The same network pricing the all-to-all with ``comm``: the alpha-beta fit of the cluster being planned
+        """The same network pricing the all-to-all with ``comm``: the alpha-beta fit of the cluster planned
         (comm is that closed form, not learned, and its fit at one device count does not carry to another)."""
         return LearnedCostModel(self.net, self.normalizer, self.scaler, comm, self.trained_on,
                                 {**self.info, "comm_replaced_by": comm.source}, self.allow_other_hardware)
