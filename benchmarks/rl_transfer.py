@@ -14,7 +14,7 @@ Also timed: greedy planning of ``--big-tables`` tables onto ``--big-devices`` de
     .venv/bin/python benchmarks/rl_transfer.py --policy policy.pt --real-tasks 2   # reuse a trained policy
 
 The transfer measured on the real kernels, with the shipped policy (trained on DLRM-20 (4) only) and every
-plan timed by ``autoshard bench`` (DLRM-20 (2), (4), (8), DLRM-50 (4), DLRM-100 (4)), is in
+plan timed by ``autoshard bench`` (all 12 DLRM-T (D) suites), is in
 docs/benchmarks.md ("RL transfer on the real kernels"; ``benchmarks/suite_summary.py --per-task rl`` makes
 that table from the bench results).
 
