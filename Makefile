@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 OUT ?= out
 
-.PHONY: install quickstart demo lint test clean
+.PHONY: install quickstart demo lint test test-fast clean
 
 install: $(VENV)/.installed
 
@@ -32,6 +32,10 @@ lint: install
 
 test: lint
 	$(PY) -m pytest
+
+# The same without the tests marked slow (multi-process, end-to-end, kernel timing): for quick iteration.
+test-fast: lint
+	$(PY) -m pytest -m "not slow"
 
 clean:
 	rm -rf $(VENV) $(OUT)

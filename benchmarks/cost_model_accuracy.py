@@ -53,11 +53,11 @@ still 0.33 fwd / 0.18 bwd, 293 of 400 samples used all 3 tries):
     re-measuring (noise floor)   37.4  0.752     40.2  0.800       40.0  0.781          -      -
 
 The kept model is as close to the measurements as a second measurement is; the issue's target (MAPE < 10%,
-rho > 0.95) cannot be shown on data whose own repeatability is 27-35% / 0.91-0.93 (A) or 40% / 0.78 (B). Plan = max over 4-device
-groups of fwd + bwd + comm (63 groups); DreamShard's plan head: 29.9% / 0.598, worse than the max of the
-per-device heads. Throughput (kept model, 50 tables x 4 devices, 1 torch thread): plan_costs 26k plans/s
-(104k device predictions/s) in batches of 1024, device_costs 203 plans/s, costs_if_added 483 calls/s at load
-~10; 96k / 985 / 3.4k at load ~2.
+rho > 0.95) cannot be shown on data whose own repeatability is 27-35% / 0.91-0.93 (A) or 40% / 0.78 (B).
+Plan = max over 4-device groups of fwd + bwd + comm (63 groups); DreamShard's plan head: 29.9% / 0.598,
+worse than the max of the per-device heads. Throughput (kept model, 50 tables x 4 devices, 1 torch
+thread): plan_costs 26k plans/s (104k device predictions/s) in batches of 1024, device_costs 203 plans/s,
+costs_if_added 483 calls/s at load ~10; 96k / 985 / 3.4k at load ~2.
 
 Known limit (checked by timing a real 80-table size_lookup_greedy plan on 4 devices): a held-out table far
 outside the training range (synth0_19, pooling 233 where most tables pool < 60) is predicted at 2 ms fwd where
@@ -77,13 +77,13 @@ import numpy as np
 import torch
 
 from autoshard.costs.analytical import AnalyticalCostModel
-from autoshard.costs.breakdown import ShardRef
 from autoshard.costs.learned import CostNetConfig, LearnedCostModel, TrainOptions
 from autoshard.costs.learned.evaluation import EVAL_PLAN_DEVICES
-from autoshard.costs.learned.training import _random_groups, comm_ms, select_records, split_unseen_tables
+from autoshard.costs.learned.training import _random_groups, select_records, split_unseen_tables
 from autoshard.costs.metrics import score
 from autoshard.hardware.profiler import load_dataset
 from autoshard.planners.heuristics import size_lookup_proxy
+from autoshard.shards import ShardRef
 from autoshard.tables.table import Precision
 from autoshard.tasks import Task
 
@@ -135,7 +135,8 @@ def _throughput(model: LearnedCostModel, pool, batch_size: int, precision: Preci
         c = model.costs_if_added(task, acc, t)
         acc[int(torch.argmin(c.sum(dim=1)))] += enc[t]
     incr = task.num_tables / (time.perf_counter() - t0)
-    return {"tables": task.num_tables, "devices": THROUGHPUT_DEVICES, "torch_threads": torch.get_num_threads(),
+    return {"tables": task.num_tables, "devices": THROUGHPUT_DEVICES,
+            "torch_threads": torch.get_num_threads(),
             "plan_costs_plans_per_s": batched, "plan_costs_batch": THROUGHPUT_BATCH,
             "device_costs_plans_per_s": single, "costs_if_added_calls_per_s": incr}
 
@@ -184,11 +185,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"dataset {args.data}: {len(records)} records at batch {batch_size} ({precision.value}); "
           f"held out {len(held)} of {len({n for r in records for n in r.tables})} tables -> "
           f"{len(train)} train / {len(test)} test records; host {records[0].host.get('cpu')}")
-    results: dict = {"data": args.data, "batch_size": batch_size, "records": len(records), "train_records": len(train),
-                     "test_records": len(test), "held_out_tables": held, "models": {}}
+    results: dict = {"data": args.data, "batch_size": batch_size, "records": len(records),
+                     "train_records": len(train), "test_records": len(test), "held_out_tables": held,
+                     "models": {}}
 
     analytical = AnalyticalCostModel().fit_from_dataset(ds, train)
-    comm_dev = comm_ms(analytical.comm, dim_sum[groups], batch_size, EVAL_PLAN_DEVICES, precision.bytes)
+    comm_dev = analytical.comm.device_comm_ms(dim_sum[groups], batch_size, EVAL_PLAN_DEVICES, precision.bytes)
 
     def shard_sum(r, f) -> float:
         return sum(f(tables[n].with_dim(d)) for n, d in zip(r.tables, r.dims))
@@ -203,8 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     y_train = np.array([[r.fwd_ms, r.bwd_ms] for r in train])
     k = (proxy_train @ y_train) / max(float(proxy_train @ proxy_train), 1e-12)  # least squares, per head
     proxy_test = np.array([shard_sum(r, size_lookup_proxy) for r in test])
-    results["models"]["size_lookup proxy(scaled)"] = _scores(proxy_test[:, None] * k[None, :], true_dev, groups,
-                                                             comm_dev)
+    results["models"]["size_lookup proxy(scaled)"] = _scores(proxy_test[:, None] * k[None, :], true_dev,
+                                                             groups, comm_dev)
 
     best_name, best_model, best_mape = None, None, math.inf
     for name in [v for v in args.variants.split(",") if v]:
@@ -226,8 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     if best_model is not None:
         head = results["models"][f"learned[{best_name}]"].get("plan(plan head)")
         if head:
-            print(f"learned[{best_name}] plan head (DreamShard's max-pooled head): MAPE {head['mape_pct']:.2f}% "
-                  f"rho {head['spearman']:.3f}")
+            print(f"learned[{best_name}] plan head (DreamShard's max-pooled head): "
+                  f"MAPE {head['mape_pct']:.2f}% rho {head['spearman']:.3f}")
         tp = _throughput(best_model, ds.pool, batch_size, precision)
         results["throughput"] = {"model": best_name, **tp}
         print(f"\nthroughput of learned[{best_name}] on {tp['tables']} tables x {tp['devices']} devices, "
@@ -238,8 +240,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.remeasure > 0:
         floor = _remeasure(ds, test, args.remeasure, args.statistic)
         results["noise_floor(re-measured vs recorded)"] = floor
-        print(f"noise floor, {floor['fwd+bwd']['n']} test records re-timed ({args.statistic} of runs) vs recorded: "
-              + ", ".join(f"{h} MAPE {floor[h]['mape_pct']:.2f}% rho {floor[h]['spearman']:.3f}" for h in floor))
+        print(f"noise floor, {floor['fwd+bwd']['n']} test records re-timed ({args.statistic} of runs) "
+              "vs recorded: "
+              + ", ".join(f"{h} MAPE {floor[h]['mape_pct']:.2f}% rho {floor[h]['spearman']:.3f}"
+                          for h in floor))
     if args.out:
         from autoshard.io import write_json
 

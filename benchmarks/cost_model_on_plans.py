@@ -40,12 +40,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from autoshard.bench.runner import TaskResult
 from autoshard.costs.analytical import AnalyticalCostModel
-from autoshard.costs.breakdown import ShardRef
 from autoshard.costs.learned import CostNetConfig, LearnedCostModel, TrainOptions
 from autoshard.costs.metrics import mape, spearman
+from autoshard.pipeline.results import TaskResult
 from autoshard.planners.heuristics import size_lookup_proxy
+from autoshard.shards import ShardRef
 from autoshard.tasks import Task
 
 TABLE_BANDS = ((1, 2), (3, 5), (6, 9), (10, 14), (15, 10**6))
@@ -96,7 +96,8 @@ def bench_devices(results: list[TaskResult]) -> list[tuple[Task, list[ShardRef],
 
 
 class ScaledProxy:
-    """``size_lookup_proxy`` summed over a device's shards, times one least-squares factor per head (fwd, bwd)."""
+    """``size_lookup_proxy`` summed over a device's shards, times one least-squares factor per head
+    (fwd, bwd)."""
 
     def __init__(self, dataset: Any) -> None:
         tables = {t.name: t for t in dataset.pool.tables}
@@ -106,7 +107,8 @@ class ScaledProxy:
         self.k = (x @ y) / max(float(x @ x), 1e-12)
 
     def device_costs(self, task: Task, devices: list[list[ShardRef]]) -> np.ndarray:
-        x = np.array([sum(size_lookup_proxy(task.tables[s.table].with_dim(s.dim)) for s in d) for d in devices])
+        x = np.array([sum(size_lookup_proxy(task.tables[s.table].with_dim(s.dim)) for s in d)
+                      for d in devices])
         return np.column_stack([x[:, None] * self.k[None, :], np.zeros(len(devices))])
 
 
@@ -141,7 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, list[TaskResult]] = {}
     for d in map(Path, args.bench):
         if not (d / "bench" / "results.json").is_file():
-            print(f"error: {d} is not a finished autoshard bench output (no bench/results.json)", file=sys.stderr)
+            print(f"error: {d} is not a finished autoshard bench output (no bench/results.json)",
+                  file=sys.stderr)
             return 2
         runs[d.name] = load_results(d)
     suites = {name: bench_devices(task_results) for name, task_results in runs.items()}
@@ -155,14 +158,16 @@ def main(argv: list[str] | None = None) -> int:
         for seed in range(args.seeds):
             models[f"previous recipe, seed {seed}"] = LearnedCostModel.fit(
                 data, replace(TrainOptions(seed=seed), **PREVIOUS_RECIPE))
-            models[f"current recipe (refit), seed {seed}"] = LearnedCostModel.fit(data, TrainOptions(seed=seed))
+            models[f"current recipe (refit), seed {seed}"] = LearnedCostModel.fit(
+                data, TrainOptions(seed=seed))
             models[f"linear table cost (refit), seed {seed}"] = LearnedCostModel.fit(
                 data, TrainOptions(seed=seed, config=CostNetConfig(table_mlp=False)))
     results = {name: {s: score(m, devs) for s, devs in suites.items()} for name, m in models.items()}
     print("fwd+bwd MAPE % / Spearman on distinct measured bench devices (tables unseen by every model):")
     print(f"{'model':<40}" + "".join(f"{s + f' ({len(d)})':>26}" for s, d in suites.items()))
     for name, per in results.items():
-        print(f"{name:<40}" + "".join(f"{per[s]['fwd+bwd']['mape_pct']:>17.1f} / {per[s]['fwd+bwd']['spearman']:.3f}"
+        print(f"{name:<40}" + "".join(f"{per[s]['fwd+bwd']['mape_pct']:>17.1f} / "
+                                      f"{per[s]['fwd+bwd']['spearman']:.3f}"
                                       for s in suites))
     for name, task_results in runs.items():
         floor = remeasure_floor(task_results)

@@ -40,14 +40,16 @@ NEUROSHARD_DIMS = (4, 8, 16, 32, 64, 128)
 """NeuroShard (MLSys'23) samples table dims from 4..128."""
 STATS_BATCH = 1024
 """Batch the synthetic tables' access bins are computed from; planning time does not depend on the bins, so a
-small batch keeps pool generation fast (the bins are then not comparable with the published batch-65536 ones)."""
+small batch keeps pool generation fast (the bins are then not comparable with the published batch-65536
+ones)."""
 
 
 def make_task(num_tables: int, seed: int, headroom: float, batch_size: int) -> Task:
     try:
         from autoshard.tables.synth import synthesize_pool
 
-        tables = synthesize_pool(num_tables, seed=seed, dims=NEUROSHARD_DIMS, stats_batch_size=STATS_BATCH).tables
+        tables = synthesize_pool(num_tables, seed=seed, dims=NEUROSHARD_DIMS,
+                                 stats_batch_size=STATS_BATCH).tables
     except ImportError:  # synth not in this checkout: rows/pooling of the published mean order, uniform dims
         rng = np.random.default_rng(seed)
         tables = tuple(Table(f"t{i}", int(rng.choice(NEUROSHARD_DIMS)), int(rng.gamma(1.7, 2.4e6)) + 1,
@@ -72,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-o", "--output", default="benchmarks/results/planning_time.json")
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(message)s")
     try:
         sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
         algos = [a.strip() for a in args.algos.split(",") if a.strip()]
@@ -117,8 +120,8 @@ def main(argv: list[str] | None = None) -> int:
                 if "error" in r:
                     print(f"{n:>6} {r['devices']:>4} {algo:<20} failed: {r['error']}")
                 else:
-                    print(f"{n:>6} {r['devices']:>4} {algo:<20} {r['planning_time_s']:>8.3f} {r['model_ms']:>10.3f} "
-                          f"{100 * r['gap']:>8.2f}% {r['column_splits']:>10}")
+                    print(f"{n:>6} {r['devices']:>4} {algo:<20} {r['planning_time_s']:>8.3f} "
+                          f"{r['model_ms']:>10.3f} {100 * r['gap']:>8.2f}% {r['column_splits']:>10}")
         print(f"wrote {args.output}", file=sys.stderr)
     except AutoshardError as e:
         print(f"planning_time: error: {e}", file=sys.stderr)

@@ -1,13 +1,14 @@
 """The RL policy against every heuristic on held-out tasks, and its transfer to other table and device counts.
 
 A synthetic DLRM-like pool (``autoshard.tables.synth``, NeuroShard's dims 4..128) is split into disjoint train
-and test tables (DreamShard's protocol). A policy is trained on T=20, D=4 tasks of the train tables against the
-cost model, then every algorithm plans the same held-out tasks of the test tables, at T=20/50/100 on D=4 and
-T=20 on D=2/8. Each plan is scored by the cost model and, with ``--real-tasks N``, the first N tasks of each
-set also by the real evaluator (``hardware.evaluator.evaluate_plan``: fused FBGEMM kernels timed on this
-host, comm from the alpha-beta model). Printed: per task set, each algorithm's geometric mean ratio to the best
-heuristic of the same task (< 1: the policy beats every heuristic), and per-task ratios with ``--per-task``.
-Also timed: greedy planning of ``--big-tables`` tables onto ``--big-devices`` devices (856 onto 128).
+and test tables (DreamShard's protocol). A policy is trained on T=20, D=4 tasks of the train tables against
+the cost model, then every algorithm plans the same held-out tasks of the test tables, at T=20/50/100 on D=4
+and T=20 on D=2/8. Each plan is scored by the cost model and, with ``--real-tasks N``, the first N tasks of
+each set also by the real evaluator (``hardware.evaluator.evaluate_plan``: fused FBGEMM kernels timed on this
+host, comm from the alpha-beta model). Printed: per task set, each algorithm's geometric mean ratio to the
+best heuristic of the same task (< 1: the policy beats every heuristic), and per-task ratios with
+``--per-task``. Also timed: greedy planning of ``--big-tables`` tables onto ``--big-devices`` devices
+(856 onto 128).
 
     .venv/bin/python benchmarks/rl_transfer.py                        # analytical cost model
     .venv/bin/python benchmarks/rl_transfer.py --cost-model costmodel.pt --real-tasks 2
@@ -138,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out-dir", default="benchmarks/results/rl_transfer")
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(message)s")
     torch.set_num_threads(1)
     out = Path(args.out_dir)
     try:
@@ -146,22 +148,27 @@ def main(argv: list[str] | None = None) -> int:
 
         model = load_cost_model(args.cost_model)
         began = time.perf_counter()
-        pool = synthesize_pool(args.pool_tables, seed=args.seed, dims=NEUROSHARD_DIMS, stats_batch_size=STATS_BATCH)
+        pool = synthesize_pool(args.pool_tables, seed=args.seed, dims=NEUROSHARD_DIMS,
+                               stats_batch_size=STATS_BATCH)
         train_pool, test_pool = split_pool(pool, seed=args.seed)
         print(f"pool: {len(pool.tables)} synthetic tables (train {len(train_pool.tables)} / test "
-              f"{len(test_pool.tables)}), made in {time.perf_counter() - began:.1f} s; cost model: {model.name}")
+              f"{len(test_pool.tables)}), made in {time.perf_counter() - began:.1f} s; "
+              f"cost model: {model.name}")
         train_tasks = task_set(train_pool, args.train_tasks, *TRAIN_SET, seed=args.seed + 1,
                                headroom=args.headroom, prefix="train")
-        val_tasks = task_set(train_pool, 8, *TRAIN_SET, seed=args.seed + 2, headroom=args.headroom, prefix="val")
+        val_tasks = task_set(train_pool, 8, *TRAIN_SET, seed=args.seed + 2, headroom=args.headroom,
+                             prefix="val")
         if args.policy:
             policy = TrainedPolicy.load(args.policy)
         else:
             began = time.perf_counter()
-            config = TrainConfig(iterations=args.iterations, seed=args.seed, eval_every=max(args.iterations // 6, 1))
+            config = TrainConfig(iterations=args.iterations, seed=args.seed,
+                                 eval_every=max(args.iterations // 6, 1))
             policy = train(model, train_tasks, config, val_tasks, cost_model_spec=args.cost_model,
                            checkpoint_path=str(out / "policy.pt"))
-            print(f"trained {args.iterations} iterations on {len(train_tasks)} T={TRAIN_SET[0]} D={TRAIN_SET[1]} "
-                  f"tasks in {time.perf_counter() - began:.1f} s; validation (train tables) ratio to best heuristic:")
+            print(f"trained {args.iterations} iterations on {len(train_tasks)} T={TRAIN_SET[0]} "
+                  f"D={TRAIN_SET[1]} tasks in {time.perf_counter() - began:.1f} s; "
+                  "validation (train tables) ratio to best heuristic:")
             for h in policy.metrics["history"]:
                 print(f"  it {h['iteration']:>4}: train cost/S {h['train_cost_over_s']:.3f}, "
                       f"val {h.get('eval_ratio_to_best_heuristic', math.nan):.3f}")
@@ -199,18 +206,20 @@ def main(argv: list[str] | None = None) -> int:
             for _ in range(3):
                 c0 = time.process_time()
                 plan = run_planner(RLPlanner(policy, model, samples=samples, seed=args.seed), big_task)
-                cpu.append(time.process_time() - c0)  # CPU time: less distorted than wall time on a shared host
+                # CPU time: less distorted than wall time on a shared host
+                cpu.append(time.process_time() - c0)
                 times.append(plan.planning_time_s)
             heuristic = []
             for h in HEURISTICS:
                 try:
-                    heuristic.append(plan_cost(model, big_task, run_planner(make_planner(h), big_task)).plan_ms)
+                    h_plan = run_planner(make_planner(h), big_task)
+                    heuristic.append(plan_cost(model, big_task, h_plan).plan_ms)
                 except InfeasibleError:
                     pass
             ratio = plan_cost(model, big_task, plan).plan_ms / min(heuristic)
             print(f"\nplanning {args.big_tables} tables onto {args.big_devices} devices, rl "
-                  f"{'greedy' if not samples else f'best of {samples}'}: median wall {np.median(times):.3f} s, "
-                  f"CPU {np.median(cpu):.3f} s "
+                  f"{'greedy' if not samples else f'best of {samples}'}: "
+                  f"median wall {np.median(times):.3f} s, CPU {np.median(cpu):.3f} s "
                   f"(of 3; {model.name} cost model); cost / best heuristic {ratio:.3f}")
         print(f"wrote {out / 'results.json'}", file=sys.stderr)
     except AutoshardError as e:

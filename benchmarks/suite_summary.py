@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from autoshard.bench.runner import geomean, is_heuristic
+from autoshard.bench.summary import geomean, is_heuristic
 
 
 def _first(load: Any) -> float:
@@ -90,11 +90,12 @@ def render(suites: list[dict[str, Any]], per_task: str | None) -> str:
     for a in algos:
         lines.append(f"| {a} | " + " | ".join(_cell(s["vs_oracle"].get(a), s.get("partial", {}).get(a))
                                                for s in suites) + " |")
-    lines += ["", "Ratio to the best fixed heuristic of the suite (named in the next table), geometric mean:", "",
-              head, rule]
+    lines += ["", "Ratio to the best fixed heuristic of the suite (named in the next table), geometric mean:",
+              "", head, rule]
     for a in algos:
         lines.append(f"| {a} | " + " | ".join(_cell(s["vs_fixed"].get(a)) for s in suites) + " |")
-    lines += ["", "| suite | test tasks | best fixed heuristic | its gap to lower bound | noise | load average |",
+    lines += ["",
+              "| suite | test tasks | best fixed heuristic | its gap to lower bound | noise | load average |",
               "|---|---|---|---|---|---|"]
     for s in suites:
         gap = "-" if s["best_gap_to_bound"] is None else f"{s['best_gap_to_bound'] * 100:+.1f}%"
@@ -122,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     for p in map(Path, args.results):
         path = p / "results.json" if p.is_dir() else p
         if not path.is_file():
-            print(f"error: {path} not found; pass results.json files written by autoshard bench", file=sys.stderr)
+            print(f"error: {path} not found; pass results.json files written by autoshard bench",
+                  file=sys.stderr)
             return 2
         r = json.loads(path.read_text())
         if r.get("kind") != "autoshard.bench":

@@ -19,14 +19,16 @@ def make_tables(n: int, seed: int = 0, dims: tuple[int, ...] = (16,), max_rows: 
             dim=int(rng.choice(dims)),
             rows=int(rng.integers(100, max_rows)),
             pooling_factor=float(rng.uniform(0.5, 40.0)),
-            lookups=LookupSpec(LookupKind.POWER_LAW, seed=int(seed * 1000 + i), alpha=float(rng.uniform(0.6, 1.4))),
+            lookups=LookupSpec(LookupKind.POWER_LAW, seed=int(seed * 1000 + i),
+                               alpha=float(rng.uniform(0.6, 1.4))),
         ))
     return tables
 
 
 @pytest.fixture
 def one_thread():
-    """Run a test at one torch thread (small networks run fastest so, and the machine is shared), then restore."""
+    """Run a test at one torch thread (small networks run fastest so, and the machine is shared), then
+    restore."""
     import torch
 
     before = torch.get_num_threads()

@@ -9,24 +9,15 @@ import pytest
 from conftest import make_tables
 
 from autoshard.bench.report import write_report
-from autoshard.bench.runner import (
-    AlgoResult,
-    BenchConfig,
-    TaskResult,
-    geomean,
-    is_heuristic,
-    measure_task,
-    plan_task,
-    run_bench,
-    select_algorithms,
-    summarize,
-)
 from autoshard.bench.suites import SUITES, get_suite
+from autoshard.bench.summary import geomean, is_heuristic, summarize
+from autoshard.breakdown import PlanCost
 from autoshard.cli.main import main
 from autoshard.costs.analytical import AnalyticalCostModel
 from autoshard.costs.base import plan_cost
-from autoshard.costs.breakdown import PlanCost
 from autoshard.errors import AutoshardError
+from autoshard.pipeline.measure import BenchConfig, measure_task, plan_task, run_bench, select_algorithms
+from autoshard.pipeline.results import AlgoResult, TaskResult
 from autoshard.planners.base import PLANNERS, PlannerOptions
 from autoshard.tasks import Task
 
@@ -181,7 +172,8 @@ def test_run_bench_resumes_from_per_task_files_and_reports(tmp_path):
 
 
 def test_pipeline_stage_caches_and_resumes_after_an_interruption(tmp_path):
-    from autoshard.quickstart import Pipeline, PipelineConfig
+    from autoshard.pipeline.context import PipelineConfig
+    from autoshard.pipeline.run import Pipeline
 
     lines: list[str] = []
     pipe = Pipeline(PipelineConfig(get_suite("tiny")), tmp_path, say=lines.append)
@@ -212,6 +204,20 @@ def test_pipeline_stage_caches_and_resumes_after_an_interruption(tmp_path):
     assert calls == [False, True, False, False, False] and pipe.status["s"] == "ran"
     pipe.stage("s", {"n": 2}, ["other dep"], ["part.txt"], finish, usable=lambda: "")
     assert pipe.status["s"] == "cached"
+
+
+def test_a_code_change_reruns_a_cached_stage(tmp_path, monkeypatch):
+    from autoshard.pipeline import cache
+
+    stages = cache.StageCache(tmp_path)
+    calls: list[bool] = []
+    key = stages.stage("s", {"n": 1}, [], [], calls.append)
+    assert stages.stage("s", {"n": 1}, [], [], calls.append) == key and calls == [False]
+    monkeypatch.setattr(cache, "PIPELINE_CODE_VERSION", cache.PIPELINE_CODE_VERSION + 1)
+    assert stages.stage("s", {"n": 1}, [], [], calls.append) != key and calls == [False, False]
+    monkeypatch.setattr(cache, "__version__", "0.0.0-other")
+    stages.stage("s", {"n": 1}, [], [], calls.append)
+    assert calls == [False, False, False] and stages.status["s"] == "ran"
 
 
 class _CrashingPlanner:

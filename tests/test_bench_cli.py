@@ -9,6 +9,7 @@ from conftest import make_tables
 
 from autoshard.cli.main import main
 from autoshard.costs.comm import AlphaBeta
+from autoshard.pipeline.cache import code_version
 from autoshard.planners.base import PLANNERS
 from autoshard.tables import TablePool
 
@@ -31,7 +32,7 @@ def test_tiny_suite_runs_end_to_end_then_resumes_from_cache(tmp_path, capsys):
     assert not list(out.rglob("*.tmp"))
     raw = json.loads((bench / "results.json").read_text())
     assert raw["host"]["cpu"] and raw["measure_settings"]["rows_cap"] == 5000
-    assert raw["suite"]["name"] == "tiny"
+    assert raw["suite"]["name"] == "tiny" and raw["code"] == code_version()
     (task,) = raw["tasks"]
     ran = {r["algorithm"]: r for r in task["results"]}
     assert set(ran) == set(PLANNERS)  # every registered planner was run (rl with a policy trained here)

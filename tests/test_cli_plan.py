@@ -97,6 +97,7 @@ def test_non_positive_devices_rejected_by_parser(tables_file, devices, capsys):
     assert "positive integer" in err and len(err.splitlines()) == 1
 
 
+@pytest.mark.slow  # times real FBGEMM kernels under a 2 s ILP limit (~4 s)
 def test_ilp_with_measured_cost_model_times_real_kernels(tmp_path, capsys):
     from conftest import make_tables
 

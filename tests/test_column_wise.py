@@ -57,8 +57,9 @@ def test_halve_refuses_dims_that_cannot_split(dim):
 def split_plans(draw):
     """A random task, random column splits of its tables, and random distinct ranks per table's shards."""
     n, d = draw(st.integers(1, 8)), draw(st.integers(1, 5))
-    tables = tuple(Table(f"t{i}", dim=draw(st.sampled_from([4, 8, 12, 16, 32, 64])), rows=draw(st.integers(1, 10**5)),
-                         pooling_factor=draw(st.floats(0.0, 50.0))) for i in range(n))
+    tables = tuple(Table(f"t{i}", dim=draw(st.sampled_from([4, 8, 12, 16, 32, 64])),
+                         rows=draw(st.integers(1, 10**5)), pooling_factor=draw(st.floats(0.0, 50.0)))
+                   for i in range(n))
     layout = table_wise_layout(Task(tables=tables, device_memory=(1,) * d))
     for _ in range(draw(st.integers(0, 6))):
         ok = [p for p, s in enumerate(layout) if s.dim % 4 == 0 and s.dim >= 8
@@ -135,8 +136,9 @@ def test_column_wise_plan_round_trips_and_is_priced_per_shard(tmp_path, algo):
 @st.composite
 def tight_tasks(draw) -> Task:
     n, d = draw(st.integers(1, 10)), draw(st.integers(1, 4))
-    tables = tuple(Table(f"t{i}", dim=draw(st.sampled_from([4, 8, 16, 32, 64])), rows=draw(st.integers(1, 10**5)),
-                         pooling_factor=draw(st.floats(0.0, 50.0))) for i in range(n))
+    tables = tuple(Table(f"t{i}", dim=draw(st.sampled_from([4, 8, 16, 32, 64])),
+                         rows=draw(st.integers(1, 10**5)), pooling_factor=draw(st.floats(0.0, 50.0)))
+                   for i in range(n))
     total = sum(t.rows * t.dim * 4 for t in tables)
     biggest = max(t.rows * t.dim * 4 for t in tables)
     slack = draw(st.floats(0.4, 2.0))

@@ -16,13 +16,14 @@ import torch
 from autoshard.cli.main import main
 from autoshard.costs.analytical import AnalyticalCostModel
 from autoshard.costs.base import CostModel
-from autoshard.costs.breakdown import ShardRef
 from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.learned import CostNetConfig, LearnedCostModel, TrainOptions
 from autoshard.costs.learned.training import split_unseen_tables
-from autoshard.costs.loading import with_comm
 from autoshard.costs.metrics import mape, rmse, spearman
 from autoshard.errors import AutoshardError
+from autoshard.hardware.evaluator import MeasuredCostModel
+from autoshard.hardware.kernel import MeasureSettings
+from autoshard.shards import ShardRef
 from autoshard.tables import LookupKind, LookupSpec, Table, TablePool
 from autoshard.tables.lookups import access_bins, sample_lookups
 from autoshard.tasks import Task
@@ -78,7 +79,7 @@ def _task(dataset, devices: int = 4) -> Task:
     return Task(dataset.pool.tables, (10**9,) * devices, batch_size=BATCH)
 
 
-# -- metrics -----------------------------------------------------------------------------------------------------
+# -- metrics -------------------------------------------------------------------------------------------------
 def test_metrics_known_values():
     assert mape([110, 90], [100, 100]) == pytest.approx(10.0)
     assert rmse([1, 3], [1, 1]) == pytest.approx(np.sqrt(2.0))
@@ -89,26 +90,29 @@ def test_metrics_known_values():
         mape([], [])
 
 
-# -- the model ---------------------------------------------------------------------------------------------------
+# -- the model -----------------------------------------------------------------------------------------------
 def test_is_a_cost_model_and_shapes(model, dataset):
     assert isinstance(model, CostModel) and model.name == "learned"
     task = _task(dataset, devices=7)
     out = model.device_costs(task, [[ShardRef(0, task.tables[0].dim)], [], [ShardRef(1, 4), ShardRef(2, 4)]])
     assert out.shape == (3, 3)
     assert np.all(out[[0, 2]] > 0) and np.all(out[1] == 0)  # an empty device costs 0
-    assert np.all(model.device_costs(_task(dataset, devices=1), [[ShardRef(0, 4)]])[:, 2] == 0)  # no comm on D=1
+    # no comm on D=1
+    assert np.all(model.device_costs(_task(dataset, devices=1), [[ShardRef(0, 4)]])[:, 2] == 0)
     with pytest.raises(AutoshardError, match="has dim"):
         model.device_costs(task, [[ShardRef(0, task.tables[0].dim + 4)]])
 
 
-@pytest.mark.parametrize("which", ["learned", "analytical"])
+@pytest.mark.parametrize("which", ["learned", "analytical", "measured"])
 def test_with_comm_reprices_only_the_all_to_all_and_leaves_the_model_alone(model, dataset, which):
-    base = model if which == "learned" else AnalyticalCostModel()
+    base = {"learned": model, "analytical": AnalyticalCostModel(),
+            "measured": MeasuredCostModel(MeasureSettings(warmup=0, repeats=1, rows_cap=2000))}[which]
+    assert isinstance(base, CostModel)  # the declared interface: device_costs, accumulator, with_comm, comm
     task = _task(dataset, devices=4)
     devices = [[ShardRef(0, task.tables[0].dim)], [ShardRef(1, 4), ShardRef(2, 4)], []]
     before = base.device_costs(task, devices)
     cluster = AlphaBeta(alpha_ms=3.0, bytes_per_ms=2.0e5, source="test: D=4")
-    swapped = with_comm(base, cluster)
+    swapped = base.with_comm(cluster)
     after = swapped.device_costs(task, devices)
     np.testing.assert_allclose(after[:, :2], before[:, :2], rtol=1e-6)  # fwd, bwd untouched
     dims = np.array([task.tables[0].dim, 8, 0])
@@ -118,8 +122,6 @@ def test_with_comm_reprices_only_the_all_to_all_and_leaves_the_model_alone(model
     assert not np.allclose(after[:2, 2], before[:2, 2])
     np.testing.assert_array_equal(base.device_costs(task, devices), before)  # the original keeps its comm
     assert base.comm != cluster and swapped.comm == cluster
-    sentinel = object()  # a model without an alpha-beta part is returned as it is
-    assert with_comm(sentinel, cluster) is sentinel  # type: ignore[arg-type]
 
 
 def test_table_and_device_order_do_not_change_predictions(model, dataset):
@@ -145,7 +147,8 @@ def test_linear_table_cost_variant_trains_and_stays_order_invariant(dataset, tmp
     task = _task(dataset)
     devices = [[ShardRef(0, task.tables[0].dim), ShardRef(3, 4)], [ShardRef(1, task.tables[1].dim)]]
     base = linear.device_costs(task, devices)
-    np.testing.assert_allclose(linear.device_costs(task, [list(reversed(d)) for d in devices]), base, rtol=1e-5)
+    np.testing.assert_allclose(linear.device_costs(task, [list(reversed(d)) for d in devices]), base,
+                               rtol=1e-5)
     linear.save(tmp_path / "lin.pt")
     loaded = LearnedCostModel.load(tmp_path / "lin.pt")
     assert loaded.config.table_mlp is False
@@ -238,7 +241,7 @@ def test_refuses_other_batch_size_precision_and_host(model, dataset, tmp_path):
     assert allowed.device_costs(other, [[ShardRef(0, 4)]]).shape == (1, 3)
 
 
-# -- CLI errors ----------------------------------------------------------------------------------------------------
+# -- CLI errors ----------------------------------------------------------------------------------------------
 def _one_line_error(capsys) -> str:
     err = capsys.readouterr().err.strip()
     assert err.startswith("autoshard: error:") and "\n" not in err and "Traceback" not in err

@@ -1,5 +1,5 @@
-"""The exact (CP-SAT) planner: optimal on its own additive objective, valid or clearly infeasible, and the lower
-bound it reports (and ``lower_bound``) never exceeds the cost of any plan."""
+"""The exact (CP-SAT) planner: optimal on its own additive objective, valid or clearly infeasible, and the
+lower bound it reports (and ``lower_bound``) never exceeds the cost of any plan."""
 
 from __future__ import annotations
 
@@ -27,8 +27,9 @@ MODEL = AnalyticalCostModel()
 def small_tasks(draw) -> Task:
     """Small enough for CP-SAT to prove optimality in well under a second."""
     n, d = draw(st.integers(1, 9)), draw(st.integers(1, 3))
-    tables = tuple(Table(f"t{i}", dim=draw(st.sampled_from([4, 8, 16, 32, 64])), rows=draw(st.integers(1, 10**6)),
-                         pooling_factor=draw(st.floats(0.0, 100.0))) for i in range(n))
+    tables = tuple(Table(f"t{i}", dim=draw(st.sampled_from([4, 8, 16, 32, 64])),
+                         rows=draw(st.integers(1, 10**6)), pooling_factor=draw(st.floats(0.0, 100.0)))
+                   for i in range(n))
     total = sum(t.rows * t.dim * 4 for t in tables)
     biggest = max(t.rows * t.dim * 4 for t in tables)
     caps = tuple(max(biggest, int(total * draw(st.floats(0.3, 2.0)) / d)) for _ in range(d))
@@ -54,7 +55,8 @@ def test_ilp_optimum_never_worse_than_any_heuristic_on_its_objective(task, seed)
     result = planner.last_result
     assert result.status == "optimal"
     costs = linear_costs(task, MODEL)
-    assert costs.objective(_ranks(task, plan), task.num_devices) == pytest.approx(result.objective_ms, rel=1e-12)
+    assert costs.objective(_ranks(task, plan), task.num_devices) == pytest.approx(result.objective_ms,
+                                                                                  rel=1e-12)
     assert result.lower_bound_ms <= result.objective_ms and result.gap < 1e-4
     for name in HEURISTICS:
         try:
@@ -87,8 +89,9 @@ def test_lower_bound_below_every_planner():
     table_wise_bound = lower_bound(task, MODEL, column_wise=False, time_limit_s=2)
     assert bound > 0 and table_wise_bound >= bound
     for name in ["neuroshard", "search", "ilp", *HEURISTICS]:
-        plan = run_planner(make_planner(name, PlannerOptions(cost_model=MODEL, time_limit_s=3,
-                                                             extra={"kicks": 2} if name == "search" else {})), task)
+        options = PlannerOptions(cost_model=MODEL, time_limit_s=3,
+                                 extra={"kicks": 2} if name == "search" else {})
+        plan = run_planner(make_planner(name, options), task)
         cost = plan_cost(MODEL, task, plan).plan_ms
         assert bound <= cost * (1 + 1e-9), name
         column_wise = any(len(p.ranks) > 1 for p in plan.placements)

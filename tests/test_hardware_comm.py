@@ -15,15 +15,16 @@ from autoshard.hardware.comm import (
     Link,
     Topology,
     fit_alpha_beta,
-    free_port,
     load_comm_records,
 )
 
 
+@pytest.mark.slow
 def test_two_process_all_to_all_timing_fit_and_resume(tmp_path: Path) -> None:
-    """autoshard profile-comm: 2 gloo processes time each point, the model is fitted, a re-run adds nothing."""
-    args = ["profile-comm", "-o", str(tmp_path), "--devices", "2", "--dim-sums", "4,16384", "--batch-size", "64",
-            "--warmup", "1", "--repeats", "5", "--backend", "gloo"]
+    """autoshard profile-comm: 2 gloo processes time each point, the model is fitted, a re-run adds
+    nothing."""
+    args = ["profile-comm", "-o", str(tmp_path), "--devices", "2", "--dim-sums", "4,16384",
+            "--batch-size", "64", "--warmup", "1", "--repeats", "5", "--backend", "gloo"]
     assert main(args) == 0
     model = AlphaBeta.load(str(tmp_path / "comm_model.json"))
     assert model.bytes_per_ms > 0 and model.alpha_ms >= 0 and "gloo" in model.source
@@ -61,7 +62,8 @@ def test_topology_gives_the_slower_link_share() -> None:
     one_host = topo.alpha_beta(8)
     assert one_host.bytes_per_ms == pytest.approx(300.0e6) and one_host.alpha_ms == pytest.approx(0.010)
     two_hosts = topo.alpha_beta(16)  # 8 of 15 chunks cross hosts at 25 GB/s
-    assert two_hosts.bytes_per_ms == pytest.approx(25.0e6 * 15 / 8) and two_hosts.alpha_ms == pytest.approx(0.030)
+    assert (two_hosts.bytes_per_ms == pytest.approx(25.0e6 * 15 / 8)
+            and two_hosts.alpha_ms == pytest.approx(0.030))
 
 
 def test_topology_file_through_the_cli(tmp_path: Path, capsys) -> None:
@@ -70,7 +72,8 @@ def test_topology_file_through_the_cli(tmp_path: Path, capsys) -> None:
                                 "intra_host": {"bandwidth_gbps": 300, "latency_us": 10},
                                 "inter_host": {"bandwidth_gbps": 25, "latency_us": 30}}))
     assert main(["profile-comm", "-o", str(tmp_path / "c"), "--topology", str(topo), "--devices", "16"]) == 0
-    assert AlphaBeta.load(str(tmp_path / "c" / "comm_model.json")).bytes_per_ms == pytest.approx(25.0e6 * 15 / 8)
+    loaded = AlphaBeta.load(str(tmp_path / "c" / "comm_model.json"))
+    assert loaded.bytes_per_ms == pytest.approx(25.0e6 * 15 / 8)
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"kind": "autoshard.topology", "version": 1, "devices_per_host": 8,
                                "intra_host": {"bandwidth_gbps": -1}, "inter_host": {"bandwidth_gbps": 25}}))
@@ -80,12 +83,10 @@ def test_topology_file_through_the_cli(tmp_path: Path, capsys) -> None:
     assert "intra_host" in err and "\n" not in err
 
 
-@pytest.mark.parametrize("extra, match", [(["--dim-sums", "8,x"], "dim-sums"), (["--devices", "1"], "at least 2")])
+@pytest.mark.parametrize("extra, match", [(["--dim-sums", "8,x"], "dim-sums"),
+                                          (["--devices", "1"], "at least 2")])
 def test_bad_comm_arguments_exit_2(tmp_path: Path, capsys, extra, match) -> None:
     assert main(["profile-comm", "-o", str(tmp_path), *extra]) == 2
     err = capsys.readouterr().err.strip()
     assert match in err and "\n" not in err
 
-
-def test_free_port_is_usable() -> None:
-    assert 0 < free_port() < 65536

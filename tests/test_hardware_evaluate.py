@@ -10,12 +10,12 @@ import pytest
 
 from autoshard.cli.main import main
 from autoshard.costs.base import CostModel
-from autoshard.costs.breakdown import ShardRef
 from autoshard.costs.comm import AlphaBeta
 from autoshard.errors import PlanError
 from autoshard.hardware.evaluator import MeasuredCostModel, evaluate_plan
 from autoshard.hardware.kernel import MeasureSettings
 from autoshard.plan import Plan, TablePlacement
+from autoshard.shards import ShardRef
 from autoshard.tables import LookupKind, LookupSpec, Table, TablePool
 from autoshard.tasks import Task
 
@@ -71,7 +71,8 @@ def test_evaluate_cli_prints_and_writes_json(tmp_path: Path, capsys) -> None:
     text = capsys.readouterr().out
     assert "plan cost (measured)" in text and "fwd ms" in text
     d = json.loads(out.read_text())
-    assert d["kind"] == "autoshard.evaluation" and d["batch_size"] == 64 and d["comm_model"]["source"] == "test"
+    assert (d["kind"] == "autoshard.evaluation" and d["batch_size"] == 64
+            and d["comm_model"]["source"] == "test")
     devs = d["cost"]["devices"]
     assert len(devs) == 2 and all(x["fwd_ms"] > 0 and x["bwd_ms"] > 0 and x["comm_ms"] > 0 for x in devs)
     assert d["cost"]["plan_ms"] == pytest.approx(max(x["total_ms"] for x in devs))

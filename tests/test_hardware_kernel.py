@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from autoshard.costs.breakdown import ShardRef
 from autoshard.errors import AutoshardError
 from autoshard.hardware.kernel import DeviceKind, MeasureSettings, Optimizer, effective_rows, measure_shard
+from autoshard.shards import ShardRef
 from autoshard.tables import LookupKind, LookupSpec, Precision, Table
 from autoshard.tasks import Task
 

@@ -1,4 +1,5 @@
-"""The profiling dataset: records, resume after a kill, ranks, bad inputs (autoshard profile, load_dataset)."""
+"""The profiling dataset: records, resume after a kill, ranks, bad inputs (autoshard profile,
+load_dataset)."""
 
 from __future__ import annotations
 
@@ -64,6 +65,7 @@ def test_samples_are_deterministic_and_include_column_shards(tmp_path: Path) -> 
     assert all(d == pool.by_name()[n].dim for i in range(50) for n, d in sample_shards(pool, 0, i, 4, 0.0))
 
 
+@pytest.mark.slow  # a CLI subprocess profiling real kernels until it is killed
 def test_resume_after_kill_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     tables = _pool(tmp_path / "tables.json")
     costs = tmp_path / "costs"

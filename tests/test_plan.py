@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from autoshard.costs.breakdown import PlanCost
+from autoshard.breakdown import PlanCost
 from autoshard.errors import AutoshardError, PlanError
-from autoshard.plan import Plan, ShardingType, TablePlacement, format_report, validate
+from autoshard.plan import PLAN_VERSION, Plan, ShardingType, TablePlacement, format_report, validate
+from autoshard.shards import Shard
 from autoshard.tasks import Task
 
 
@@ -58,7 +61,8 @@ def test_memory_over_capacity_is_refused(tables):
 
 def test_bad_plan_files(tmp_path):
     p = tmp_path / "p.json"
-    p.write_text('{"kind": "autoshard.plan", "version": 1, "devices": 2, "tables": {"a": {"sharding_type": "row"}}}')
+    p.write_text('{"kind": "autoshard.plan", "version": 2, "devices": 2, '
+                 '"tables": {"a": {"sharding_type": "row"}}}')
     with pytest.raises(AutoshardError, match="sharding_type"):
         Plan.load(str(p))
 
@@ -68,3 +72,72 @@ def test_report_lists_every_device(task):
     text = format_report(plan, task, proxy=[1.0, 2.0, 3.0, 4.0])
     assert "plan cost (test): 6.000 ms on device 1" in text
     assert len(text.splitlines()) == 2 + 4 + 1
+
+
+def test_version_1_plan_file_still_loads(task, tmp_path):
+    # written by autoshard 0.1.0 before shards had row ranges: ranks + shard_dims per table
+    t = task.tables
+    v1 = {"kind": "autoshard.plan", "version": 1, "algorithm": "old", "devices": 4, "task": task.name,
+          "planning_time_s": 0.5,
+          "tables": {x.name: {"sharding_type": "table_wise", "ranks": [i % 4], "shard_dims": [x.dim]}
+                     for i, x in enumerate(t[1:], start=1)}
+          | {t[0].name: {"sharding_type": "column_wise", "ranks": [3, 1], "shard_dims": [t[0].dim - 4, 4]}},
+          "cost": None}
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(v1))
+    plan = Plan.load(str(path))
+    validate(plan, task)
+    assert plan.placement(t[0].name) == TablePlacement.column_wise(t[0].name, [3, 1], [t[0].dim - 4, 4])
+    plan.save(str(tmp_path / "new.json"))
+    assert json.loads((tmp_path / "new.json").read_text())["version"] == PLAN_VERSION
+    assert Plan.load(str(tmp_path / "new.json")) == plan
+
+
+def _rows_plan(task: Task, placement: TablePlacement) -> Plan:
+    rest = _plan(task).placements[1:]
+    return Plan((placement,) + rest, task.num_devices, "rows", task.name)
+
+
+def test_row_shards_validate_and_add_up_to_the_table(task, tmp_path):
+    t = task.tables[0]
+    cuts = [t.rows // 5, t.rows // 2, t.rows - t.rows // 5 - t.rows // 2]
+    plan = _rows_plan(task, TablePlacement.row_wise(t.name, [3, 0, 2], cuts, t.dim))
+    validate(plan, task)
+    shards = [s for dev in plan.device_shards(task) for s in dev if s.table == 0]
+    assert sorted(s.num_rows(t.rows) for s in shards) == sorted(cuts)
+    assert sum(task.shard_memory(s) for s in shards) == task.table_memory(t)
+    plan.save(str(tmp_path / "rows.json"))
+    assert Plan.load(str(tmp_path / "rows.json")) == plan
+
+
+@pytest.mark.parametrize("shards, message", [
+    (lambda t: (Shard(0, 0, t.dim, 0, 10), Shard(1, 0, t.dim, 12, t.rows)), "exactly once"),   # gap
+    (lambda t: (Shard(0, 0, t.dim, 0, 10), Shard(1, 0, t.dim, 5, t.rows)), "exactly once"),    # overlap
+    (lambda t: (Shard(0, 0, t.dim, 0, 10), Shard(1, 0, t.dim, 10, t.rows - 1)), "end at row"),
+    (lambda t: (Shard(0, 0, t.dim, 0, 10), Shard(0, 0, t.dim, 10, t.rows)), "distinct ranks"),
+    (lambda t: (Shard(0, 0, t.dim - 4, 0, 10), Shard(1, 0, t.dim - 4, 10, t.rows)), "every column"),
+    (lambda t: (Shard(0, 0, t.dim, 0, t.rows + 1),), "outside"),
+])
+def test_bad_row_shards_are_refused(task, shards, message):
+    t = task.tables[0]
+    with pytest.raises(PlanError, match=message):
+        validate(_rows_plan(task, TablePlacement(t.name, ShardingType.ROW_WISE, shards(t))), task)
+
+
+def test_column_blocks_split_by_rows_must_each_cover_all_rows(task):
+    # a column block may itself be split by rows only under a row-splitting type; here each block is whole
+    t = task.tables[0]
+    ok = TablePlacement(t.name, ShardingType.COLUMN_WISE, (Shard(0, 0, 8), Shard(1, 8, t.dim)))
+    validate(_rows_plan(task, ok), task)
+    half = TablePlacement(t.name, ShardingType.COLUMN_WISE, (Shard(0, 0, 8, 0, 5), Shard(1, 8, t.dim)))
+    with pytest.raises(PlanError, match="use row_wise"):
+        validate(_rows_plan(task, half), task)
+
+
+def test_replicas_count_whole_on_every_rank(task):
+    t = task.tables[0]
+    plan = _rows_plan(task, TablePlacement.data_parallel(t.name, [0, 1, 2, 3], t.dim))
+    validate(plan, task)
+    tw = _plan(task)
+    extra = [a - b for a, b in zip(plan.memory_used(task), tw.memory_used(task))]
+    assert sorted(extra)[1:] == [task.table_memory(t)] * 3

@@ -7,8 +7,7 @@ import pytest
 import torch
 
 from autoshard.costs.analytical import AnalyticalCostModel
-from autoshard.costs.base import plan_cost
-from autoshard.costs.breakdown import ShardRef
+from autoshard.costs.base import ContentsAccumulator, plan_cost
 from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.plan import validate
 from autoshard.planners.base import PlannerOptions, make_planner, run_planner
@@ -18,12 +17,11 @@ from autoshard.planners.rl.env import (
     TABLE_FEATURES,
     PlacementEnv,
     TaskContext,
-    _GenericOracle,
-    make_oracle,
 )
 from autoshard.planners.rl.planner import RLPlanner
 from autoshard.planners.rl.policy import PlacementPolicy, PolicyConfig, TrainedPolicy, run_episodes
 from autoshard.planners.rl.train import TrainConfig, train
+from autoshard.shards import ShardRef
 from autoshard.tables import FeatureNormalizer, Table
 from autoshard.tasks import Task
 
@@ -123,18 +121,23 @@ def test_fast_cost_paths_equal_device_costs():
 
         torch.manual_seed(0)
         models.append(LearnedCostModel(CostNet(CostNetConfig(hidden=16, embed=8)), normalizer_for(task),
-                                       TargetScaler(Target.LOG, (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)), DEFAULT_COMM, {}))
+                                       TargetScaler(Target.LOG, (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)),
+                                       DEFAULT_COMM, {}))
     except ImportError:
         pass
     for model in models:
-        fast, generic = make_oracle(model, task, 2), _GenericOracle(model, task, 2)
-        assert type(fast) is not _GenericOracle
+        fast, generic = model.accumulator(task, 2), ContentsAccumulator(model, task, 2)
+        assert type(fast) is not ContentsAccumulator
         for i in range(task.num_tables):
-            np.testing.assert_allclose(fast.candidates(i), generic.candidates(i), rtol=1e-5, atol=1e-6)
+            # whole tables, column shards and row shards alike
+            t = task.tables[i]
+            shard = [ShardRef(i, t.dim), ShardRef(i, t.dim // 2), ShardRef(i, t.dim, 0, t.rows // 3)][i % 3]
+            np.testing.assert_allclose(fast.costs_if_added(shard), generic.costs_if_added(shard), rtol=1e-5,
+                                       atol=1e-6)
             for e in range(2):
                 d = int(rng.integers(3))
-                fast.place(e, d, i)
-                generic.place(e, d, i)
+                fast.add(e, d, shard)
+                generic.add(e, d, shard)
 
 
 def test_env_final_cost_is_the_cost_models_plan_cost_and_shaped_rewards_telescope():
@@ -233,8 +236,8 @@ def test_planner_best_of_k_and_infeasible(tmp_path):
     assert plan_cost(MODEL, task, sampled).plan_ms <= plan_cost(MODEL, task, greedy).plan_ms + 1e-9
     # a task in which the last table finds no device with room: InfeasibleError names the table
     tables = tuple(Table(f"big{i}", 16, 10_000, 5.0) for i in range(3))  # 3 equal tables, room for 1 a device
-    tiny = Task(tables=tables, device_memory=(tables[0].memory_bytes(Task(tables=tables, device_memory=(1,)).precision,
-                                                                      0.0),) * 2, name="tiny")
+    room = tables[0].memory_bytes(Task(tables=tables, device_memory=(1,)).precision, 0.0)
+    tiny = Task(tables=tables, device_memory=(room,) * 2, name="tiny")
     planner = make_planner("rl", PlannerOptions(policy_path=path, extra={"samples": 4}))
     with pytest.raises(InfeasibleError, match=r"table big\d needs .*short by"):
         planner.plan(tiny)
@@ -249,10 +252,17 @@ def test_column_shard_refs_are_not_used_by_the_table_wise_env():
 
     class Spy:
         name = "spy"
+        comm = MODEL.comm
 
         def device_costs(self, t, devices):
             seen.extend(s for d in devices for s in d)
             return MODEL.device_costs(t, devices)
+
+        def accumulator(self, t, num_envs):
+            return ContentsAccumulator(self, t, num_envs)
+
+        def with_comm(self, comm):
+            return self
 
     env = PlacementEnv(TaskContext.build(task, Spy(), normalizer_for(task)), Spy(), num_envs=2)
     run_episodes(untrained(), env, np.random.default_rng(0))

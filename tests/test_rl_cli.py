@@ -67,20 +67,22 @@ def _garbage(tmp_path):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (lambda f, tmp: ["train-policy", "--cost-model", "analytical", "--tasks", str(tmp / "none.json"), "-o", f[2]],
-     "no such file"),
-    (lambda f, tmp: ["train-policy", "--cost-model", "analytical", "--tasks", f[0], "--samples", "1", "-o", f[2]],
-     "at least 2"),
+    (lambda f, tmp: ["train-policy", "--cost-model", "analytical", "--tasks", str(tmp / "none.json"),
+                     "-o", f[2]], "no such file"),
+    (lambda f, tmp: ["train-policy", "--cost-model", "analytical", "--tasks", f[0], "--samples", "1",
+                     "-o", f[2]], "at least 2"),
     (lambda f, tmp: ["train-policy", "--cost-model", str(tmp / "none.pt"), "--tasks", f[0], "-o", f[2]],
      "no such cost model"),
     (lambda f, tmp: ["train-policy", "--cost-model", "analytical", "--tasks", f[0], "-o", f[2], "--resume"],
      "does not exist"),
-    (lambda f, tmp: ["train-policy", "--cost-model", "analytical", "--tasks", f[0], "-o", f[2], "--lr", "nan"],
-     "learning_rate"),
+    (lambda f, tmp: ["train-policy", "--cost-model", "analytical", "--tasks", f[0], "-o", f[2],
+                     "--lr", "nan"], "learning_rate"),
     (lambda f, tmp: ["train-policy", "--cost-model", "analytical", "--tasks", f[0], "-o", f[2],
                      "--refresh-with-real", str(tmp / "nodata")], "no such directory"),
-    (lambda f, tmp: ["plan", "--task", f[1], "--algo", "rl", "--policy", str(tmp / "none.pt")], "no such policy"),
-    (lambda f, tmp: ["plan", "--task", f[1], "--algo", "rl", "--policy", _garbage(tmp)], "not a readable policy"),
+    (lambda f, tmp: ["plan", "--task", f[1], "--algo", "rl", "--policy", str(tmp / "none.pt")],
+     "no such policy"),
+    (lambda f, tmp: ["plan", "--task", f[1], "--algo", "rl", "--policy", _garbage(tmp)],
+     "not a readable policy"),
 ])
 def test_bad_input_is_one_line_and_exit_2(files, tmp_path, capsys, argv, message):
     assert main(argv(files, tmp_path)) == 2

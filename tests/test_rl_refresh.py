@@ -12,8 +12,8 @@ from autoshard.costs.learned.training import TrainOptions
 from autoshard.hardware.jsonl import read_jsonl
 from autoshard.hardware.kernel import MeasureSettings
 from autoshard.hardware.profiler import ProfileConfig, load_dataset, profile
+from autoshard.pipeline.refresh import REFRESH_FILE, RefreshConfig, refresh_with_real
 from autoshard.planners.rl.policy import TrainedPolicy
-from autoshard.planners.rl.refresh import REFRESH_FILE, RefreshConfig, refresh_with_real
 from autoshard.planners.rl.train import TrainConfig
 from autoshard.tables import LookupKind, LookupSpec, Table, TablePool
 from autoshard.tasks import sample_tasks

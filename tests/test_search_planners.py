@@ -43,8 +43,8 @@ def tasks(draw) -> Task:
 @settings(max_examples=25, deadline=None)
 @given(task=tasks(), seed=st.integers(0, 3))
 def test_plan_validates_or_raises_clear_infeasible(algo, task, seed):
-    planner = make_planner(algo, PlannerOptions(seed=seed, cost_model=MODEL, time_limit_s=30,
-                                                extra=FAST if algo == "search" else {"max_depth": 3, "cap_steps": 4}))
+    extra = FAST if algo == "search" else {"max_depth": 3, "cap_steps": 4}
+    planner = make_planner(algo, PlannerOptions(seed=seed, cost_model=MODEL, time_limit_s=30, extra=extra))
     try:
         plan = run_planner(planner, task)
     except InfeasibleError as e:
@@ -107,8 +107,10 @@ def test_neuroshard_is_no_worse_than_its_table_wise_greedy():
 def test_extra_settings_are_used_and_unknown_ones_refused():
     planner = make_planner("neuroshard", PlannerOptions(extra={"beam_width": "5", "uncapped": "false"}))
     assert planner.config.beam_width == 5 and planner.config.uncapped is False
-    search = make_planner("search", PlannerOptions(extra={"beam_width": 2, "kicks": 1, "starts": "dim_greedy"}))
-    assert search.neuroshard.beam_width == 2 and search.config.kicks == 1 and search.config.starts == ("dim_greedy",)
+    search = make_planner("search", PlannerOptions(extra={"beam_width": 2, "kicks": 1,
+                                                          "starts": "dim_greedy"}))
+    assert (search.neuroshard.beam_width == 2 and search.config.kicks == 1
+            and search.config.starts == ("dim_greedy",))
     with pytest.raises(AutoshardError, match="unknown planner setting"):
         make_planner("neuroshard", PlannerOptions(extra={"beam_widht": 5}))
     with pytest.raises(AutoshardError, match="not a valid int"):
@@ -150,6 +152,7 @@ def test_search_respects_memory_of_unequal_devices():
     tables = tuple(make_tables(16, seed=4, dims=(16, 32, 64), max_rows=10**5))
     need = sum(Task(tables=tables, device_memory=(1,)).table_memory(t) for t in tables)
     task = Task(tables=tables, device_memory=(int(need * 0.5), int(need * 0.3), int(need * 0.3)))
-    plan = run_planner(make_planner("search", PlannerOptions(cost_model=MODEL, time_limit_s=30, extra=FAST)), task)
+    plan = run_planner(make_planner("search", PlannerOptions(cost_model=MODEL, time_limit_s=30, extra=FAST)),
+                       task)
     used = np.array(plan.memory_used(task))
     assert (used <= np.array(task.device_memory)).all()

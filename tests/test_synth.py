@@ -11,6 +11,7 @@ import pytest
 
 from autoshard.errors import AutoshardError
 from autoshard.tables import TablePool
+from autoshard.tables import published as P
 from autoshard.tables import synth as S
 from autoshard.tables.lookups import access_bins, sample_lookups
 
@@ -35,7 +36,7 @@ def bins_pool() -> TablePool:
 @pytest.fixture(scope="module")
 def full_pool() -> TablePool:
     """856 tables as the 2021 trace; bins at a tiny batch (only rows/pooling are checked on it)."""
-    return S.synthesize_pool(S.PUBLISHED_NUM_TABLES, seed=0, stats_batch_size=8)
+    return S.synthesize_pool(P.PUBLISHED_NUM_TABLES, seed=0, stats_batch_size=8)
 
 
 def test_published_constants_are_the_shared_files_numbers():
@@ -44,35 +45,36 @@ def test_published_constants_are_the_shared_files_numbers():
         pytest.skip("shared/data/dlrm_datasets is not next to this checkout")
     stats = json.loads(path.read_text())
     f = stats["features"]
-    assert S.PUBLISHED_ROWS_MEAN == f["rows"]["mean"] and S.PUBLISHED_ROWS_STD == f["rows"]["std"]
-    assert S.PUBLISHED_POOLING_MEAN == f["pooling_factor"]["mean"]
-    assert S.PUBLISHED_POOLING_STD == f["pooling_factor"]["std"]
-    assert list(S.PUBLISHED_BINS_MEAN) == f["access_bins"]["mean"]
-    assert S.PUBLISHED_EMPTY_FRACTION == stats["tables_with_no_lookups_fraction_estimate"]
+    assert P.PUBLISHED_ROWS_MEAN == f["rows"]["mean"] and P.PUBLISHED_ROWS_STD == f["rows"]["std"]
+    assert P.PUBLISHED_POOLING_MEAN == f["pooling_factor"]["mean"]
+    assert P.PUBLISHED_POOLING_STD == f["pooling_factor"]["std"]
+    assert list(P.PUBLISHED_BINS_MEAN) == f["access_bins"]["mean"]
+    assert P.PUBLISHED_EMPTY_FRACTION == stats["tables_with_no_lookups_fraction_estimate"]
     text = (SHARED / "locality_stats_2021.txt").read_text().splitlines()
     start = text.index("Histogram of col sizes:") + 1
-    assert [float(line.split(":")[1]) for line in text[start:start + 17]] == list(S.PUBLISHED_POOLED_UNIQUE_HIST)
+    assert ([float(line.split(":")[1]) for line in text[start:start + 17]]
+            == list(P.PUBLISHED_POOLED_UNIQUE_HIST))
 
 
 def test_rows_and_pooling_match_published(full_pool):
     st = full_pool.source["stats"]
-    assert st["rows_mean"] == pytest.approx(S.PUBLISHED_ROWS_MEAN, rel=0.03)
-    assert st["rows_std"] == pytest.approx(S.PUBLISHED_ROWS_STD, rel=0.10)
-    assert st["pooling_mean"] == pytest.approx(S.PUBLISHED_POOLING_MEAN, rel=0.05)
-    assert st["pooling_std"] == pytest.approx(S.PUBLISHED_POOLING_STD, rel=0.25)
-    assert st["empty_fraction"] == pytest.approx(S.PUBLISHED_EMPTY_FRACTION, abs=0.002)
-    assert len(full_pool.source["empty_tables"]) == round(S.PUBLISHED_EMPTY_FRACTION * S.PUBLISHED_NUM_TABLES)
+    assert st["rows_mean"] == pytest.approx(P.PUBLISHED_ROWS_MEAN, rel=0.03)
+    assert st["rows_std"] == pytest.approx(P.PUBLISHED_ROWS_STD, rel=0.10)
+    assert st["pooling_mean"] == pytest.approx(P.PUBLISHED_POOLING_MEAN, rel=0.05)
+    assert st["pooling_std"] == pytest.approx(P.PUBLISHED_POOLING_STD, rel=0.25)
+    assert st["empty_fraction"] == pytest.approx(P.PUBLISHED_EMPTY_FRACTION, abs=0.002)
+    assert len(full_pool.source["empty_tables"]) == round(P.PUBLISHED_EMPTY_FRACTION * P.PUBLISHED_NUM_TABLES)
 
 
 def test_bins_match_published(bins_pool):
     bins = np.array([t.access_bins for t in bins_pool.tables])
-    assert np.abs(bins.mean(axis=0) - np.array(S.PUBLISHED_BINS_MEAN)).max() < BINS_MEAN_TOL
+    assert np.abs(bins.mean(axis=0) - np.array(P.PUBLISHED_BINS_MEAN)).max() < BINS_MEAN_TOL
     pooled = np.array(bins_pool.source["stats"]["pooled_unique_hist"])
-    assert np.abs(pooled - np.array(S.PUBLISHED_POOLED_UNIQUE_HIST)).max() < POOLED_HIST_TOL
+    assert np.abs(pooled - np.array(P.PUBLISHED_POOLED_UNIQUE_HIST)).max() < POOLED_HIST_TOL
     # rows and pooling of a small pool stay near the targets too (stratified draws)
     st = bins_pool.source["stats"]
-    assert st["rows_mean"] == pytest.approx(S.PUBLISHED_ROWS_MEAN, rel=0.10)
-    assert st["pooling_mean"] == pytest.approx(S.PUBLISHED_POOLING_MEAN, rel=0.25)
+    assert st["rows_mean"] == pytest.approx(P.PUBLISHED_ROWS_MEAN, rel=0.10)
+    assert st["pooling_mean"] == pytest.approx(P.PUBLISHED_POOLING_MEAN, rel=0.25)
 
 
 def test_bins_are_those_of_generated_lookups(bins_pool):
@@ -88,7 +90,7 @@ def test_settings_recorded(bins_pool):
     cfg = src["config"]
     assert cfg["num_tables"] == BIN_POOL_TABLES and cfg["seed"] == 0 and cfg["dims"] == [16]
     assert cfg["stats_batch_size"] == S.STATS_BATCH_SIZE and src["stats_seed"] == S.STATS_SEED
-    assert [list(c) for c in S.CELL_WEIGHTS] == cfg["cell_weights"]
+    assert [list(c) for c in P.CELL_WEIGHTS] == cfg["cell_weights"]
     json.dumps(src, allow_nan=False)
 
 
@@ -125,7 +127,8 @@ def test_interrupted_run_resumes_from_checkpoint(tmp_path, monkeypatch):
     ckpt = str(tmp_path / "pool.json.partial.jsonl")
     made = []
     make_table = S._make_table
-    monkeypatch.setattr(S, "_make_table", lambda cfg, f, i, name: made.append(i) or make_table(cfg, f, i, name))
+    monkeypatch.setattr(S, "_make_table",
+                        lambda cfg, f, i, name: made.append(i) or make_table(cfg, f, i, name))
 
     def stop_after_5(k: int) -> None:
         if k == 5:

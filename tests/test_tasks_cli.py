@@ -1,4 +1,5 @@
-"""The tables and tasks commands through the CLI: files written, train/test pools disjoint, one-line errors."""
+"""The tables and tasks commands through the CLI: files written, train/test pools disjoint, one-line
+errors."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ def run(argv: list[str]) -> int:
 @pytest.fixture(scope="module")
 def pool_file(tmp_path_factory) -> str:
     path = str(tmp_path_factory.mktemp("pool") / "pool.json")
-    assert run(["tables", "synth", "--num-tables", "40", "--seed", "2", "--stats-batch-size", "256", "-o", path]) == 0
+    assert run(["tables", "synth", "--num-tables", "40", "--seed", "2", "--stats-batch-size", "256",
+                "-o", path]) == 0
     return path
 
 
@@ -42,8 +44,8 @@ def test_tables_synth(pool_file, tmp_path, capsys):
     assert TablePool.load(again).to_json() == pool.to_json()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["again.json"]  # no checkpoint left behind
     many = str(tmp_path / "many.json")
-    assert run(["tables", "synth", "--num-tables", "20", "--dims", "4,8,16,32,64,128", "--stats-batch-size", "64",
-                "-o", many]) == 0
+    assert run(["tables", "synth", "--num-tables", "20", "--dims", "4,8,16,32,64,128",
+                "--stats-batch-size", "64", "-o", many]) == 0
     assert len({t.dim for t in TablePool.load(many).tables}) > 1
 
 
@@ -73,7 +75,8 @@ def _names(path: str) -> set[str]:
 
 def test_tasks_train_and_test_pools_disjoint(pool_file, tmp_path, capsys):
     train, test, both = (str(tmp_path / f"{s}.json") for s in ("train", "test", "all"))
-    common = ["--tables", pool_file, "--num-tasks", "6", "--num-tables", "8", "--devices", "4", "--memory", "5GB"]
+    common = ["--tables", pool_file, "--num-tasks", "6", "--num-tables", "8", "--devices", "4",
+              "--memory", "5GB"]
     assert run(["tasks", *common, "--split", "train", "--seed", "0", "-o", train]) == 0
     assert run(["tasks", *common, "--split", "test", "--seed", "1", "-o", test]) == 0
     assert run(["tasks", *common, "--split", "all", "-o", both]) == 0
@@ -84,7 +87,8 @@ def test_tasks_train_and_test_pools_disjoint(pool_file, tmp_path, capsys):
     assert _names(train).isdisjoint(_names(test))
     settings = json.loads(Path(train).read_text())["settings"]
     assert set(settings["split_pool"]) >= _names(train) and len(settings["split_pool"]) == 20
-    assert set(json.loads(Path(test).read_text())["settings"]["split_pool"]).isdisjoint(settings["split_pool"])
+    test_split_pool = json.loads(Path(test).read_text())["settings"]["split_pool"]
+    assert set(test_split_pool).isdisjoint(settings["split_pool"])
 
 
 def _bad_json(tmp_path) -> str:
@@ -94,13 +98,17 @@ def _bad_json(tmp_path) -> str:
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["tasks", "--tables", "{missing}", "--num-tables", "3", "--devices", "2", "-o", "{out}"], "no such file"),
+    (["tasks", "--tables", "{missing}", "--num-tables", "3", "--devices", "2", "-o", "{out}"],
+     "no such file"),
     (["tasks", "--tables", "{bad}", "--num-tables", "3", "--devices", "2", "-o", "{out}"], "not valid JSON"),
-    (["tasks", "--tables", "{pool}", "--num-tables", "0", "--devices", "2", "-o", "{out}"], "positive integer"),
-    (["tasks", "--tables", "{pool}", "--num-tables", "3", "--devices", "-2", "-o", "{out}"], "positive integer"),
-    (["tasks", "--tables", "{pool}", "--num-tables", "3", "--devices", "2", "--num-tasks", "0", "-o", "{out}"],
+    (["tasks", "--tables", "{pool}", "--num-tables", "0", "--devices", "2", "-o", "{out}"],
      "positive integer"),
-    (["tasks", "--tables", "{pool}", "--num-tables", "30", "--devices", "2", "-o", "{out}"], "cannot sample 30"),
+    (["tasks", "--tables", "{pool}", "--num-tables", "3", "--devices", "-2", "-o", "{out}"],
+     "positive integer"),
+    (["tasks", "--tables", "{pool}", "--num-tables", "3", "--devices", "2", "--num-tasks", "0",
+      "-o", "{out}"], "positive integer"),
+    (["tasks", "--tables", "{pool}", "--num-tables", "30", "--devices", "2", "-o", "{out}"],
+     "cannot sample 30"),
     (["tasks", "--tables", "{pool}", "--num-tables", "3", "--devices", "2", "--memory", "0GB", "-o", "{out}"],
      "must be positive"),
     (["tasks", "--tables", "{pool}", "--num-tables", "3", "--devices", "2", "--memory", "1MB", "-o", "{out}"],

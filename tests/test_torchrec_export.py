@@ -6,8 +6,9 @@ import pytest
 from conftest import make_tables
 from torchrec.distributed.types import EnumerableShardingSpec, ParameterSharding, ShardingPlan, ShardMetadata
 
+from autoshard.costs.analytical import AnalyticalCostModel
 from autoshard.errors import AutoshardError, PlanError
-from autoshard.plan import Plan, ShardingType, TablePlacement
+from autoshard.plan import Plan, ShardingType, TablePlacement, validate
 from autoshard.tables import Table
 from autoshard.tasks import Task
 from autoshard.torchrec.export import FUSED_KERNEL, from_sharding_plan, to_sharding_plan
@@ -65,12 +66,36 @@ def test_shards_out_of_column_order_are_sorted_and_adjacent_same_rank_merged():
     assert plan.placements == (TablePlacement.column_wise(t.name, [1, 0], [2 * q, 2 * q]),)
 
 
+def test_row_ranges_round_trip_through_validate_cost_model_and_torchrec():
+    # a shard with a row range goes plan -> validate -> cost model -> ShardingPlan -> Plan unchanged
+    task = _task(4, 3)
+    t = task.tables
+    third = t[2].rows // 3
+    plan = Plan((
+        TablePlacement.table_wise(t[0].name, 0, t[0].dim),
+        TablePlacement.row_wise(t[1].name, [2, 0], [t[1].rows - 7, 7], t[1].dim),
+        TablePlacement.row_wise(t[2].name, [0, 1, 2], [third, third, t[2].rows - 2 * third], t[2].dim,
+                                ShardingType.TABLE_ROW_WISE),
+        TablePlacement.data_parallel(t[3].name, [0, 1, 2], t[3].dim),
+    ), task.num_devices, "manual", task.name)
+    validate(plan, task)
+    costs = AnalyticalCostModel().device_costs(task, plan.device_shards(task))
+    assert costs.shape == (3, 3) and (costs > 0).all()
+    sp = to_sharding_plan(plan, task)
+    rw = sp.plan[""][t[1].name].sharding_spec.shards
+    assert [s.shard_offsets for s in rw] == [[0, 0], [t[1].rows - 7, 0]]
+    assert [s.shard_sizes for s in rw] == [[t[1].rows - 7, t[1].dim], [7, t[1].dim]]
+    back = from_sharding_plan(sp, task, algorithm="manual")
+    assert back.placements == plan.placements
+    validate(back, task)
+
+
 def test_unrepresentable_torchrec_shardings_are_refused():
     task = _task(1, 2)
     t = task.tables[0]
-    row_wise = ParameterSharding("row_wise", "fused", [0, 1], None)
-    with pytest.raises(PlanError, match="row_wise"):
-        from_sharding_plan(ShardingPlan({"": {t.name: row_wise}}), task)
+    twcw = ParameterSharding("table_column_wise", "fused", [0, 1], None)
+    with pytest.raises(PlanError, match="table_column_wise"):
+        from_sharding_plan(ShardingPlan({"": {t.name: twcw}}), task)
     q = t.dim // 4
     split = [ShardMetadata([0, 0], [t.rows, q], "rank:0/cpu"),
              ShardMetadata([0, q], [t.rows, q], "rank:1/cpu"),

@@ -20,7 +20,6 @@ def _small_task(memory: int) -> Task:
     return Task(tuple(tables), (memory,) * 2, batch_size=512, name="small")
 
 
-@pytest.mark.slow
 def test_torchrec_baseline_respects_tight_memory_and_names():
     base = _small_task(10**12)
     biggest = max(base.table_memory(t) for t in base.tables)
@@ -37,7 +36,6 @@ def test_torchrec_baseline_respects_tight_memory_and_names():
     assert max(plan.memory_used(task)) <= memory
 
 
-@pytest.mark.slow
 def test_cli_plan_algo_torchrec_writes_valid_plan(tmp_path, capsys):
     task = _small_task(10**9)
     tables_file = str(tmp_path / "tables.json")

@@ -15,7 +15,8 @@ import torch
 from autoshard.errors import AutoshardError
 from autoshard.tables import LookupKind, TablePool
 from autoshard.tables.lookups import sample_lookups
-from autoshard.tables.trace import read_trace, trace_lookups, trace_pool
+from autoshard.tables.trace import trace_pool
+from autoshard.tables.trace_file import read_trace, trace_lookups
 
 T, B = 4, 300
 EMPTY_TABLE = 2
@@ -126,7 +127,8 @@ def test_pt_gz_and_legacy_format_read_the_same(tmp_path):
     data = make_trace(seed=3)
     a = read_trace(write(tmp_path / "x.pt", data))
     b = read_trace(write(tmp_path / "x.pt.gz", data))
-    torch.save(data, tmp_path / "legacy.pt", _use_new_zipfile_serialization=False)  # older copies of the traces
+    # older copies of the traces
+    torch.save(data, tmp_path / "legacy.pt", _use_new_zipfile_serialization=False)
     c = read_trace(str(tmp_path / "legacy.pt"))
     for field in ("indices", "offsets", "lengths"):
         assert np.array_equal(getattr(a, field), getattr(b, field))
@@ -147,7 +149,8 @@ def _bad_files(tmp_path: Path) -> list[tuple[str, str]]:
         (str(tmp_path / "broken.pt.gz"), "cannot load"),
         (str(tmp_path / "random.pt"), "cannot load"),
         (str(tmp_path / "hello.pt"), "cannot load"),
-        (write(tmp_path / "object.pt", (idx, off, lens, datetime.date(2021, 1, 1))), "objects other than tensors"),
+        (write(tmp_path / "object.pt", (idx, off, lens, datetime.date(2021, 1, 1))),
+         "objects other than tensors"),
         (write(tmp_path / "two.pt", (idx, off)), "expected a torch.save'd tuple"),
         (write(tmp_path / "dict.pt", {"indices": idx}), "expected a torch.save'd tuple"),
         (write(tmp_path / "float.pt", (idx.double(), off, lens)), "indices is a torch.float64 tensor"),
@@ -174,5 +177,6 @@ def test_trace_table_whose_file_is_gone(tmp_path):
     with pytest.raises(AutoshardError, match="no such trace file"):
         sample_lookups(pool.tables[0], 10)
     with pytest.raises(AutoshardError, match="has no trace"):
-        trace_lookups(TablePool.from_json({"tables": [{"name": "x", "dim": 4, "rows": 5, "pooling_factor": 1.0}]})
+        trace_lookups(TablePool.from_json({"tables": [{"name": "x", "dim": 4, "rows": 5,
+                                                       "pooling_factor": 1.0}]})
                       .tables[0], 10, 0)

@@ -41,8 +41,9 @@ def _reject_constant(name: str) -> float:
     raise ValueError(f"non-finite number {name}")
 
 
-def read_json(path: str | os.PathLike[str], kind: str | None = None) -> dict[str, Any]:
-    """Read a JSON artefact; if ``kind`` is given, check the file says it is one.
+def read_json(path: str | os.PathLike[str], kind: str | None = None,
+              versions: tuple[int, ...] = (ARTEFACT_VERSION,)) -> dict[str, Any]:
+    """Read a JSON artefact; if ``kind`` is given, check the file says it is one, of one of ``versions``.
 
     Raises AutoshardError with one line for a missing file, malformed JSON, NaN/inf values, or the wrong kind.
     """
@@ -59,10 +60,10 @@ def read_json(path: str | os.PathLike[str], kind: str | None = None) -> dict[str
         if not isinstance(obj, dict) or obj.get("kind") != kind:
             found = obj.get("kind") if isinstance(obj, dict) else type(obj).__name__
             raise AutoshardError(f"{p}: expected a '{kind}' file, found '{found}'; pass the right file")
-        if obj.get("version") != ARTEFACT_VERSION:
-            raise AutoshardError(
-                f"{p}: version {obj.get('version')!r} is not supported (expected {ARTEFACT_VERSION}); regenerate it"
-            )
+        if obj.get("version") not in versions:
+            want = " or ".join(map(str, versions))
+            raise AutoshardError(f"{p}: version {obj.get('version')!r} is not supported (expected {want}); "
+                                 "regenerate it")
     return obj
 
 
@@ -89,7 +90,8 @@ def parse_bytes(text: str) -> int:
     try:
         value = float(num)
     except ValueError:
-        raise AutoshardError(f"memory size {text!r} is not understood; write e.g. 5GB, 512MiB or 1.5e9") from None
+        raise AutoshardError(f"memory size {text!r} is not understood; write e.g. 5GB, 512MiB or 1.5e9") \
+            from None
     if unit not in _UNITS or not math.isfinite(value):
         raise AutoshardError(f"memory size {text!r} is not understood; write e.g. 5GB, 512MiB or 1.5e9")
     if value <= 0:

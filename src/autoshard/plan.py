@@ -1,82 +1,119 @@
-"""Plans: which device (rank) holds each table or column shard; validation, memory, JSON and a report.
+"""Plans: the shards of every table and the rank each lives on; validation, memory, JSON and a report.
 
-JSON schema (``kind: autoshard.plan``, ``version: 1``)::
+JSON schema (``kind: autoshard.plan``, ``version: 2``)::
 
     {
-      "kind": "autoshard.plan", "version": 1,
+      "kind": "autoshard.plan", "version": 2,
       "algorithm": "size_lookup_greedy",       # who made it
       "devices": 4,                            # number of ranks
       "task": "task-0",                        # the task's name
       "planning_time_s": 0.004,                # wall time of plan(), or null
       "tables": {
-        "t0": {"sharding_type": "table_wise",  "ranks": [2],    "shard_dims": [16]},
-        "t1": {"sharding_type": "column_wise", "ranks": [0, 3], "shard_dims": [32, 32]}
+        "t0": {"sharding_type": "table_wise",  "shards": [{"rank": 2, "columns": [0, 16]}]},
+        "t1": {"sharding_type": "column_wise", "shards": [{"rank": 0, "columns": [0, 32]},
+                                                          {"rank": 3, "columns": [32, 64]}]},
+        "t2": {"sharding_type": "row_wise",    "shards": [{"rank": 0, "columns": [0, 16], "rows": [0, 600]},
+                                                          {"rank": 1, "columns": [0, 16],
+                                                           "rows": [600, 1000]}]}
       },
       "cost": null | {"source": "measured", "plan_ms": ..., "devices": [{"fwd_ms", "bwd_ms", "comm_ms",
                                                                           "total_ms"}, ...]}
     }
 
-``sharding_type`` uses TorchRec's strings. Column shards are listed in column order: shard ``i`` holds columns
-``sum(shard_dims[:i]) .. sum(shard_dims[:i+1])`` of the table and lives on ``ranks[i]``.
+``sharding_type`` uses TorchRec's strings; a shard is ``autoshard.shards.Shard`` (columns and rows are
+``[start, end)``; no ``rows`` = every row). Version 1 files (``"ranks"`` and ``"shard_dims"`` per table,
+column shards in column order) are still read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from enum import Enum
 from typing import Any
 
-from autoshard.costs.breakdown import PlanCost, ShardRef
+from autoshard.breakdown import PlanCost
 from autoshard.errors import AutoshardError, PlanError
-from autoshard.io import ARTEFACT_VERSION, format_bytes, read_json, write_json
+from autoshard.io import format_bytes, read_json, write_json
+from autoshard.shards import (
+    COLUMN_SHARD_MULTIPLE,
+    Shard,
+    ShardingType,
+    ShardRef,
+    check_shards,
+    column_shards,
+    row_shards,
+)
 from autoshard.tasks import Task
 
-COLUMN_SHARD_MULTIPLE = 4
-"""Column shards are multiples of 4 columns, as TorchRec's column_wise sharding and FBGEMM's kernels expect."""
+__all__ = ["COLUMN_SHARD_MULTIPLE", "PLAN_VERSION", "Plan", "ShardingType", "TablePlacement", "format_report",
+           "validate"]
 
-
-class ShardingType(str, Enum):
-    """TorchRec's sharding type strings."""
-
-    TABLE_WISE = "table_wise"
-    COLUMN_WISE = "column_wise"
+PLAN_VERSION = 2
+"""2: shards with column and row ranges; 1: ranks + shard_dims (column shards only), still read."""
 
 
 @dataclass(frozen=True)
 class TablePlacement:
-    """Where one table goes: one rank (table-wise) or several column shards on distinct ranks."""
+    """Where one table goes: a sharding type and its shards (see ``autoshard.shards``)."""
 
     table: str
     sharding_type: ShardingType
-    ranks: tuple[int, ...]
-    shard_dims: tuple[int, ...]
+    shards: tuple[Shard, ...]
+
+    @property
+    def ranks(self) -> tuple[int, ...]:
+        return tuple(s.rank for s in self.shards)
+
+    @property
+    def shard_dims(self) -> tuple[int, ...]:
+        return tuple(s.cols for s in self.shards)
 
     @staticmethod
     def table_wise(table: str, rank: int, dim: int) -> TablePlacement:
-        return TablePlacement(table, ShardingType.TABLE_WISE, (int(rank),), (int(dim),))
+        return TablePlacement(table, ShardingType.TABLE_WISE, (Shard(int(rank), 0, int(dim)),))
 
     @staticmethod
     def column_wise(table: str, ranks: Sequence[int], shard_dims: Sequence[int]) -> TablePlacement:
-        return TablePlacement(table, ShardingType.COLUMN_WISE, tuple(map(int, ranks)), tuple(map(int, shard_dims)))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"sharding_type": self.sharding_type.value, "ranks": list(self.ranks),
-                "shard_dims": list(self.shard_dims)}
+        """Column shards in column order: shard ``i`` holds the next ``shard_dims[i]`` columns, on
+        ``ranks[i]``."""
+        return TablePlacement(table, ShardingType.COLUMN_WISE, column_shards(ranks, shard_dims))
 
     @staticmethod
-    def from_json(table: str, d: dict[str, Any]) -> TablePlacement:
+    def row_wise(table: str, ranks: Sequence[int], row_counts: Sequence[int], dim: int,
+                 sharding_type: ShardingType = ShardingType.ROW_WISE) -> TablePlacement:
+        """Row shards in row order: shard ``i`` holds the next ``row_counts[i]`` rows, on ``ranks[i]``."""
+        return TablePlacement(table, sharding_type, row_shards(ranks, row_counts, dim))
+
+    @staticmethod
+    def data_parallel(table: str, ranks: Sequence[int], dim: int) -> TablePlacement:
+        return TablePlacement(table, ShardingType.DATA_PARALLEL,
+                              tuple(Shard(int(r), 0, int(dim)) for r in ranks))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sharding_type": self.sharding_type.value, "shards": [s.to_json() for s in self.shards]}
+
+    @staticmethod
+    def from_json(table: str, d: dict[str, Any], version: int = PLAN_VERSION) -> TablePlacement:
         try:
             st = ShardingType(d["sharding_type"])
         except (KeyError, ValueError):
             raise AutoshardError(
-                f"plan: table {table} has sharding_type {d.get('sharding_type')!r}; use table_wise or column_wise"
+                f"plan: table {table} has sharding_type {d.get('sharding_type')!r}; use one of "
+                f"{', '.join(t.value for t in ShardingType)}"
             ) from None
-        try:
-            return TablePlacement(table, st, tuple(int(r) for r in d["ranks"]),
-                                  tuple(int(x) for x in d["shard_dims"]))
-        except (KeyError, TypeError, ValueError):
-            raise AutoshardError(f"plan: table {table} needs integer lists 'ranks' and 'shard_dims'") from None
+        if version == 1:
+            try:
+                ranks, dims = [int(r) for r in d["ranks"]], [int(x) for x in d["shard_dims"]]
+            except (KeyError, TypeError, ValueError):
+                raise AutoshardError(f"plan: table {table} needs integer lists 'ranks' and 'shard_dims'") \
+                    from None
+            if len(ranks) != len(dims):
+                raise PlanError(f"table {table}: ranks and shard_dims must be non-empty and the same length")
+            return TablePlacement(table, st, column_shards(ranks, dims))
+        shards = d.get("shards")
+        if not isinstance(shards, list):
+            raise AutoshardError(f"plan: table {table} needs a 'shards' list")
+        return TablePlacement(table, st, tuple(Shard.from_json(table, s) for s in shards))
 
 
 @dataclass(frozen=True)
@@ -94,7 +131,8 @@ class Plan:
     def from_ranks(task: Task, ranks: Sequence[int], algorithm: str) -> Plan:
         """A table-wise plan putting ``task.tables[i]`` on ``ranks[i]``."""
         return Plan(
-            tuple(TablePlacement.table_wise(t.name, r, t.dim) for t, r in zip(task.tables, ranks, strict=True)),
+            tuple(TablePlacement.table_wise(t.name, r, t.dim)
+                  for t, r in zip(task.tables, ranks, strict=True)),
             task.num_devices, algorithm, task.name,
         )
 
@@ -105,18 +143,20 @@ class Plan:
         raise PlanError(f"plan has no placement for table {table}")
 
     def device_shards(self, task: Task) -> list[list[ShardRef]]:
-        """For every rank, the shards it holds, as (table index in ``task``, dim)."""
+        """For every rank, the shards it holds, as cost models see them (table index in ``task``, columns,
+        row range)."""
         index = {t.name: i for i, t in enumerate(task.tables)}
         devices: list[list[ShardRef]] = [[] for _ in range(self.num_devices)]
         for p in self.placements:
-            for r, d in zip(p.ranks, p.shard_dims):
-                devices[r].append(ShardRef(index[p.table], d))
+            i = index[p.table]
+            for s in p.shards:
+                devices[s.rank].append(s.ref(i))
         return devices
 
     def memory_used(self, task: Task) -> list[int]:
-        """Bytes used on each rank: weights + optimizer state of every shard it holds."""
-        return [sum(task.table_memory(task.tables[s.table], s.dim) for s in shards)
-                for shards in self.device_shards(task)]
+        """Bytes used on each rank: weights + optimizer state of every shard it holds (a replica counts
+        whole)."""
+        return [sum(task.shard_memory(s) for s in shards) for shards in self.device_shards(task)]
 
     def with_cost(self, cost: PlanCost) -> Plan:
         return replace(self, cost=cost)
@@ -124,7 +164,7 @@ class Plan:
     def to_json(self) -> dict[str, Any]:
         return {
             "kind": "autoshard.plan",
-            "version": ARTEFACT_VERSION,
+            "version": PLAN_VERSION,
             "algorithm": self.algorithm,
             "devices": self.num_devices,
             "task": self.task_name,
@@ -135,15 +175,17 @@ class Plan:
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> Plan:
+        version = int(d.get("version", PLAN_VERSION))
         tables = d.get("tables")
         if not isinstance(tables, dict):
             raise AutoshardError("plan file has no 'tables' mapping; regenerate it with 'autoshard plan'")
         try:
             devices = int(d["devices"])
         except (KeyError, TypeError, ValueError):
-            raise AutoshardError("plan file lacks an integer 'devices'; regenerate it with 'autoshard plan'") from None
+            raise AutoshardError("plan file lacks an integer 'devices'; "
+                                 "regenerate it with 'autoshard plan'") from None
         return Plan(
-            tuple(TablePlacement.from_json(name, p) for name, p in tables.items()),
+            tuple(TablePlacement.from_json(name, p, version) for name, p in tables.items()),
             devices,
             str(d.get("algorithm", "")),
             str(d.get("task", "")),
@@ -156,13 +198,13 @@ class Plan:
 
     @staticmethod
     def load(path: str) -> Plan:
-        return Plan.from_json(read_json(path, kind="autoshard.plan"))
+        return Plan.from_json(read_json(path, kind="autoshard.plan", versions=(1, PLAN_VERSION)))
 
 
 def validate(plan: Plan, task: Task) -> None:
-    """Raise PlanError (one line) unless every table of ``task`` is placed exactly once, shard dims add up to
-    the table's dim (multiples of 4 on distinct ranks for column shards), ranks exist, and no device is over
-    its memory."""
+    """Raise PlanError (one line) unless every table of ``task`` is placed exactly once, its shards cover it
+    exactly once on existing ranks by the rules of their sharding type (``autoshard.shards.check_shards``),
+    and no device is over its memory."""
     if plan.num_devices != task.num_devices:
         raise PlanError(f"plan is for {plan.num_devices} devices but the task has {task.num_devices}")
     tables = {t.name: t for t in task.tables}
@@ -174,22 +216,7 @@ def validate(plan: Plan, task: Task) -> None:
             raise PlanError(f"plan places table {p.table} more than once")
         seen.add(p.table)
         t = tables[p.table]
-        if not p.ranks or len(p.ranks) != len(p.shard_dims):
-            raise PlanError(f"table {p.table}: ranks and shard_dims must be non-empty and the same length")
-        if any(not 0 <= r < plan.num_devices for r in p.ranks):
-            raise PlanError(f"table {p.table}: rank out of range 0..{plan.num_devices - 1} in {list(p.ranks)}")
-        if sum(p.shard_dims) != t.dim or any(d <= 0 for d in p.shard_dims):
-            raise PlanError(f"table {p.table}: shard dims {list(p.shard_dims)} do not add up to its dim {t.dim}")
-        if p.sharding_type is ShardingType.TABLE_WISE and len(p.ranks) != 1:
-            raise PlanError(f"table {p.table}: table_wise needs exactly one rank, got {list(p.ranks)}")
-        if p.sharding_type is ShardingType.COLUMN_WISE:
-            if len(set(p.ranks)) != len(p.ranks):
-                raise PlanError(f"table {p.table}: column shards must be on distinct ranks, got {list(p.ranks)}")
-            if any(d % COLUMN_SHARD_MULTIPLE for d in p.shard_dims):
-                raise PlanError(
-                    f"table {p.table}: column shard dims {list(p.shard_dims)} must be multiples of "
-                    f"{COLUMN_SHARD_MULTIPLE}"
-                )
+        check_shards(p.table, t.rows, t.dim, p.sharding_type, p.shards, plan.num_devices)
     missing = [n for n in tables if n not in seen]
     if missing:
         raise PlanError(f"plan does not place {len(missing)} table(s), e.g. {missing[0]}")
@@ -199,7 +226,8 @@ def validate(plan: Plan, task: Task) -> None:
 
 
 def format_report(plan: Plan, task: Task, proxy: Sequence[float] | None = None) -> str:
-    """A per-device table: shards, memory used / capacity, optional cost proxy, and the cost breakdown if known."""
+    """A per-device table: shards, memory used / capacity, optional cost proxy, and the cost breakdown if
+    known."""
     shards = plan.device_shards(task)
     used = plan.memory_used(task)
     header = f"{'device':>6} {'tables':>6} {'memory used / capacity':>26}"
@@ -207,8 +235,8 @@ def format_report(plan: Plan, task: Task, proxy: Sequence[float] | None = None) 
         header += f" {'cost proxy':>12}"
     if plan.cost is not None:
         header += f" {'fwd ms':>8} {'bwd ms':>8} {'comm ms':>8} {'total ms':>9}"
-    lines = [(f"plan by {plan.algorithm or '?'} for {task.name}: {task.num_tables} tables on {plan.num_devices} "
-              "devices"), header]
+    lines = [(f"plan by {plan.algorithm or '?'} for {task.name}: {task.num_tables} tables on "
+              f"{plan.num_devices} devices"), header]
     for r in range(plan.num_devices):
         mem = f"{format_bytes(used[r])} / {format_bytes(task.device_memory[r])}"
         line = f"{r:>6} {len(shards[r]):>6} {mem:>26}"
@@ -219,5 +247,6 @@ def format_report(plan: Plan, task: Task, proxy: Sequence[float] | None = None) 
             line += f" {c.fwd_ms:>8.3f} {c.bwd_ms:>8.3f} {c.comm_ms:>8.3f} {c.total_ms:>9.3f}"
         lines.append(line)
     if plan.cost is not None:
-        lines.append(f"plan cost ({plan.cost.source}): {plan.cost.plan_ms:.3f} ms on device {plan.cost.bottleneck}")
+        lines.append(f"plan cost ({plan.cost.source}): {plan.cost.plan_ms:.3f} ms "
+                     f"on device {plan.cost.bottleneck}")
     return "\n".join(lines)

@@ -14,6 +14,7 @@ import numpy as np
 
 from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.io import ARTEFACT_VERSION, check_finite, format_bytes, read_json, write_json
+from autoshard.shards import ShardRef
 from autoshard.tables.table import Precision, Table, TablePool, check_unique_names
 
 DEFAULT_BATCH_SIZE = 2048
@@ -26,7 +27,8 @@ DREAMSHARD_DEVICE_MEMORY = 5 * 10**9
 
 @dataclass(frozen=True)
 class Task:
-    """A sharding problem: place every table on the devices so the slowest device is fastest, within memory."""
+    """A sharding problem: place every table on the devices so the slowest device is fastest, within
+    memory."""
 
     tables: tuple[Table, ...]
     device_memory: tuple[int, ...]
@@ -44,7 +46,8 @@ class Task:
         if len(self.device_memory) == 0:
             raise AutoshardError(f"task {self.name}: zero devices; give at least one device")
         if any(m <= 0 for m in self.device_memory):
-            raise AutoshardError(f"task {self.name}: device memory must be positive, got {list(self.device_memory)}")
+            raise AutoshardError(f"task {self.name}: device memory must be positive, "
+                                 f"got {list(self.device_memory)}")
         if self.batch_size <= 0:
             raise AutoshardError(f"task {self.name}: batch size {self.batch_size} must be positive")
         check_finite(self.optimizer_bytes_per_element, "optimizer_bytes_per_element")
@@ -60,9 +63,15 @@ class Task:
     def num_tables(self) -> int:
         return len(self.tables)
 
-    def table_memory(self, table: Table, dim: int | None = None) -> int:
-        """Bytes ``table`` (or a column shard of ``dim`` columns) takes on a device in this task."""
-        return table.memory_bytes(self.precision, self.optimizer_bytes_per_element, dim)
+    def table_memory(self, table: Table, dim: int | None = None, rows: int | None = None) -> int:
+        """Bytes ``table`` (or a shard of ``dim`` columns and ``rows`` rows) takes on a device in this
+        task."""
+        return table.memory_bytes(self.precision, self.optimizer_bytes_per_element, dim, rows)
+
+    def shard_memory(self, shard: ShardRef) -> int:
+        """Bytes a shard (weights + optimizer state) takes on a device in this task."""
+        t = self.tables[shard.table]
+        return self.table_memory(t, shard.dim, shard.num_rows(t.rows))
 
     def check_fits(self) -> None:
         """Fail early, naming the table, if some table fits on no device even alone (table-wise)."""
@@ -71,7 +80,8 @@ class Task:
             need = self.table_memory(t)
             if need > cap:
                 raise InfeasibleError(
-                    f"table {t.name} needs {format_bytes(need)} but the largest device has {format_bytes(cap)} "
+                    f"table {t.name} needs {format_bytes(need)} "
+                    f"but the largest device has {format_bytes(cap)} "
                     f"(short by {format_bytes(need - cap)}); give more memory per device"
                 )
 

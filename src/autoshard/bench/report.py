@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from autoshard.bench.runner import AlgoSummary, TaskResult
+from autoshard.bench.summary import AlgoSummary, geomean, is_heuristic
 from autoshard.io import ARTEFACT_VERSION, atomic_write_bytes, write_json
+from autoshard.pipeline.results import TaskResult
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +80,9 @@ def markdown(title: str, command: str, summaries: Sequence[AlgoSummary], results
         "rounds, median kept."
         + (f" Host load average (1 min) while measuring: {min(loads):.1f} to {max(loads):.1f} on "
            f"{host.get('cpu_count', '?')} CPUs (other processes slow timings down)." if loads else ""), "",
-        ("| algorithm | planned | cost ms (geomean) | ratio to best heuristic | wins | clearly better / worse "
-         "| gap to lower bound | planning s (mean / max) | prediction error | noise |"),
+        ("| algorithm | planned | cost ms (geomean) | ratio to best heuristic | wins "
+         "| clearly better / worse | gap to lower bound | planning s (mean / max) "
+         "| prediction error | noise |"),
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in summaries:
@@ -179,8 +181,6 @@ def plot_costs(results: Sequence[TaskResult], algorithms: Sequence[str], path: P
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from autoshard.bench.runner import geomean, is_heuristic
 
     ratios: dict[str, list[float]] = {a: [] for a in algorithms}
     for tr in results:

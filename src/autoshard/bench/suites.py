@@ -1,36 +1,27 @@
-"""Benchmark suites: which tasks are sampled, how plans are measured, and how the models are trained.
+"""The named benchmark suites (``autoshard.pipeline.suite.Suite``: which tasks are sampled, how plans are
+measured, and how the models are trained).
 
 The "DLRM-T (D)" suites follow DreamShard (NeurIPS 2022, Sec. 5): disjoint train and test table pools,
 tasks of T tables sampled from a pool onto D devices with 5 GB each. The paper uses 428-table pools and 50
 test tasks on GPUs at batch 65536; a CPU run here times every kernel for real, so the suites keep fewer test
-tasks and a smaller batch (sizes in the constants below), which the report states. Where T average tables
-cannot fit on D devices of 5 GB, the device memory is raised (``suite_device_memory``).
+tasks and a smaller batch (``FULL_*`` sizes in ``autoshard.pipeline.suite``), which the report states. Where
+T average tables cannot fit on D devices of 5 GB, the device memory is raised (``suite_device_memory``).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from autoshard.errors import AutoshardError
-from autoshard.tasks import DEFAULT_BATCH_SIZE, DREAMSHARD_DEVICE_MEMORY
+from autoshard.pipeline.suite import EvalConfig, Suite, TrainingConfig
+from autoshard.tasks import DREAMSHARD_DEVICE_MEMORY
 
 SUITE_TABLE_COUNTS = (10, 20, 50, 100)
 """T of DreamShard's DLRM-T (D) tasks (paper Tables 1-2)."""
 SUITE_DEVICE_COUNTS = (2, 4, 8)
 """D of DreamShard's DLRM-T (D) tasks."""
-
-FULL_POOL_TABLES = 400
-"""Tables in a full suite's synthetic pool, split 200/200: a test pool of 200 tables still gives DLRM-100
-tasks that differ (DreamShard's real pool has 856 tables, 428/428)."""
-FULL_TEST_TASKS = 10
-"""Test tasks per full suite (DreamShard: 50). Every plan of every task is timed on real kernels, several
-times, on one CPU core, so 10 keeps a DLRM-100 (8) suite near ten minutes here."""
-FULL_TRAIN_TASKS = 50
-"""Train tasks per full suite, as DreamShard."""
 
 PUBLISHED_ROWS_MEAN = 4_107_470
 """Mean rows of the dlrm_datasets tables (shared/data/dlrm_datasets/feature_stats.json), which the synthetic
@@ -44,82 +35,6 @@ def suite_device_memory(num_tables: int, num_devices: int, dim: int = 16) -> int
     """DreamShard's 5 GB per device, raised (in whole GB) where T tables on D devices would not fit."""
     need = MEMORY_HEADROOM * num_tables * PUBLISHED_ROWS_MEAN * dim * 4 / num_devices
     return max(DREAMSHARD_DEVICE_MEMORY, math.ceil(need / 1e9) * 10**9)
-
-
-@dataclass(frozen=True)
-class TrainingConfig:
-    """How the cost model and the policy are trained when the caller does not bring checkpoints."""
-
-    profile_samples: int = 200
-    """Random shards (sets of tables from the train pool) timed on real kernels for the cost dataset."""
-    profile_max_tables: int = 8
-    """Most tables in one profiled shard."""
-    cost_epochs: int = 800
-    """Most training epochs of the learned cost model (early stopping usually ends it near 100)."""
-    policy_iterations: int = 300
-    """RL iterations (each collects episodes on the train tasks, then updates the policy): ~1 min for
-    DLRM-20 (4) on this CPU. (Until stop 10 this was 10, which left the policy barely trained.)"""
-    extra: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
-    """Passed through to the training stages by name (e.g. a learning rate), for experiments."""
-
-
-@dataclass(frozen=True)
-class EvalConfig:
-    """How plans are measured. Real timings on a shared 2-vCPU host drift, so every algorithm's plan of one
-    task is timed back-to-back, the whole round repeated, and the median per device component is kept."""
-
-    rounds: int = 3
-    """Rounds of timing all plans of a task (plan order rotated each round); the median round is reported."""
-    warmup: int = 2
-    """Untimed kernel iterations before each timing (MeasureSettings.warmup)."""
-    repeats: int = 5
-    """Timed kernel iterations per measurement (MeasureSettings.repeats)."""
-    rows_cap: int = 1_000_000
-    """Most rows a table keeps when timed (MeasureSettings.rows_cap: bigger tables fold their lookups into
-    this many rows), so a 5 GB table does not need 5 GB of host RAM."""
-
-
-@dataclass(frozen=True)
-class Suite:
-    """One benchmark set-up: a synthetic table pool, train/test tasks sampled from its disjoint halves,
-    the algorithms' budgets, and how plans are measured."""
-
-    name: str
-    num_tables: int
-    """T: tables per task."""
-    num_devices: int
-    """D: devices per task."""
-    num_test_tasks: int = FULL_TEST_TASKS
-    """Held-out tasks every algorithm plans and that are measured."""
-    num_train_tasks: int = FULL_TRAIN_TASKS
-    """Tasks (from the train pool) the policy trains on."""
-    pool_tables: int = FULL_POOL_TABLES
-    """Tables in the synthetic pool, split half/half into train and test pools."""
-    device_memory: int = DREAMSHARD_DEVICE_MEMORY
-    """Bytes per device (DreamShard: 5 GB)."""
-    batch_size: int = DEFAULT_BATCH_SIZE
-    """Batch the embedding kernels of every device process."""
-    seed: int = 0
-    """Seed of the pool, the split, the task samples and every seeded planner."""
-    time_limit_s: float = 10.0
-    """Wall-time budget of the searching planners (search, neuroshard, ilp) per task."""
-    dims: tuple[int, ...] = (16,)
-    """Embedding dims of the synthetic tables (DreamShard: 16 for all)."""
-    stats_batch_size: int | None = None
-    """Batch the synthetic tables' access bins are computed at (None = the generator's default, the published
-    65536); smaller is faster but shifts the bins, so only the test-sized suite lowers it."""
-    description: str = ""
-    eval: EvalConfig = EvalConfig()
-    training: TrainingConfig = TrainingConfig()
-
-    def settings(self) -> dict[str, Any]:
-        """Every field as plain JSON (recorded in the outputs, hashed for caching)."""
-        return json.loads(json.dumps(asdict(self), default=str))
-
-    def settings_hash(self, *parts: str) -> str:
-        """Short hash of the suite's settings and any extra parts (e.g. a checkpoint path)."""
-        blob = json.dumps([self.settings(), *parts], sort_keys=True).encode()
-        return hashlib.sha256(blob).hexdigest()[:12]
 
 
 def _dlrm(t: int, d: int) -> Suite:

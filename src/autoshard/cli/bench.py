@@ -1,7 +1,8 @@
 """``autoshard bench --suite NAME -o DIR`` and ``autoshard quickstart [-o DIR]``: the pipeline, measured.
 
-Both run the stages of ``autoshard.quickstart`` (pool, split, tasks, profile, comm, cost model, policy,
-benchmark), each cached in the output directory, so an interrupted run continues where it stopped.
+Both run ``autoshard.bench.runner.run_suite``: the stages of ``autoshard.pipeline`` (pool, split, tasks,
+profile, comm, cost model, policy, benchmark), each cached in the output directory, so an interrupted run
+continues where it stopped, then the summary and report.
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tables", help="use this table pool instead of the synthetic one")
-    p.add_argument("--cost-model", help="trained cost model checkpoint, 'analytical', or 'measured' (plan with the "
-                   "real kernels; only ilp and heuristics are fast enough); default: train one")
+    p.add_argument("--cost-model", help="trained cost model checkpoint, 'analytical', or 'measured' (plan "
+                   "with the real kernels; only ilp and heuristics are fast enough); default: train one")
     p.add_argument("--policy", help="trained policy checkpoint for rl; default: train one")
     p.add_argument("--comm", help="comm model (comm_model.json of profile-comm) for the evaluator, or "
                                   "'default' for the uncalibrated one; default: measure it here")
@@ -84,9 +85,10 @@ def _say(line: str) -> None:
 
 
 def _run(args: argparse.Namespace, suite_name: str, out: str, command: str) -> int:
+    from autoshard.bench.runner import run_suite
     from autoshard.bench.suites import get_suite, with_overrides
     from autoshard.errors import AutoshardError
-    from autoshard.quickstart import Pipeline, PipelineConfig
+    from autoshard.pipeline.context import PipelineConfig
 
     suite = get_suite(suite_name)
     for flag, value in (("--test-tasks", args.test_tasks), ("--rounds", args.rounds),
@@ -107,7 +109,7 @@ def _run(args: argparse.Namespace, suite_name: str, out: str, command: str) -> i
                             policy_path=args.policy, comm_path=args.comm, algorithms=algos, command=command)
     bars = _Bars()
     try:
-        result = Pipeline(config, out, say=_say, progress=bars).run()
+        result = run_suite(config, out, say=_say, progress=bars)
     finally:
         bars.close()
     print(result.report)
@@ -119,15 +121,16 @@ def _check_inputs(args: argparse.Namespace, algos: tuple[str, ...] | None) -> No
     """Fail before any stage runs on a typo: unknown algorithms, or input files that are not there."""
     from pathlib import Path
 
-    from autoshard.bench.runner import select_algorithms
     from autoshard.errors import AutoshardError
+    from autoshard.pipeline.measure import select_algorithms
+    from autoshard.pipeline.models import MEASURED_SPEC
 
     if algos is not None:
         select_algorithms(algos)
     given = (("--tables", args.tables, None), ("--cost-model", args.cost_model, "analytical"),
              ("--policy", args.policy, None), ("--comm", args.comm, "default"))
     for flag, value, keyword in given:
-        if flag == "--cost-model" and value == "measured":
+        if flag == "--cost-model" and value == MEASURED_SPEC:
             continue
         if value is not None and value != keyword and not Path(value).is_file():
             raise AutoshardError(f"{flag} {value}: no such file; check the path")

@@ -24,5 +24,6 @@ def device_memory(text: str, num_devices: int) -> tuple[int, ...]:
     if len(parts) == 1:
         return (parse_bytes(parts[0]),) * num_devices
     if len(parts) != num_devices:
-        raise AutoshardError(f"--memory lists {len(parts)} sizes for {num_devices} devices; give one or one per device")
+        raise AutoshardError(f"--memory lists {len(parts)} sizes for {num_devices} devices; "
+                             "give one or one per device")
     return tuple(parse_bytes(p) for p in parts)

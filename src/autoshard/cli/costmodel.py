@@ -14,9 +14,11 @@ from autoshard.cli.common import positive_int
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train-cost", help="train the neural cost model on a profiled dataset",
-                       description="Train the cost network on 'autoshard profile' records, holding out unseen tables.")
+                       description="Train the cost network on 'autoshard profile' records, "
+                                   "holding out unseen tables.")
     p.add_argument("--data", required=True, help="profiling dataset directory (autoshard profile -o DIR)")
-    p.add_argument("-o", "--output", default="costmodel.pt", help="checkpoint to write (default costmodel.pt)")
+    p.add_argument("-o", "--output", default="costmodel.pt",
+                   help="checkpoint to write (default costmodel.pt)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--test-tables", type=float, default=0.2,
                    help="share of tables held out; records touching them are the test set (default 0.2)")
@@ -27,18 +29,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lr", type=float, help="Adam learning rate (default 1e-2)")
     p.add_argument("--weight-decay", type=float, help="Adam L2 penalty (default 1e-3)")
     p.add_argument("--no-refit", action="store_true",
-                   help="save the network scored on the held-out tables instead of refitting it on all records")
+                   help="save the network scored on the held-out tables instead of refitting it on all "
+                        "records")
     p.add_argument("--linear-table-cost", action="store_true",
-                   help="per-table cost from the linear term alone (no per-table MLP); see CostNetConfig.table_mlp")
+                   help="per-table cost from the linear term alone (no per-table MLP); "
+                        "see CostNetConfig.table_mlp")
     p.add_argument("--hidden", type=positive_int, default=128)
     p.add_argument("--embed", type=positive_int, default=32)
-    p.add_argument("--target", choices=["log", "linear"], default="log", help="predict log-ms (default) or ms")
+    p.add_argument("--target", choices=["log", "linear"], default="log",
+                   help="predict log-ms (default) or ms")
     p.add_argument("--interaction", action="store_true", help="add the pairwise per-device interaction term")
     p.add_argument("--no-additive", action="store_true", help="drop the additive log-sum head (log target)")
     p.set_defaults(func=run_train)
 
-    e = sub.add_parser("eval-cost", help="score a cost model on held-out records and plot predicted vs measured",
-                       description="MAPE, RMSE and Spearman per head on records with tables the model never saw.")
+    e = sub.add_parser("eval-cost",
+                       help="score a cost model on held-out records and plot predicted vs measured",
+                       description="MAPE, RMSE and Spearman per head on records with tables the model "
+                                   "never saw.")
     e.add_argument("--model", required=True, help="checkpoint from train-cost")
     e.add_argument("--data", required=True, help="profiling dataset directory")
     e.add_argument("--plot", help="scatter PNG to write (default: next to the model, <model>-scatter.png)")
@@ -57,17 +64,16 @@ def load_data(path: str) -> Any:
         raise AutoshardError(f"{d}: no such dataset directory; create one with 'autoshard profile -o {d}'")
     if not any(d.glob("shards-*.jsonl")):
         raise AutoshardError(f"{d}: no shards-*.jsonl records; run 'autoshard profile -o {d}' first")
-    try:
-        from autoshard.hardware.profiler import load_dataset
-    except ImportError:
-        raise AutoshardError("the profiler (autoshard.hardware.profiler) is not available in this install") from None
+    from autoshard.hardware.profiler import load_dataset
+
     return load_dataset(str(d))
 
 
 def print_metrics(metrics: dict[str, dict[str, float]], comm_source: str, out: Any = None) -> None:
     print(f"{'head':<22}{'MAPE %':>9}{'RMSE ms':>10}{'Spearman':>10}{'n':>7}", file=out)
     for head, m in metrics.items():
-        print(f"{head:<22}{m['mape_pct']:>9.2f}{m['rmse_ms']:>10.3f}{m['spearman']:>10.4f}{m['n']:>7d}", file=out)
+        print(f"{head:<22}{m['mape_pct']:>9.2f}{m['rmse_ms']:>10.3f}{m['spearman']:>10.4f}{m['n']:>7d}",
+              file=out)
     print(f"{'comm':<22} from the dataset's alpha-beta model ({comm_source}), not learned", file=out)
 
 
@@ -81,10 +87,12 @@ def run_train(args: argparse.Namespace) -> int:
         raise AutoshardError(f"--lr {args.lr} must be in (0, 1)")
     if args.weight_decay is not None and not args.weight_decay >= 0.0:
         raise AutoshardError(f"--weight-decay {args.weight_decay} must be >= 0")
-    config = CostNetConfig(hidden=args.hidden, embed=args.embed, target=args.target, interaction=args.interaction,
+    config = CostNetConfig(hidden=args.hidden, embed=args.embed, target=args.target,
+                           interaction=args.interaction,
                            additive=args.target == "log" and not args.no_additive,
                            table_mlp=not args.linear_table_cost)
-    given = {"max_epochs": args.epochs, "patience": args.patience, "lr": args.lr, "weight_decay": args.weight_decay}
+    given = {"max_epochs": args.epochs, "patience": args.patience, "lr": args.lr,
+             "weight_decay": args.weight_decay}
     options = TrainOptions(seed=args.seed, test_table_fraction=args.test_tables, refit=not args.no_refit,
                            batch_size=args.batch_size, config=config,
                            **{k: v for k, v in given.items() if v is not None})
@@ -102,13 +110,15 @@ def run_train(args: argparse.Namespace) -> int:
     model.save(args.output)
     split = model.info["split"]
     print(f"scored: trained on {split['train_records']} records ({len(split['train_tables'])} tables), "
-          f"early-stopped at epoch {model.info['best_epoch']}; held out {len(split['held_out_tables'])} tables "
+          f"early-stopped at epoch {model.info['best_epoch']}; "
+          f"held out {len(split['held_out_tables'])} tables "
           f"({split['test_records']} test records). Hardware: {model.describe_hardware()}")
     print_metrics(model.info["metrics"], model.comm.source)
     refit = model.info.get("refit")
     if refit:
         print(f"saved: refit on all {refit['train_records'] + refit['val_records']} records "
-              f"({len(refit['train_tables'])} tables, early-stopped at epoch {refit['best_epoch']}); the errors "
+              f"({len(refit['train_tables'])} tables, early-stopped at epoch {refit['best_epoch']}); "
+              "the errors "
               "above are of the network that did not see the held-out tables")
     print(f"wrote {args.output}", file=sys.stderr)
     return 0
@@ -125,7 +135,8 @@ def run_eval(args: argparse.Namespace) -> int:
     records = held_out_records(model, dataset.records)
     if not records:
         raise AutoshardError(f"{args.data} has no records with tables the model did not train on (at batch "
-                             f"{model.trained_on.get('batch_size')}); evaluate on its training dataset or new tables")
+                             f"{model.trained_on.get('batch_size')}); "
+                             "evaluate on its training dataset or new tables")
     result = evaluate(model, dataset.pool, records, seed=args.seed)
     print(f"held-out records: {len(records)} (tables unseen in training); model: {model.describe_hardware()}")
     print_metrics(result["metrics"], model.comm.source)

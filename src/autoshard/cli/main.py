@@ -42,7 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(message)s")
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -52,7 +53,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"autoshard: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("autoshard: interrupted; completed work was saved, re-run the command to resume", file=sys.stderr)
+        print("autoshard: interrupted; completed work was saved, re-run the command to resume",
+              file=sys.stderr)
         return 130
 
 

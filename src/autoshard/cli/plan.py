@@ -16,7 +16,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--task-index", type=int, default=0, help="which task of --task (default 0)")
     p.add_argument("--devices", type=positive_int, help="number of devices (with --tables)")
     p.add_argument("--memory", default="5GB", help="memory per device, e.g. 5GB, or one per device: 8GB,4GB")
-    p.add_argument("--batch-size", type=positive_int, default=None, help="per-device batch size (with --tables)")
+    p.add_argument("--batch-size", type=positive_int, default=None,
+                   help="per-device batch size (with --tables)")
     p.add_argument("--algo", default="size_lookup_greedy", help="algorithm; see --list-algos")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cost-model", help="cost model for cost-driven algorithms: a checkpoint (train-cost), "
@@ -28,7 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--policy", help="trained policy checkpoint for --algo rl")
     p.add_argument("--time-limit", type=float, default=10.0, help="seconds for searching algorithms")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                   help="planner-specific setting, repeatable (e.g. beam_width=4 for neuroshard, samples=8 for rl)")
+                   help="planner-specific setting, repeatable "
+                        "(e.g. beam_width=4 for neuroshard, samples=8 for rl)")
     p.add_argument("-o", "--output", help="write the plan JSON here")
     p.add_argument("--list-algos", action="store_true", help="list the algorithms and exit")
     p.set_defaults(func=run)
@@ -43,7 +45,8 @@ def load_task(args: argparse.Namespace):
     if args.task:
         tasks = load_tasks(args.task)
         if not 0 <= args.task_index < len(tasks):
-            raise AutoshardError(f"--task-index {args.task_index} out of range: {args.task} has {len(tasks)} tasks")
+            raise AutoshardError(f"--task-index {args.task_index} out of range: "
+                                 f"{args.task} has {len(tasks)} tasks")
         return tasks[args.task_index]
     if not args.tables:
         raise AutoshardError("give --tables FILE with --devices N, or --task FILE")
@@ -75,14 +78,15 @@ def run(args: argparse.Namespace) -> int:
             print(f"{name:<20} {desc}")
         return 0
     from autoshard.costs.comm import AlphaBeta
-    from autoshard.costs.loading import load_cost_model, resolve_cost_model, with_comm
+    from autoshard.costs.loading import resolve_cost_model
+    from autoshard.pipeline.models import load_cost_model
     from autoshard.plan import format_report
     from autoshard.planners.heuristics import size_lookup_proxy
 
     task = load_task(args)
     cost_model = load_cost_model(args.cost_model) if args.cost_model else None
     if args.comm:
-        cost_model = with_comm(resolve_cost_model(cost_model), AlphaBeta.load(args.comm))
+        cost_model = resolve_cost_model(cost_model).with_comm(AlphaBeta.load(args.comm))
     options = PlannerOptions(seed=args.seed, cost_model=cost_model, policy_path=args.policy,
                              time_limit_s=args.time_limit, extra=parse_options(args.option))
     planner = make_planner(args.algo, options)
@@ -95,7 +99,8 @@ def run(args: argparse.Namespace) -> int:
     proxy = [sum(size_lookup_proxy(task.tables[s.table].with_dim(s.dim)) for s in dev)
              for dev in plan.device_shards(task)]
     print(format_report(plan, task, proxy))
-    print(f"planned in {plan.planning_time_s * 1000:.1f} ms; cost proxy = size_lookup (dim x pooling x log10 rows); "
+    print(f"planned in {plan.planning_time_s * 1000:.1f} ms; "
+          "cost proxy = size_lookup (dim x pooling x log10 rows); "
           f"costs estimated by {describe_cost_model(estimator)} (measure for real with 'autoshard evaluate')")
     if args.output:
         plan.save(args.output)

@@ -21,7 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tasks", required=True, help="training tasks file (autoshard tasks ...)")
     p.add_argument("-o", "--output", required=True, help="policy checkpoint to write, e.g. policy.pt")
     p.add_argument("--eval-tasks", help="held-out tasks to score the greedy policy on during training")
-    p.add_argument("--iterations", type=positive_int, default=300, help="policy-gradient updates (default 300)")
+    p.add_argument("--iterations", type=positive_int, default=300,
+                   help="policy-gradient updates (default 300)")
     p.add_argument("--samples", type=int, default=16, help="episodes sampled per task per update (>= 2)")
     p.add_argument("--tasks-per-iteration", type=positive_int, default=4, help="tasks per update (default 4)")
     p.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (default 1e-3)")
@@ -29,8 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--resume", action="store_true", help="continue the run saved in --output")
     p.add_argument("--refresh-with-real", metavar="DATASET_DIR",
-                   help="DreamShard loop: each round, measure the policy's plans of a few training tasks on the "
-                        "real kernels, add them to this profile directory, refit the cost model, train again")
+                   help="DreamShard loop: each round, measure the policy's plans of a few training tasks "
+                        "on the real kernels, add them to this profile directory, refit the cost model, "
+                        "train again")
     p.add_argument("--rounds", type=positive_int, default=3, help="refresh rounds (with --refresh-with-real)")
     p.add_argument("--refresh-tasks", type=positive_int, default=2,
                    help="training tasks measured per refresh round (with --refresh-with-real)")
@@ -41,8 +43,8 @@ def run(args: argparse.Namespace) -> int:
     import torch
     from tqdm import tqdm
 
-    from autoshard.costs.loading import load_cost_model
     from autoshard.errors import AutoshardError
+    from autoshard.pipeline.models import load_cost_model
     from autoshard.planners.rl.policy import TrainedPolicy
     from autoshard.planners.rl.train import TrainConfig, train
     from autoshard.tasks import load_tasks
@@ -75,15 +77,17 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         if args.refresh_with_real:
-            from autoshard.planners.rl.refresh import RefreshConfig, refresh_with_real
+            from autoshard.pipeline.refresh import RefreshConfig, refresh_with_real
 
             if resume is not None:
-                raise AutoshardError("--resume does not combine with --refresh-with-real; re-run the loop (its "
-                                     "measurements are kept in the dataset and not repeated)")
+                raise AutoshardError("--resume does not combine with --refresh-with-real; "
+                                     "re-run the loop (its measurements are kept in the dataset and "
+                                     "not repeated)")
             cost_path = str(Path(args.output).with_suffix(".costmodel.pt"))
             result = refresh_with_real(model, args.refresh_with_real, train_tasks, config,
-                                       RefreshConfig(args.rounds, args.refresh_tasks, seed=args.seed), eval_tasks,
-                                       checkpoint_path=args.output, cost_model_path=cost_path, progress=progress)
+                                       RefreshConfig(args.rounds, args.refresh_tasks, seed=args.seed),
+                                       eval_tasks, checkpoint_path=args.output,
+                                       cost_model_path=cost_path, progress=progress)
             policy = result.policy
             for r in result.rounds:
                 print(f"refresh round {r['round']}: measured {r['records_added']} devices "

@@ -17,17 +17,21 @@ def _add_measure_args(p: argparse.ArgumentParser) -> None:
                    help="optimizer fused into backward (default exact_sgd)")
     g.add_argument("--threads", type=positive_int, default=1, help="torch threads (default 1; see README)")
     g.add_argument("--warmup", type=int, default=3, help="untimed steps first (default 3)")
-    g.add_argument("--repeats", type=positive_int, default=10, help="timed steps; the median is kept (default 10)")
+    g.add_argument("--repeats", type=positive_int, default=10,
+                   help="timed steps; the median is kept (default 10)")
     g.add_argument("--rows-cap", type=positive_int, default=1_000_000,
                    help="most rows a table keeps for timing; lookups are folded mod it (default 1000000)")
     g.add_argument("--max-shard-bytes", default="2GiB",
-                   help="most weight bytes one shard allocates; rows are capped further to fit (default 2GiB)")
+                   help="most weight bytes one shard allocates; rows are capped further to fit "
+                        "(default 2GiB)")
     g.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where kernels run (default cpu)")
-    g.add_argument("--max-cv", type=float, default=0.10, help="re-measure when CV is above this (default 0.10)")
+    g.add_argument("--max-cv", type=float, default=0.10,
+                   help="re-measure when CV is above this (default 0.10)")
     g.add_argument("--max-tries", type=positive_int, default=3, help="most tries per measurement (default 3)")
     g.add_argument("--no-flush", action="store_true", help="do not evict caches between timed runs")
     g.add_argument("--statistic", choices=["median", "min"], default="median",
-                   help="summary of the timed runs: median (dedicated machine) or min (shared, noisy machine)")
+                   help="summary of the timed runs: median (dedicated machine) "
+                        "or min (shared, noisy machine)")
 
 
 def _settings(args: argparse.Namespace) -> Any:
@@ -62,8 +66,8 @@ def _use_local_gpu(rank: int) -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("profile", help="measure random table subsets on the real kernels (resumable)",
-                       description="Measure random shards of a table pool and append one record per sample to "
-                                   "OUT/shards-rank<R>.jsonl; re-run the same command to resume.")
+                       description="Measure random shards of a table pool and append one record per "
+                                   "sample to OUT/shards-rank<R>.jsonl; re-run the same command to resume.")
     p.add_argument("--tables", required=True, help="tables file (autoshard.tables) to profile")
     p.add_argument("--samples", type=positive_int, required=True, help="samples in the profile (all ranks)")
     p.add_argument("-o", "--output", required=True, help="profile directory (created; resumed if it exists)")
@@ -74,14 +78,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="probability a table of a sample is a column shard (default 0.2)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rank", type=int, default=None, help="this process's share (default $RANK or 0)")
-    p.add_argument("--world-size", type=int, default=None, help="processes sharing the work ($WORLD_SIZE or 1)")
+    p.add_argument("--world-size", type=int, default=None,
+                   help="processes sharing the work ($WORLD_SIZE or 1)")
     _add_measure_args(p)
     p.set_defaults(func=run_profile)
 
     c = sub.add_parser("profile-comm", help="measure the all-to-all and fit the comm model (resumable)",
-                       description="Time forward/backward all-to-all of pooled embeddings over D processes, "
-                                   "append to OUT/comm.jsonl and fit OUT/comm_model.json; or, with --topology, "
-                                   "derive the model from link bandwidths.")
+                       description="Time forward/backward all-to-all of pooled embeddings over D "
+                                   "processes, append to OUT/comm.jsonl and fit OUT/comm_model.json; "
+                                   "or, with --topology, derive the model from link bandwidths.")
     c.add_argument("-o", "--output", required=True, help="profile directory")
     c.add_argument("--devices", type=positive_int, default=2, help="processes (devices) D (default 2)")
     c.add_argument("--dim-sums", default="16,64,256,1024,4096", help="per-device dim sums to sweep")
@@ -94,8 +99,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.set_defaults(func=run_profile_comm)
 
     e = sub.add_parser("evaluate", help="measure a plan's per-device cost on the real kernels",
-                       description="Validate a plan against its task, time every device's fused shard, add "
-                                   "the all-to-all, print per-device costs and the plan cost (slowest device).")
+                       description="Validate a plan against its task, time every device's fused shard, "
+                                   "add the all-to-all, print per-device costs and the plan cost "
+                                   "(slowest device).")
     e.add_argument("--plan", required=True, help="plan file (autoshard plan -o ...)")
     src = e.add_mutually_exclusive_group()
     src.add_argument("--tables", help="tables file; all its tables form the task")
@@ -121,8 +127,8 @@ def run_profile(args: argparse.Namespace) -> int:
     check_rank(rank, world)
     pool = TablePool.load(args.tables)
     config = ProfileConfig(samples=args.samples, max_tables=args.max_tables, batch_size=args.batch_size,
-                           seed=args.seed, precision=Precision(args.precision), column_share=args.column_share,
-                           settings=_settings(args))
+                           seed=args.seed, precision=Precision(args.precision),
+                           column_share=args.column_share, settings=_settings(args))
     prepare_dir(pool, args.output, config)
     if config.settings.device.value == "cuda":
         _use_local_gpu(rank)
@@ -145,8 +151,8 @@ def _dim_sums(text: str) -> list[int]:
     try:
         values = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise AutoshardError(f"--dim-sums {text!r} must be a comma list of positive integers, e.g. 16,64,256") \
-            from None
+        raise AutoshardError(f"--dim-sums {text!r} must be a comma list of positive integers, "
+                             "e.g. 16,64,256") from None
     if not values or any(v <= 0 for v in values):
         raise AutoshardError(f"--dim-sums {text!r} must be a comma list of positive integers, e.g. 16,64,256")
     return values
@@ -197,7 +203,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from autoshard.cli.plan import load_task
     from autoshard.costs.comm import DEFAULT_COMM, AlphaBeta
     from autoshard.hardware.evaluator import evaluate_plan
-    from autoshard.hardware.host import host_info
+    from autoshard.host import host_info
     from autoshard.io import ARTEFACT_VERSION, write_json
     from autoshard.plan import Plan, format_report, validate
     from autoshard.tables.table import Precision

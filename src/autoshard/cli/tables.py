@@ -20,7 +20,8 @@ def dim_list(text: str) -> tuple[int, ...]:
 
 def _add_dims(p: argparse.ArgumentParser, default: int) -> None:
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--dim", type=positive_int, default=None, help=f"one dim for every table (default {default})")
+    g.add_argument("--dim", type=positive_int, default=None,
+                   help=f"one dim for every table (default {default})")
     g.add_argument("--dims", type=dim_list, default=None,
                    help="dims to choose from per table, seeded, e.g. 4,8,16,32,64,128 (NeuroShard)")
 
@@ -30,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     tsub = p.add_subparsers(dest="tables_command", metavar="SUBCOMMAND")
 
     s = tsub.add_parser("synth", help="synthetic DLRM-like pool matching the published trace statistics")
-    s.add_argument("--num-tables", type=positive_int, required=True, help="number of tables (856 as the trace)")
+    s.add_argument("--num-tables", type=positive_int, required=True,
+                   help="number of tables (856 as the trace)")
     s.add_argument("--seed", type=int, default=0, help="seed of every draw (same seed, same pool)")
     _add_dims(s, 16)
     s.add_argument("--stats-batch-size", type=positive_int, default=None,
@@ -88,12 +90,14 @@ def run_synth(args: argparse.Namespace) -> int:
                                progress=lambda k: bar.update(k - bar.n), checkpoint=str(checkpoint))
     pool.save(args.output)
     checkpoint.unlink(missing_ok=True)
-    print(f"wrote {args.output}: {_summary(pool)}, bins at batch {batch} ({time.perf_counter() - start:.1f} s)")
+    print(f"wrote {args.output}: {_summary(pool)}, bins at batch {batch} "
+          f"({time.perf_counter() - start:.1f} s)")
     return 0
 
 
 def run_from_trace(args: argparse.Namespace) -> int:
-    from autoshard.tables.trace import DEFAULT_TRACE_DIM, load_trace, trace_pool
+    from autoshard.tables.trace import DEFAULT_TRACE_DIM, trace_pool
+    from autoshard.tables.trace_file import load_trace
 
     start = time.perf_counter()
     trace = load_trace(args.trace)

@@ -1,8 +1,8 @@
 """``autoshard tasks``: sample train/test sharding tasks from a table pool (DreamShard's "DLRM-T (D)" scheme).
 
 The pool is split into disjoint train and test halves by ``--split-seed`` (the same for the train and the test
-call, so the halves never share a table); each task then samples ``--num-tables`` tables of one half (or of the
-whole pool with ``--split all``) onto ``--devices`` devices, drawn by ``--seed``.
+call, so the halves never share a table); each task then samples ``--num-tables`` tables of one half (or of
+the whole pool with ``--split all``) onto ``--devices`` devices, drawn by ``--seed``.
 """
 
 from __future__ import annotations
@@ -28,17 +28,21 @@ def _non_negative_float(text: str) -> float:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("tasks", help="sample train/test sharding tasks from a table pool", description=__doc__)
+    p = sub.add_parser("tasks", help="sample train/test sharding tasks from a table pool",
+                       description=__doc__)
     p.add_argument("--tables", required=True, help="table pool (autoshard tables synth/from-trace)")
-    p.add_argument("--num-tasks", type=positive_int, default=50, help="tasks to sample (default 50, as DreamShard)")
+    p.add_argument("--num-tasks", type=positive_int, default=50,
+                   help="tasks to sample (default 50, as DreamShard)")
     p.add_argument("--num-tables", type=positive_int, required=True, help="tables per task (T of DLRM-T (D))")
     p.add_argument("--devices", type=positive_int, required=True, help="devices per task (D of DLRM-T (D))")
-    p.add_argument("--memory", default="5GB", help="memory per device, e.g. 5GB (DreamShard), or one per device")
+    p.add_argument("--memory", default="5GB",
+                   help="memory per device, e.g. 5GB (DreamShard), or one per device")
     p.add_argument("--split", choices=SPLITS, default="train", help="which half of the pool to sample from")
     p.add_argument("--split-seed", type=int, default=0,
                    help="seed of the train/test split of the pool; keep it equal for train and test")
     p.add_argument("--seed", type=int, default=0, help="seed of the task sampling")
-    p.add_argument("--batch-size", type=positive_int, default=None, help="per-device batch size of the kernels")
+    p.add_argument("--batch-size", type=positive_int, default=None,
+                   help="per-device batch size of the kernels")
     p.add_argument("--precision", choices=("fp32", "fp16"), default="fp32", help="embedding weight precision")
     p.add_argument("--optimizer-bytes", type=_non_negative_float, default=0.0,
                    help="optimizer state bytes per weight element (0 for SGD, 4 for fp32 Adagrad)")
@@ -84,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     }
     save_tasks(args.output, tasks, settings)
     mem = format_bytes(memory[0]) if len(set(memory)) == 1 else ",".join(format_bytes(m) for m in memory)
-    print(f"wrote {args.output}: {len(tasks)} {args.split} tasks of {args.num_tables} tables on {args.devices} "
-          f"devices x {mem}, from {len(part.tables)} of {len(pool.tables)} pool tables (split seed "
-          f"{args.split_seed})", file=sys.stdout)
+    print(f"wrote {args.output}: {len(tasks)} {args.split} tasks of {args.num_tables} tables on "
+          f"{args.devices} devices x {mem}, from {len(part.tables)} of {len(pool.tables)} pool tables "
+          f"(split seed {args.split_seed})", file=sys.stdout)
     return 0

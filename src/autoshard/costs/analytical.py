@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from autoshard.costs.breakdown import ShardRef
 from autoshard.costs.comm import DEFAULT_COMM, AlphaBeta
+from autoshard.shards import ShardRef
 from autoshard.tasks import Task
 
 _POOLING_CACHE: dict[int, tuple[weakref.ref, np.ndarray]] = {}
@@ -35,7 +35,8 @@ def _pooling_factors(task: Task) -> np.ndarray:
 
 @dataclass(frozen=True)
 class AnalyticalCostModel:
-    """fwd = launch + lookup bytes / fwd bandwidth; bwd = launch + lookup bytes / bwd bandwidth; comm alpha-beta.
+    """fwd = launch + lookup bytes / fwd bandwidth; bwd = launch + lookup bytes / bwd bandwidth; comm
+    alpha-beta.
 
     Lookup bytes of a shard = batch x pooling factor x dim x element bytes (each looked-up row is read, and in
     backward read and written) plus the pooled output batch x dim x element bytes.
@@ -56,29 +57,40 @@ class AnalyticalCostModel:
 
     @staticmethod
     def shard_bytes(task: Task, shard: ShardRef) -> float:
+        """Bytes a shard's kernels move per step. A row shard is looked up its share of the rows x the pooling
+        factor per sample (the uniform estimate) and still writes a (partial) pooled output for every
+        sample."""
         t = task.tables[shard.table]
-        return task.batch_size * (t.pooling_factor + 1.0) * shard.dim * task.precision.bytes
+        lookups = t.pooling_factor * shard.row_fraction(t.rows)
+        return task.batch_size * (lookups + 1.0) * shard.dim * task.precision.bytes
 
     def device_costs(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> np.ndarray:
-        # Vectorised (planners price thousands of candidate devices per call); the arithmetic is shard_bytes's,
-        # in the same order, and np.bincount adds each device's shards sequentially like sum(), so results are
-        # bit-identical to the per-shard loop.
+        # Vectorised (planners price thousands of candidate devices per call); the arithmetic is
+        # shard_bytes's, in the same order, and np.bincount adds each device's shards sequentially like
+        # sum(), so results are bit-identical to the per-shard loop.
         out = np.zeros((len(devices), 3))
         counts = np.fromiter((len(shards) for shards in devices), dtype=np.int64, count=len(devices))
-        if counts.sum() == 0:
+        total = int(counts.sum())
+        if total == 0:
             return out
-        flat = np.fromiter(chain.from_iterable(chain.from_iterable(devices)), dtype=np.int64,
-                           count=2 * int(counts.sum())).reshape(-1, 2)
+        flat = list(chain.from_iterable(devices))
+        table = np.fromiter((s.table for s in flat), dtype=np.int64, count=total)
+        dims = np.fromiter((s.dim for s in flat), dtype=np.int64, count=total)
         owner = np.repeat(np.arange(len(devices)), counts)
-        pooling = _pooling_factors(task)[flat[:, 0]]
-        shard_bytes = task.batch_size * (pooling + 1.0) * flat[:, 1] * task.precision.bytes
+        pooling = _pooling_factors(task)[table]
+        if any(s.row_start or s.row_end is not None for s in flat):
+            pooling = pooling * np.array([s.row_fraction(task.tables[s.table].rows) for s in flat])
+        shard_bytes = task.batch_size * (pooling + 1.0) * dims * task.precision.bytes
         nbytes = np.bincount(owner, weights=shard_bytes, minlength=len(devices))
-        dim_sum = np.bincount(owner, weights=flat[:, 1], minlength=len(devices))
+        dim_sum = np.bincount(owner, weights=dims, minlength=len(devices))
         used = counts > 0
         out[used, 0] = self.fwd_launch_ms + nbytes[used] / self.fwd_bytes_per_ms
         out[used, 1] = self.bwd_launch_ms + nbytes[used] / self.bwd_bytes_per_ms
         out[:, 2] = self.comm.device_comm_ms(dim_sum, task.batch_size, task.num_devices, task.precision.bytes)
         return out
+
+    def accumulator(self, task: Task, num_envs: int) -> AnalyticalAccumulator:
+        return AnalyticalAccumulator(self, task, num_envs)
 
     def fit(self, lookup_bytes: np.ndarray, fwd_ms: np.ndarray, bwd_ms: np.ndarray) -> AnalyticalCostModel:
         """Least-squares launch and bandwidth for fwd and bwd from measured shards (their lookup bytes)."""
@@ -90,8 +102,8 @@ class AnalyticalCostModel:
                        name="analytical-fitted")
 
     def fit_from_dataset(self, dataset: Any, records: Sequence[Any] | None = None) -> AnalyticalCostModel:
-        """``fit`` on profiled records (``autoshard.hardware.profiler.CostDataset``; default: all of them), and
-        take the dataset's measured alpha-beta comm model when it has one."""
+        """``fit`` on profiled records (``autoshard.hardware.profiler.CostDataset``; default: all of them),
+        and take the dataset's measured alpha-beta comm model when it has one."""
         from autoshard.errors import AutoshardError
         from autoshard.tables.table import Precision
 
@@ -103,5 +115,34 @@ class AnalyticalCostModel:
             r.batch_size * Precision(r.settings.get("precision", "fp32")).bytes
             * sum((tables[n].pooling_factor + 1.0) * d for n, d in zip(r.tables, r.dims))
             for r in records])
-        fitted = self.fit(nbytes, np.array([r.fwd_ms for r in records]), np.array([r.bwd_ms for r in records]))
+        fitted = self.fit(nbytes, np.array([r.fwd_ms for r in records]),
+                          np.array([r.bwd_ms for r in records]))
         return fitted if dataset.comm is None else replace(fitted, comm=dataset.comm)
+
+
+class AnalyticalAccumulator:
+    """The roofline model is additive in lookup bytes and dim sum, so a device is two running sums and every
+    candidate of every episode is priced at once. Equals ``device_costs`` of the same contents (tested)."""
+
+    def __init__(self, model: AnalyticalCostModel, task: Task, num_envs: int) -> None:
+        self.model, self.task = model, task
+        self.nbytes = np.zeros((num_envs, task.num_devices))
+        self.dims = np.zeros((num_envs, task.num_devices))
+        self.count = np.zeros((num_envs, task.num_devices), dtype=np.int64)
+
+    def _costs(self, nbytes: np.ndarray, dims: np.ndarray, used: np.ndarray) -> np.ndarray:
+        m, task = self.model, self.task
+        out = np.zeros(nbytes.shape + (3,))
+        out[..., 0] = np.where(used, m.fwd_launch_ms + nbytes / m.fwd_bytes_per_ms, 0.0)
+        out[..., 1] = np.where(used, m.bwd_launch_ms + nbytes / m.bwd_bytes_per_ms, 0.0)
+        out[..., 2] = m.comm.device_comm_ms(dims, task.batch_size, task.num_devices, task.precision.bytes)
+        return out
+
+    def costs_if_added(self, shard: ShardRef) -> np.ndarray:
+        b = self.model.shard_bytes(self.task, shard)
+        return self._costs(self.nbytes + b, self.dims + shard.dim, np.ones_like(self.count, dtype=bool))
+
+    def add(self, env: int, device: int, shard: ShardRef) -> None:
+        self.nbytes[env, device] += self.model.shard_bytes(self.task, shard)
+        self.dims[env, device] += shard.dim
+        self.count[env, device] += 1

@@ -38,17 +38,16 @@ class AlphaBeta:
     def all_to_all_ms(self, bytes_sent: float) -> float:
         return self.alpha_ms + bytes_sent / self.bytes_per_ms
 
-    def device_comm_ms(self, dim_sum: float | np.ndarray, batch_size: int, num_devices: int,
-                       elem_bytes: int = 4) -> float | np.ndarray:
-        """Forward + backward all-to-all time of a device (or of an array of devices' dim sums); 0 on one device
-        or with nothing placed."""
-        d = np.asarray(dim_sum, dtype=np.float64)
+    def device_comm_ms(self, dim_sum: Any, batch_size: int, num_devices: int, elem_bytes: int = 4) -> Any:
+        """Forward + backward all-to-all time of a device whose shards' dims add up to ``dim_sum``: the one
+        place this formula lives. ``dim_sum`` may be a number, a numpy array or a torch tensor (the result is
+        of the same kind, so planners and the learned model call it on their own arrays); 0 on one device or
+        with nothing placed."""
         if num_devices <= 1:
-            ms = np.zeros_like(d)
-        else:
-            ms = np.where(d > 0, 2.0 * self.all_to_all_ms(all_to_all_bytes(d, batch_size, num_devices, elem_bytes)),
-                          0.0)
-        return float(ms) if ms.ndim == 0 else ms
+            return dim_sum * 0.0
+        per_dim_ms = all_to_all_bytes(1.0, batch_size, num_devices, elem_bytes) / self.bytes_per_ms
+        ms = (dim_sum > 0) * (2.0 * self.alpha_ms + (2.0 * per_dim_ms) * dim_sum)
+        return float(ms) if isinstance(dim_sum, (int, float)) else ms
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": "autoshard.comm_model", "version": ARTEFACT_VERSION, "alpha_ms": self.alpha_ms,
@@ -65,5 +64,6 @@ class AlphaBeta:
         return AlphaBeta(float(d["alpha_ms"]), float(d["bytes_per_ms"]), str(d.get("source", "")))
 
 
-DEFAULT_COMM = AlphaBeta(alpha_ms=0.2, bytes_per_ms=1.0e6, source="default: gloo on loopback, order of magnitude")
+DEFAULT_COMM = AlphaBeta(alpha_ms=0.2, bytes_per_ms=1.0e6,
+                         source="default: gloo on loopback, order of magnitude")
 """Uncalibrated: ~0.2 ms per collective and ~1 GB/s, the order seen for gloo between processes on one host."""

@@ -14,7 +14,6 @@ from pathlib import Path
 
 from autoshard.costs.analytical import AnalyticalCostModel
 from autoshard.costs.base import CostModel
-from autoshard.costs.comm import AlphaBeta
 
 log = logging.getLogger(__name__)
 
@@ -25,24 +24,11 @@ SHIPPED_POLICY = SHIPPED_DIR / "default_policy.pt"
 """RL policy trained against SHIPPED_COST_MODEL on that run's DLRM-20 (4) train tasks."""
 
 
-MEASURED_SPEC = "measured"
-"""Plan with the real evaluator itself: every cost a planner asks for is timed on this machine's kernels.
-Only planners that ask for few costs are practical with it (``ilp`` prices each table alone plus a few pairs;
-the search planners price thousands of candidate devices). ``measured:PATH`` adds a comm model file."""
-
-
 def load_cost_model(spec: str) -> CostModel:
-    """``'analytical'`` gives the roofline estimator, ``'measured'`` (or ``'measured:comm_model.json'``) the
-    real kernels with default measure settings; anything else is a learned checkpoint path."""
+    """``'analytical'`` gives the roofline estimator; anything else is a learned checkpoint path. The real
+    kernels (``'measured'``) are ``autoshard.pipeline.models.load_cost_model``'s."""
     if spec == "analytical":
         return AnalyticalCostModel()
-    if spec == MEASURED_SPEC or spec.startswith(MEASURED_SPEC + ":"):
-        from autoshard.costs.comm import DEFAULT_COMM, AlphaBeta
-        from autoshard.hardware.evaluator import MeasuredCostModel
-        from autoshard.hardware.kernel import MeasureSettings
-
-        comm_path = spec.partition(":")[2]
-        return MeasuredCostModel(MeasureSettings(), AlphaBeta.load(comm_path) if comm_path else DEFAULT_COMM)
     from autoshard.costs.learned import LearnedCostModel
 
     return LearnedCostModel.load(spec)
@@ -65,13 +51,6 @@ def describe_cost_model(model: CostModel) -> str:
     """One line naming a model and, for a learned one, the hardware and settings it was trained on."""
     describe = getattr(model, "describe_hardware", None)
     return f"{model.name} ({describe()})" if callable(describe) else model.name
-
-
-def with_comm(model: CostModel, comm: AlphaBeta) -> CostModel:
-    """``model`` with its all-to-all priced by ``comm``, the alpha-beta fit of the cluster being planned
-    (``autoshard profile-comm --devices D``); a model that has no alpha-beta part is returned as it is."""
-    swap = getattr(model, "with_comm", None)
-    return swap(comm) if callable(swap) else model
 
 
 def resolve_cost_model(model: CostModel | None) -> CostModel:

@@ -1,11 +1,13 @@
-"""Measure the all-to-all of pooled embeddings for real, fit an alpha-beta model, or derive one from a topology.
+"""Measure the all-to-all of pooled embeddings for real, fit an alpha-beta model,
+or derive one from a topology.
 
-Measurement: D processes on this host (gloo over 127.0.0.1 on a free port chosen at run time; NCCL when
-CUDA devices are there), each holding the pooled embeddings of its shards for the global batch
-(``batch_size x dim_sum``) and sending ``batch_size / D`` rows to every rank with
-``dist.all_to_all_single``; the backward is the reverse all-to-all of the gradients (what the autograd of
-TorchRec's all-to-all runs), timed separately. Before each step the ranks meet at a barrier; a step's time is the slowest
-rank's (a collective ends when the last rank ends), and the median over repeats is recorded.
+Measurement: D processes on this host (``autoshard.hardware.multiprocess``: gloo over 127.0.0.1 on a free port
+chosen at run time; NCCL, one GPU per rank, when CUDA devices are there), each holding the pooled embeddings
+of its shards for the global batch (``batch_size x dim_sum``) and sending ``batch_size / D`` rows to every
+rank with ``dist.all_to_all_single``; the backward is the reverse all-to-all of the gradients (what the
+autograd of TorchRec's all-to-all runs), timed separately. Before each step the ranks meet at a barrier; a
+step's time is the slowest rank's (a collective ends when the last rank ends), and the median over repeats is
+recorded.
 
 Topology file (for hardware you don't have; JSON, ``kind: autoshard.topology``, ``version: 1``)::
 
@@ -24,14 +26,10 @@ is an :class:`AlphaBeta` valid for that D.
 from __future__ import annotations
 
 import logging
-import os
-import queue as queue_mod
-import socket
-import threading
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import closing
 from dataclasses import asdict, dataclass
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +38,7 @@ import numpy as np
 from autoshard.costs.comm import AlphaBeta, all_to_all_bytes
 from autoshard.errors import AutoshardError
 from autoshard.hardware.jsonl import append_jsonl, read_jsonl, repair_tail
+from autoshard.hardware.multiprocess import RankContext, check_world, resolve_backend, stream_from_ranks
 from autoshard.io import ARTEFACT_VERSION, check_finite, read_json
 
 log = logging.getLogger(__name__)
@@ -83,31 +82,12 @@ class CommRecord:
     @staticmethod
     def from_json(d: dict[str, Any]) -> CommRecord:
         try:
-            return CommRecord(int(d["num_devices"]), int(d["dim_sum"]), int(d["batch_size"]), int(d["elem_bytes"]),
-                              float(d["bytes_sent"]), float(d["fwd_ms"]), float(d["bwd_ms"]), float(d["fwd_cv"]),
-                              float(d["bwd_cv"]), str(d["backend"]), dict(d.get("host", {})))
+            return CommRecord(int(d["num_devices"]), int(d["dim_sum"]), int(d["batch_size"]),
+                              int(d["elem_bytes"]), float(d["bytes_sent"]), float(d["fwd_ms"]),
+                              float(d["bwd_ms"]), float(d["fwd_cv"]), float(d["bwd_cv"]), str(d["backend"]),
+                              dict(d.get("host", {})))
         except (KeyError, TypeError, ValueError) as e:
             raise AutoshardError(f"comm record lacks or has a bad field ({e}); re-run profile-comm") from None
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 free right now (the OS picks it), so parallel runs never collide on 29500."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def resolve_backend(backend: str) -> str:
-    """'auto' -> nccl when CUDA devices are visible, else gloo."""
-    import torch
-
-    if backend == "auto":
-        return "nccl" if torch.cuda.is_available() else "gloo"
-    if backend not in ("gloo", "nccl"):
-        raise AutoshardError(f"backend {backend!r} unknown; use auto, gloo or nccl")
-    if backend == "nccl" and torch.cuda.device_count() < 1:
-        raise AutoshardError("backend nccl needs CUDA devices; use --backend gloo")
-    return backend
 
 
 def _cv(x: np.ndarray) -> float:
@@ -115,71 +95,48 @@ def _cv(x: np.ndarray) -> float:
     return float(np.std(x) / m) if m > 0 else 0.0
 
 
-def _worker(rank: int, world: int, port: int, backend: str, dim_sums: Sequence[int], batch_size: int,
-            elem_bytes: int, warmup: int, repeats: int, timeout_s: float, results: Any) -> None:
-    """One rank: time forward and backward all-to-all for every dim sum; rank 0 reports the slowest rank."""
+def _worker(ctx: RankContext, dim_sums: Sequence[int], batch_size: int, elem_bytes: int, warmup: int,
+            repeats: int) -> None:
+    """One rank: time forward and backward all-to-all for every dim sum; rank 0 sends the slowest rank's."""
     import torch
     import torch.distributed as dist
 
     torch.set_num_threads(1)
-    _exit_with_parent()
-    try:
-        dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                                timeout=timedelta(seconds=timeout_s))
-        cuda = backend == "nccl"
-        device = torch.device(f"cuda:{rank % torch.cuda.device_count()}") if cuda else torch.device("cpu")
+    device, world = ctx.device, ctx.world_size
+    cuda = device.type == "cuda"
+    dtype = {4: torch.float32, 2: torch.float16}[elem_bytes]
+    per_rank = batch_size // world
+
+    def sync() -> None:
         if cuda:
-            torch.cuda.set_device(device)
-        dtype = {4: torch.float32, 2: torch.float16}[elem_bytes]
-        per_rank = batch_size // world
+            torch.cuda.synchronize(device)
 
-        def sync() -> None:
-            if cuda:
-                torch.cuda.synchronize(device)
-
-        for dim_sum in dim_sums:
-            n = per_rank * world * dim_sum
-            x = torch.randn(n, device=device).to(dtype)  # pooled embeddings of this rank's shards
-            out = torch.empty_like(x)
-            g = torch.randn(n, device=device).to(dtype)  # gradients of the pooled embeddings it received
-            grad_in = torch.empty_like(g)
-            times = np.zeros((warmup + repeats, 2))
-            for k in range(warmup + repeats):
-                dist.barrier()
-                sync()
-                t0 = time.perf_counter()
-                dist.all_to_all_single(out, x)
-                sync()
-                t1 = time.perf_counter()
-                dist.barrier()
-                sync()
-                t2 = time.perf_counter()
-                dist.all_to_all_single(grad_in, g)  # backward: the reverse all-to-all of the gradients
-                sync()
-                t3 = time.perf_counter()
-                times[k] = ((t1 - t0) * 1e3, (t3 - t2) * 1e3)
-            slowest = torch.tensor(times[warmup:], dtype=torch.float64, device=device)
-            dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-            if rank == 0:
-                results.put(("point", dim_sum, slowest.cpu().numpy().tolist()))
-        dist.barrier()
-        dist.destroy_process_group()
-    except Exception as e:
-        results.put(("error", rank, f"{type(e).__name__}: {e}"))
-        raise
-
-
-def _exit_with_parent() -> None:
-    """Exit if the parent dies (killed without clean-up), instead of waiting out the collective timeout."""
-    parent = os.getppid()
-
-    def watch() -> None:
-        while True:
-            time.sleep(1.0)
-            if os.getppid() != parent:
-                os._exit(1)
-
-    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
+    for dim_sum in dim_sums:
+        n = per_rank * world * dim_sum
+        x = torch.randn(n, device=device).to(dtype)  # pooled embeddings of this rank's shards
+        out = torch.empty_like(x)
+        g = torch.randn(n, device=device).to(dtype)  # gradients of the pooled embeddings it received
+        grad_in = torch.empty_like(g)
+        times = np.zeros((warmup + repeats, 2))
+        for k in range(warmup + repeats):
+            dist.barrier()
+            sync()
+            t0 = time.perf_counter()
+            dist.all_to_all_single(out, x)
+            sync()
+            t1 = time.perf_counter()
+            dist.barrier()
+            sync()
+            t2 = time.perf_counter()
+            dist.all_to_all_single(grad_in, g)  # backward: the reverse all-to-all of the gradients
+            sync()
+            t3 = time.perf_counter()
+            times[k] = ((t1 - t0) * 1e3, (t3 - t2) * 1e3)
+        slowest = torch.tensor(times[warmup:], dtype=torch.float64, device=device)
+        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+        if ctx.rank == 0:
+            ctx.send((dim_sum, slowest.cpu().numpy().tolist()))
+    dist.barrier()  # no rank leaves while another is still in the last collective
 
 
 def measure_all_to_all(
@@ -196,9 +153,7 @@ def measure_all_to_all(
 
     The processes are always stopped on return, on error, on Ctrl-C and after ``timeout_s`` without progress.
     """
-    import torch.multiprocessing as mp
-
-    from autoshard.hardware.host import host_info
+    from autoshard.host import host_info
 
     if num_devices < 2:
         raise AutoshardError(f"an all-to-all needs at least 2 devices, got {num_devices}")
@@ -209,70 +164,28 @@ def measure_all_to_all(
     if not dim_sums or any(int(s) <= 0 for s in dim_sums):
         raise AutoshardError(f"dim sums {list(dim_sums)} must be positive integers")
     backend = resolve_backend(backend)
-    ctx = mp.get_context("spawn")
-    results = ctx.Queue()
-    port = free_port()
-    procs = [ctx.Process(target=_worker, daemon=True,
-                         args=(r, num_devices, port, backend, list(map(int, dim_sums)), batch_size, elem_bytes,
-                               warmup, repeats, timeout_s, results))
-             for r in range(num_devices)]
+    check_world(backend, num_devices)
     host = dict(host_info("cuda" if backend == "nccl" else "cpu"), comm_backend=backend)
-    try:
-        for p in procs:
-            p.start()
-        for _ in dim_sums:
-            msg = _next_message(results, procs, timeout_s)
-            if msg[0] == "error":
-                raise AutoshardError(f"all-to-all rank {msg[1]} failed ({msg[2]}); re-run, or try --backend gloo")
-            _, dim_sum, runs = msg
+    points = stream_from_ranks(_worker, num_devices,
+                               (list(map(int, dim_sums)), batch_size, elem_bytes, warmup, repeats),
+                               backend=backend, idle_timeout_s=timeout_s, what="all-to-all",
+                               timeout_hint="re-run profile-comm, or try --backend gloo")
+    with closing(points):
+        for _, (dim_sum, runs) in points:
             arr = np.asarray(runs)
             yield CommRecord(num_devices, int(dim_sum), batch_size, elem_bytes,
                              all_to_all_bytes(dim_sum, batch_size // num_devices * num_devices, num_devices,
                                               elem_bytes),
                              float(np.median(arr[:, 0])), float(np.median(arr[:, 1])), _cv(arr[:, 0]),
                              _cv(arr[:, 1]), backend, host)
-        for p in procs:
-            p.join(timeout=30)
-    finally:
-        _stop(procs)
-        results.close()
-
-
-def _next_message(results: Any, procs: Sequence[Any], timeout_s: float) -> tuple[Any, ...]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            return results.get(timeout=0.5)
-        except queue_mod.Empty:
-            dead = [p for p in procs if p.exitcode not in (None, 0)]
-            if dead:
-                time.sleep(0.5)  # let its error message arrive first
-                try:
-                    return results.get_nowait()
-                except queue_mod.Empty:
-                    raise AutoshardError(
-                        f"an all-to-all process exited with code {dead[0].exitcode}; re-run profile-comm"
-                    ) from None
-    raise AutoshardError(f"no all-to-all result within {timeout_s:.0f} s; the processes were stopped, re-run")
-
-
-def _stop(procs: Sequence[Any]) -> None:
-    """Terminate (then kill) every process still alive; only the ones this sweep started."""
-    started = [p for p in procs if p.pid is not None]
-    for p in started:
-        if p.is_alive():
-            p.terminate()
-    for p in started:
-        p.join(timeout=5)
-        if p.is_alive():
-            p.kill()
-            p.join(timeout=5)
 
 
 def fit_alpha_beta(records: Sequence[CommRecord], source: str | None = None) -> AlphaBeta:
-    """Least-squares latency (>= 0) and bandwidth over every record's forward and backward time vs bytes sent."""
+    """Least-squares latency (>= 0) and bandwidth over every record's forward and backward time vs bytes
+    sent."""
     if len({r.bytes_sent for r in records}) < 2:
-        raise AutoshardError("fitting the comm model needs at least 2 distinct message sizes; sweep more dim sums")
+        raise AutoshardError("fitting the comm model needs at least 2 distinct message sizes; "
+                             "sweep more dim sums")
     x = np.array([r.bytes_sent for r in records for _ in (0, 1)], dtype=np.float64)
     y = np.array([t for r in records for t in (r.fwd_ms, r.bwd_ms)], dtype=np.float64)
     # plain least squares in ms: a plan's cost adds comm ms to compute ms, and its slowest devices are the
@@ -302,7 +215,8 @@ def profile_comm(out_dir: str | Path, num_devices: int, dim_sums: Sequence[int] 
                  backend: str = "auto") -> Iterator[CommRecord]:
     """Measure the sweep points not yet in ``out_dir/comm.jsonl``, appending (fsynced) each as it arrives.
 
-    Call :func:`fit_alpha_beta` on :func:`load_comm_records` afterwards (the CLI does, writing comm_model.json).
+    Call :func:`fit_alpha_beta` on :func:`load_comm_records` afterwards (the CLI does, writing
+    comm_model.json).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -348,7 +262,8 @@ class Topology:
         latency_us = self.inter_host.latency_us if f_inter > 0 else self.intra_host.latency_us
         return AlphaBeta(latency_us / 1e3, 1.0 / ms_per_byte,
                          f"topology: {num_devices} devices, {self.devices_per_host}/host, "
-                         f"intra {self.intra_host.bandwidth_gbps} GB/s, inter {self.inter_host.bandwidth_gbps} GB/s")
+                         f"intra {self.intra_host.bandwidth_gbps} GB/s, "
+                         f"inter {self.inter_host.bandwidth_gbps} GB/s")
 
 
 def load_topology(path: str) -> Topology:

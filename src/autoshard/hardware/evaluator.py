@@ -14,10 +14,12 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from autoshard.costs.breakdown import PlanCost, ShardRef
+from autoshard.breakdown import PlanCost
+from autoshard.costs.base import ContentsAccumulator
 from autoshard.costs.comm import DEFAULT_COMM, AlphaBeta
 from autoshard.hardware.kernel import MeasureSettings, measure_shard
 from autoshard.plan import Plan, validate
+from autoshard.shards import ShardRef
 from autoshard.tasks import Task
 
 log = logging.getLogger(__name__)
@@ -43,11 +45,15 @@ class MeasuredCostModel:
         self._cache: dict[tuple[object, ...], tuple[float, float]] = {}
 
     def with_comm(self, comm: AlphaBeta) -> MeasuredCostModel:
-        """Measuring with the same settings, the all-to-all priced by ``comm``."""
-        return MeasuredCostModel(self.settings, comm)
+        """Measuring with the same settings, the all-to-all priced by ``comm``; devices already measured are
+        not measured again (the kernels' timings do not depend on the comm model)."""
+        other = MeasuredCostModel(self.settings, comm)
+        other._cache = self._cache
+        return other
 
     def _key(self, task: Task, shards: Sequence[ShardRef]) -> tuple[object, ...]:
-        contents = tuple(sorted((task.tables[s.table].name, s.dim) for s in shards))
+        contents = tuple(sorted((task.tables[s.table].name, s.dim, s.row_start, -1 if s.row_end is None
+                                 else s.row_end) for s in shards))
         return (task.batch_size, task.precision.value, contents)
 
     def compute_ms(self, task: Task, shards: Sequence[ShardRef]) -> tuple[float, float]:
@@ -61,6 +67,9 @@ class MeasuredCostModel:
                      len(shards), t.fwd_ms, t.fwd_cv, t.bwd_ms, t.bwd_cv, t.tries)
             self._cache[key] = (t.fwd_ms, t.bwd_ms)
         return self._cache[key]
+
+    def accumulator(self, task: Task, num_envs: int) -> ContentsAccumulator:
+        return ContentsAccumulator(self, task, num_envs)
 
     def device_costs(self, task: Task, devices: Sequence[Sequence[ShardRef]],
                      progress: Progress | None = None) -> np.ndarray:

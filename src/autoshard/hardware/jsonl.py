@@ -1,4 +1,5 @@
-"""Append-only JSON-lines files: one record a line, each append flushed and fsynced, a torn last line tolerated.
+"""Append-only JSON-lines files: one record a line, each append flushed and fsynced,
+a torn last line tolerated.
 
 A crash or Ctrl-C while a line is being written leaves at most that one line incomplete. Readers skip it;
 ``repair_tail`` cuts it off before a writer appends again, so the next record starts on a fresh line.
@@ -57,8 +58,8 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
             if i == len(lines) - 1:  # no newline after it: the write was cut off
                 log.warning("%s: skipping an incomplete last line", p)
                 continue
-            raise AutoshardError(f"{p}:{i + 1}: not a JSON record; delete that line and re-run to re-measure it") \
-                from None
+            raise AutoshardError(f"{p}:{i + 1}: not a JSON record; "
+                                 "delete that line and re-run to re-measure it") from None
         if not isinstance(obj, dict):
             raise AutoshardError(f"{p}:{i + 1}: expected a JSON object per line; delete that line")
         out.append(obj)

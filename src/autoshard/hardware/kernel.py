@@ -1,4 +1,5 @@
-"""Time one device's embedding work for real: FBGEMM's fused table-batched embedding bag, forward and backward.
+"""Time one device's embedding work for real: FBGEMM's fused table-batched embedding bag,
+forward and backward.
 
 All the shards on a device run as ONE ``SplitTableBatchedEmbeddingBagsCodegen`` op, as TorchRec's fused kernel
 runs them, with the optimizer update fused into the backward. Each shard is a table (or a column shard of it:
@@ -16,6 +17,11 @@ distinct seeded lookup batches; forward and backward are timed separately and th
 each (training runs the dense layers in between, which evict the embedding rows). Reported: the median and
 the coefficient of variation (std / mean). A measurement whose CV is above ``max_cv`` is repeated, up to
 ``max_tries`` times, and the least noisy try is kept (``ShardTiming.tries`` says how many were made).
+
+Backend (``settings.backend``): ``fbgemm`` times the TBE above; ``torch`` times
+``autoshard.hardware.torch_backend.FusedEmbeddingBags``, the same fused op (same inputs, outputs and optimizer
+semantics) in plain torch ops, for hosts with torch but no fbgemm_gpu. The protocol is identical; only the
+fbgemm path imports fbgemm_gpu.
 """
 
 from __future__ import annotations
@@ -30,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from autoshard.costs.breakdown import ShardRef
 from autoshard.errors import AutoshardError
+from autoshard.shards import ShardRef
 from autoshard.tables.lookups import sample_lookups
 from autoshard.tables.table import Precision
 from autoshard.tasks import Task
@@ -47,6 +53,9 @@ GPU_FLUSH_MIN_BYTES = 256 * 2**20
 
 FBGEMM_DIM_MULTIPLE = 4
 """FBGEMM's split TBE asserts every embedding dim is a multiple of 4 (construct_split_state)."""
+
+LEARNING_RATE = 0.01
+"""Learning rate of the fused optimizer (either backend); it changes no timing."""
 
 WEIGHT_INIT_RANGE = 0.01
 """Weights are initialised uniform in +-this, writing every page (FBGEMM's CPU default leaves zeros, whose
@@ -67,7 +76,8 @@ class Statistic(str, Enum):
     """The typical step time: right on a dedicated machine."""
     MIN = "min"
     """The fastest run: on a shared machine contention only ever adds time, so the minimum is the stable
-    estimate of the uncontended cost (the same shard re-timed under load varied 4-15x in median, <1.4x in min)."""
+    estimate of the uncontended cost (the same shard re-timed under load varied 4-15x in median, <1.4x in
+    min)."""
 
 
 class DeviceKind(str, Enum):
@@ -77,6 +87,15 @@ class DeviceKind(str, Enum):
     CUDA = "cuda"
 
 
+class KernelBackend(str, Enum):
+    """Which implementation of the fused embedding-bag op is timed."""
+
+    FBGEMM = "fbgemm"
+    """FBGEMM's SplitTableBatchedEmbeddingBagsCodegen (what TorchRec runs); needs fbgemm_gpu."""
+    TORCH = "torch"
+    """``torch_backend.FusedEmbeddingBags``: plain torch ops, for hosts without fbgemm_gpu."""
+
+
 @dataclass(frozen=True)
 class MeasureSettings:
     """How a shard is timed. Batch size and precision come from the Task; everything else is here."""
@@ -84,7 +103,8 @@ class MeasureSettings:
     optimizer: Optimizer = Optimizer.EXACT_SGD
     """Optimizer fused into backward: exact SGD or exact row-wise Adagrad (TorchRec's common choices)."""
     threads: int = 1
-    """torch intra-op threads (CPU). 1: with 2 threads FBGEMM's CPU backward adds ~70 ms/table (shared README)."""
+    """torch intra-op threads (CPU). 1: with 2 threads FBGEMM's CPU backward adds ~70 ms/table (shared
+    README)."""
     warmup: int = 3
     """Untimed steps before timing (first-call allocation, page faults)."""
     repeats: int = 10
@@ -109,14 +129,18 @@ class MeasureSettings:
     """Evict caches before every timed fwd and bwd by writing a buffer larger than the last-level cache."""
     cpu_flush_bytes: int = CPU_FLUSH_BYTES
     """Size of the CPU flush buffer."""
+    backend: KernelBackend = KernelBackend.FBGEMM
+    """fbgemm (the TBE) or torch (torch_backend, no fbgemm_gpu needed); settings JSON without it is fbgemm."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "optimizer", _enum(Optimizer, self.optimizer, "optimizer"))
         object.__setattr__(self, "device", _enum(DeviceKind, self.device, "device"))
         object.__setattr__(self, "statistic", _enum(Statistic, self.statistic, "statistic"))
+        object.__setattr__(self, "backend", _enum(KernelBackend, self.backend, "backend"))
         for name in ("threads", "repeats", "rows_cap", "max_shard_bytes", "num_batches", "max_tries"):
             if int(getattr(self, name)) <= 0:
-                raise AutoshardError(f"measure setting {name}={getattr(self, name)} must be a positive integer")
+                raise AutoshardError(f"measure setting {name}={getattr(self, name)} "
+                                     "must be a positive integer")
         if self.warmup < 0:
             raise AutoshardError(f"measure setting warmup={self.warmup} must be >= 0")
         if not self.max_cv > 0:
@@ -127,6 +151,7 @@ class MeasureSettings:
         d["optimizer"] = self.optimizer.value
         d["device"] = self.device.value
         d["statistic"] = self.statistic.value
+        d["backend"] = self.backend.value
         return d
 
     @staticmethod
@@ -167,11 +192,12 @@ def effective_rows(task: Task, shards: Sequence[ShardRef], settings: MeasureSett
     elem = task.precision.bytes
     cap = settings.rows_cap
     dim_sum = sum(s.dim for s in shards)
-    full = sum(min(task.tables[s.table].rows, cap) * s.dim * elem for s in shards)
+    rows = [s.num_rows(task.tables[s.table].rows) for s in shards]
+    full = sum(min(r, cap) * s.dim * elem for s, r in zip(shards, rows))
     if full > settings.max_shard_bytes:
         cap = max(1, int(settings.max_shard_bytes // (dim_sum * elem)))
         log.info("shard of %d tables too large to allocate; rows capped at %d", len(shards), cap)
-    return [min(task.tables[s.table].rows, cap) for s in shards]
+    return [min(r, cap) for r in rows]
 
 
 def _check_shards(task: Task, shards: Sequence[ShardRef]) -> None:
@@ -180,21 +206,34 @@ def _check_shards(task: Task, shards: Sequence[ShardRef]) -> None:
     for s in shards:
         if not 0 <= s.table < task.num_tables:
             raise AutoshardError(f"shard table index {s.table} out of range 0..{task.num_tables - 1}")
-        dim = task.tables[s.table].dim
+        dim, rows = task.tables[s.table].dim, task.tables[s.table].rows
+        if not 0 <= s.row_start < (rows if s.row_end is None else s.row_end) <= rows:
+            raise AutoshardError(f"shard of table {task.tables[s.table].name} has rows [{s.row_start}, "
+                                 f"{s.row_end}); use a range within 0..{rows}")
         if not 0 < s.dim <= dim:
             raise AutoshardError(f"shard of table {task.tables[s.table].name} has dim {s.dim}; use 1..{dim}")
         if s.dim % FBGEMM_DIM_MULTIPLE:
             raise AutoshardError(f"table {task.tables[s.table].name}: dim {s.dim} is not a multiple of "
-                                 f"{FBGEMM_DIM_MULTIPLE}, which FBGEMM's fused kernels require; round the dim")
+                                 f"{FBGEMM_DIM_MULTIPLE}, which FBGEMM's fused kernels require; "
+                                 "round the dim")
 
 
 def _fused_lookups(task: Task, shards: Sequence[ShardRef], rows: Sequence[int], seed: int) -> tuple[Any, Any]:
-    """One batch for the fused op: per-table index/offset arrays concatenated table-major (FBGEMM's layout)."""
+    """One batch for the fused op: per-table index/offset arrays concatenated table-major (FBGEMM's
+    layout)."""
     import torch
 
     idx, off, base = [], [np.zeros(1, dtype=np.int64)], 0
     for s, r in zip(shards, rows):
-        lk = sample_lookups(task.tables[s.table], task.batch_size, seed=seed, rows=r)
+        table = task.tables[s.table]
+        if s.row_start or s.row_end is not None:
+            # a row shard serves the lookups that fall in its range (skew makes row shards unequal), folded
+            # into its kept rows like a whole table's
+            lk = sample_lookups(table, task.batch_size, seed=seed).in_rows(
+                s.row_start, s.row_start + s.num_rows(table.rows))
+            lk = type(lk)(lk.indices % r, lk.offsets)
+        else:
+            lk = sample_lookups(table, task.batch_size, seed=seed, rows=r)
         idx.append(lk.indices)
         off.append(lk.offsets[1:] + base)
         base += int(lk.offsets[-1])
@@ -203,12 +242,17 @@ def _fused_lookups(task: Task, shards: Sequence[ShardRef], rows: Sequence[int], 
 
 def _build_tbe(task: Task, shards: Sequence[ShardRef], rows: Sequence[int], settings: MeasureSettings) -> Any:
     import torch
-    from fbgemm_gpu.split_embedding_configs import EmbOptimType, SparseType
-    from fbgemm_gpu.split_table_batched_embeddings_ops_common import EmbeddingLocation, PoolingMode
-    from fbgemm_gpu.split_table_batched_embeddings_ops_training import (
-        ComputeDevice,
-        SplitTableBatchedEmbeddingBagsCodegen,
-    )
+
+    try:
+        from fbgemm_gpu.split_embedding_configs import EmbOptimType, SparseType
+        from fbgemm_gpu.split_table_batched_embeddings_ops_common import EmbeddingLocation, PoolingMode
+        from fbgemm_gpu.split_table_batched_embeddings_ops_training import (
+            ComputeDevice,
+            SplitTableBatchedEmbeddingBagsCodegen,
+        )
+    except ImportError as e:
+        raise AutoshardError(f"backend 'fbgemm' needs fbgemm_gpu, which does not import here ({e}); install "
+                             "it, or time with backend 'torch'") from None
 
     cuda = settings.device is DeviceKind.CUDA
     location, compute = ((EmbeddingLocation.DEVICE, ComputeDevice.CUDA) if cuda
@@ -222,15 +266,36 @@ def _build_tbe(task: Task, shards: Sequence[ShardRef], rows: Sequence[int], sett
         weights_precision=precision,
         output_dtype=SparseType.FP32,  # pooled outputs feed the fp32 dense layers
         pooling_mode=PoolingMode.SUM,
-        learning_rate=0.01,
+        learning_rate=LEARNING_RATE,
         device=torch.device("cuda") if cuda else torch.device("cpu"),
     )
     tbe.init_embedding_weights_uniform(-WEIGHT_INIT_RANGE, WEIGHT_INIT_RANGE)
     return tbe
 
 
+def _build_torch(task: Task, shards: Sequence[ShardRef], rows: Sequence[int],
+                 settings: MeasureSettings) -> Any:
+    """The torch-only equivalent of ``_build_tbe`` (same optimizer, learning rate, precision and init)."""
+    import torch
+
+    from autoshard.hardware.torch_backend import FusedEmbeddingBags
+
+    dtype = torch.float16 if task.precision is Precision.FP16 else torch.float32
+    module = FusedEmbeddingBags(rows, [s.dim for s in shards], settings.optimizer,
+                                learning_rate=LEARNING_RATE, dtype=dtype, device=settings.device.value)
+    module.init_embedding_weights_uniform(-WEIGHT_INIT_RANGE, WEIGHT_INIT_RANGE)
+    return module
+
+
+def _build_kernel(task: Task, shards: Sequence[ShardRef], rows: Sequence[int],
+                  settings: MeasureSettings) -> Any:
+    build = _build_torch if settings.backend is KernelBackend.TORCH else _build_tbe
+    return build(task, shards, rows, settings)
+
+
 class _Timer:
-    """Wall-clock timing on CPU; CUDA events on GPU, with a real L2 flush (a write larger than L2 on the GPU)."""
+    """Wall-clock timing on CPU; CUDA events on GPU, with a real L2 flush (a write larger than L2 on the
+    GPU)."""
 
     def __init__(self, settings: MeasureSettings) -> None:
         import torch
@@ -238,8 +303,10 @@ class _Timer:
         self.torch = torch
         self.cuda = settings.device is DeviceKind.CUDA
         if self.cuda:
-            l2 = int(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0))
-            self.flush_buf = torch.empty(max(GPU_FLUSH_MIN_BYTES, 4 * l2) // 4, dtype=torch.float32, device="cuda")
+            l2 = int(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()),
+                             "L2_cache_size", 0))
+            self.flush_buf = torch.empty(max(GPU_FLUSH_MIN_BYTES, 4 * l2) // 4, dtype=torch.float32,
+                                         device="cuda")
         else:
             self.flush_buf = torch.empty(settings.cpu_flush_bytes // 4, dtype=torch.float32)
         self.flush_enabled = settings.flush_cache
@@ -271,8 +338,10 @@ def _cv(x: np.ndarray) -> float:
     return float(np.std(x) / m) if m > 0 else 0.0
 
 
-def measure_shard(task: Task, shards: Sequence[ShardRef], settings: MeasureSettings | None = None) -> ShardTiming:
-    """Time the fused forward and backward of the shards one device holds, at ``task``'s batch and precision."""
+def measure_shard(task: Task, shards: Sequence[ShardRef],
+                  settings: MeasureSettings | None = None) -> ShardTiming:
+    """Time the fused forward and backward of the shards one device holds, at ``task``'s batch and
+    precision."""
     import torch
 
     settings = settings or MeasureSettings()
@@ -282,21 +351,22 @@ def measure_shard(task: Task, shards: Sequence[ShardRef], settings: MeasureSetti
     rows = effective_rows(task, shards, settings)
     old_threads = torch.get_num_threads()
     torch.set_num_threads(settings.threads)
-    tbe = timer = None
+    kernel = timer = None
     try:
         dev = torch.device(settings.device.value)
         rng_devices = [torch.cuda.current_device()] if settings.device is DeviceKind.CUDA else []
         with torch.random.fork_rng(devices=rng_devices):  # seeded init, the caller's RNG state untouched
             torch.manual_seed(settings.lookup_seed)
-            tbe = _build_tbe(task, shards, rows, settings)
+            kernel = _build_kernel(task, shards, rows, settings)
             grad = torch.rand(task.batch_size, sum(s.dim for s in shards)).to(dev)
-        batches = [tuple(t.to(dev) for t in _fused_lookups(task, shards, rows, settings.lookup_seed * 1000 + k))
+        batches = [tuple(t.to(dev)
+                         for t in _fused_lookups(task, shards, rows, settings.lookup_seed * 1000 + k))
                    for k in range(settings.num_batches)]
         timer = _Timer(settings)
 
         def step(k: int) -> tuple[float, float]:
             idx, off = batches[k % len(batches)]
-            out, f = timer.time_ms(lambda: tbe(idx, off))
+            out, f = timer.time_ms(lambda: kernel(idx, off))
             _, b = timer.time_ms(lambda: out.backward(grad))
             return f, b
 
@@ -321,7 +391,7 @@ def measure_shard(task: Task, shards: Sequence[ShardRef], settings: MeasureSetti
                            tuple(rows), tuple(float(x) for x in fwd), tuple(float(x) for x in bwd))
     finally:
         torch.set_num_threads(old_threads)
-        tbe = timer = None  # drop the kernel and its weights (GBs) before collecting; step() holds them too
+        kernel = timer = None  # drop the kernel and weights (GBs) before collecting; step() holds them too
         gc.collect()
         if settings.device is DeviceKind.CUDA:
             torch.cuda.empty_cache()

@@ -1,4 +1,5 @@
-"""The profiling dataset: real costs of random shards, appended one record a line, resumable, split over ranks.
+"""The profiling dataset: real costs of random shards, appended one record a line, resumable,
+split over ranks.
 
 Directory layout (``-o costs/``):
 
@@ -25,7 +26,6 @@ from typing import Any
 
 import numpy as np
 
-from autoshard.costs.breakdown import ShardRef
 from autoshard.costs.comm import AlphaBeta
 from autoshard.errors import AutoshardError
 from autoshard.hardware.comm import COMM_MODEL_FILE
@@ -33,6 +33,7 @@ from autoshard.hardware.jsonl import append_jsonl, read_jsonl, repair_tail
 from autoshard.hardware.kernel import MeasureSettings, measure_shard
 from autoshard.io import ARTEFACT_VERSION, read_json, write_json
 from autoshard.plan import COLUMN_SHARD_MULTIPLE
+from autoshard.shards import ShardRef
 from autoshard.tables.table import Precision, TablePool
 from autoshard.tasks import DEFAULT_BATCH_SIZE, Task
 
@@ -85,14 +86,17 @@ class CostRecord:
     @staticmethod
     def from_json(d: dict[str, Any]) -> CostRecord:
         try:
-            rec = CostRecord(str(d["sample_id"]), tuple(map(str, d["tables"])), tuple(int(x) for x in d["dims"]),
-                             int(d["batch_size"]), float(d["fwd_ms"]), float(d["bwd_ms"]), float(d["fwd_cv"]),
-                             float(d["bwd_cv"]), dict(d["settings"]), dict(d["host"]),
+            rec = CostRecord(str(d["sample_id"]), tuple(map(str, d["tables"])),
+                             tuple(int(x) for x in d["dims"]), int(d["batch_size"]), float(d["fwd_ms"]),
+                             float(d["bwd_ms"]), float(d["fwd_cv"]), float(d["bwd_cv"]),
+                             dict(d["settings"]), dict(d["host"]),
                              tuple(int(x) for x in d.get("rows", ())), int(d.get("tries", 1)))
         except (KeyError, TypeError, ValueError) as e:
-            raise AutoshardError(f"cost record {d.get('sample_id')!r} lacks or has a bad field ({e})") from None
+            raise AutoshardError(f"cost record {d.get('sample_id')!r} lacks or has a bad field ({e})") \
+                from None
         if len(rec.tables) != len(rec.dims) or not rec.tables:
-            raise AutoshardError(f"cost record {rec.sample_id}: tables and dims must be non-empty, same length")
+            raise AutoshardError(f"cost record {rec.sample_id}: "
+                                 "tables and dims must be non-empty, same length")
         return rec
 
 
@@ -136,8 +140,9 @@ class ProfileConfig:
     def manifest(self) -> dict[str, Any]:
         """What every record in a directory must share (samples may grow between runs)."""
         return {"kind": "autoshard.profile", "version": ARTEFACT_VERSION, "seed": self.seed,
-                "max_tables": self.max_tables, "batch_size": self.batch_size, "precision": self.precision.value,
-                "column_share": self.column_share, "settings": self.settings.to_json()}
+                "max_tables": self.max_tables, "batch_size": self.batch_size,
+                "precision": self.precision.value, "column_share": self.column_share,
+                "settings": self.settings.to_json()}
 
     def record_settings(self) -> dict[str, Any]:
         return {**self.settings.to_json(), "precision": self.precision.value}
@@ -177,9 +182,10 @@ def _sample_task(pool: TablePool, names: Sequence[str], dims: Sequence[int], bat
     lookup = pool.by_name()
     missing = [n for n in names if n not in lookup]
     if missing:
-        raise AutoshardError(f"tables {missing[:3]} are not in the profiled pool; the dataset is inconsistent")
-    task = Task(tuple(lookup[n] for n in names), (UNBOUNDED_MEMORY,), precision=precision, batch_size=batch_size,
-                name="profile-sample")
+        raise AutoshardError(f"tables {missing[:3]} are not in the profiled pool; "
+                             "the dataset is inconsistent")
+    task = Task(tuple(lookup[n] for n in names), (UNBOUNDED_MEMORY,), precision=precision,
+                batch_size=batch_size, name="profile-sample")
     return task, [ShardRef(i, int(d)) for i, d in enumerate(dims)]
 
 
@@ -209,14 +215,16 @@ def prepare_dir(pool: TablePool, out_dir: str | Path, config: ProfileConfig) -> 
     if manifest.exists():
         old = read_json(manifest, kind="autoshard.profile")
         if old != config.manifest():
-            diff = sorted(k for k in set(old) | set(config.manifest()) if old.get(k) != config.manifest().get(k))
+            diff = sorted(k for k in set(old) | set(config.manifest())
+                          if old.get(k) != config.manifest().get(k))
             raise AutoshardError(f"{out} was profiled with other settings ({', '.join(diff)}); pass the same "
                                  "options to resume, or use a new -o directory")
     else:
         write_json(manifest, config.manifest())
 
 
-def pending_samples(out_dir: str | Path, config: ProfileConfig, rank: int = 0, world_size: int = 1) -> list[int]:
+def pending_samples(out_dir: str | Path, config: ProfileConfig, rank: int = 0,
+                    world_size: int = 1) -> list[int]:
     """Indices rank ``rank`` of ``world_size`` still has to measure."""
     done = done_sample_ids(out_dir)
     return [i for i in range(rank, config.samples, world_size) if sample_id(config.seed, i) not in done]
@@ -224,13 +232,14 @@ def pending_samples(out_dir: str | Path, config: ProfileConfig, rank: int = 0, w
 
 def check_rank(rank: int, world_size: int) -> None:
     if world_size < 1 or not 0 <= rank < world_size:
-        raise AutoshardError(f"rank {rank} of world size {world_size}: need world size >= 1 and 0 <= rank < it")
+        raise AutoshardError(f"rank {rank} of world size {world_size}: "
+                             "need world size >= 1 and 0 <= rank < it")
 
 
 def profile(pool: TablePool, out_dir: str | Path, config: ProfileConfig, rank: int = 0,
             world_size: int = 1) -> Iterator[CostRecord]:
     """Measure this rank's pending samples, appending each record (fsynced) before yielding it."""
-    from autoshard.hardware.host import host_info
+    from autoshard.host import host_info
 
     check_rank(rank, world_size)
     prepare_dir(pool, out_dir, config)
@@ -242,20 +251,22 @@ def profile(pool: TablePool, out_dir: str | Path, config: ProfileConfig, rank: i
         names, dims = [n for n, _ in shards], [d for _, d in shards]
         task, refs = _sample_task(pool, names, dims, config.batch_size, config.precision)
         timing = measure_shard(task, refs, config.settings)
-        rec = CostRecord(sample_id(config.seed, i), tuple(names), tuple(dims), config.batch_size, timing.fwd_ms,
-                         timing.bwd_ms, timing.fwd_cv, timing.bwd_cv, config.record_settings(), host,
-                         timing.rows, timing.tries)
+        rec = CostRecord(sample_id(config.seed, i), tuple(names), tuple(dims), config.batch_size,
+                         timing.fwd_ms, timing.bwd_ms, timing.fwd_cv, timing.bwd_cv, config.record_settings(),
+                         host, timing.rows, timing.tries)
         append_jsonl(path, rec.to_json())
         yield rec
 
 
 def load_dataset(path: str | Path) -> CostDataset:
-    """Read a profile directory: the pool, every rank's records (merged, in sample order) and the comm model."""
+    """Read a profile directory: the pool, every rank's records (merged, in sample order) and the comm
+    model."""
     d = Path(path)
     if not d.is_dir():
         raise AutoshardError(f"{d}: no such directory; run 'autoshard profile -o {d}' first")
     if not (d / TABLES_FILE).is_file():
-        raise AutoshardError(f"{d} has no {TABLES_FILE}; it is not a profile directory (autoshard profile -o DIR)")
+        raise AutoshardError(f"{d} has no {TABLES_FILE}; "
+                             "it is not a profile directory (autoshard profile -o DIR)")
     pool = TablePool.load(str(d / TABLES_FILE))
     names = set(pool.by_name())
     seen: dict[str, CostRecord] = {}
@@ -264,7 +275,8 @@ def load_dataset(path: str | Path) -> CostDataset:
             rec = CostRecord.from_json(raw)
             unknown = [n for n in rec.tables if n not in names]
             if unknown:
-                raise AutoshardError(f"{p}: record {rec.sample_id} names table {unknown[0]!r}, not in {TABLES_FILE}")
+                raise AutoshardError(f"{p}: record {rec.sample_id} names table {unknown[0]!r}, "
+                                     f"not in {TABLES_FILE}")
             if rec.sample_id in seen:
                 log.warning("%s: sample %s recorded twice; keeping the first", p, rec.sample_id)
                 continue

@@ -44,7 +44,9 @@ class PlannerOptions:
 
 
 PLANNERS: dict[str, tuple[str, str]] = {
-    # name: ("module:factory(options) -> Planner", one-line description)
+    # name: ("module:factory(options) -> Planner", one-line description). Entries are import paths, loaded
+    # only when built, so a planner living higher up the pipeline (TorchRec's, in autoshard.torchrec) is
+    # registered here without this module importing it (and TorchRec is imported only when it is asked for).
     "random": ("autoshard.planners.heuristics:random_planner",
                "uniformly random device among those with memory room"),
     "round_robin": ("autoshard.planners.heuristics:round_robin_planner",
@@ -65,8 +67,9 @@ PLANNERS: dict[str, tuple[str, str]] = {
                "local search (moves/swaps off the bottleneck) from the best of neuroshard and heuristics"),
     "ilp": ("autoshard.planners.exact:ilp_planner",
             "exact min-max table-wise placement (CP-SAT) over per-table predicted costs; reports the gap"),
-    "torchrec": ("autoshard.planners.torchrec_planner:torchrec_planner",
-                 "TorchRec's EmbeddingShardingPlanner (table/column-wise, fused) on the task's memory, read back"),
+    "torchrec": ("autoshard.torchrec.baseline:torchrec_planner",
+                 ("TorchRec's EmbeddingShardingPlanner (table/column-wise, fused) on the task's memory, "
+                  "read back")),
 }
 
 
@@ -90,7 +93,8 @@ def config_from_extra(cls: type, extra: Mapping[str, object], shared_with: Itera
     known = set(own).union(*({f.name for f in fields(c)} for c in shared_with))
     unknown = sorted(set(extra) - known)
     if unknown:
-        raise AutoshardError(f"unknown planner setting(s) {unknown}; known settings: {', '.join(sorted(known))}")
+        raise AutoshardError(f"unknown planner setting(s) {unknown}; "
+                             f"known settings: {', '.join(sorted(known))}")
     kwargs = {}
     for name, value in extra.items():
         if name not in own:
@@ -116,7 +120,8 @@ def _parse(name: str, text: str, kind: type) -> object:
 
 
 def run_planner(planner: Planner, task: Task) -> Plan:
-    """Plan ``task``, record the wall time, and validate the result (a planner bug never yields a bad plan)."""
+    """Plan ``task``, record the wall time, and validate the result (a planner bug never yields a bad
+    plan)."""
     task.check_fits()
     start = time.perf_counter()
     plan = planner.plan(task)

@@ -1,10 +1,10 @@
 """Column-wise sharding helpers: a plan as a flat list of shards plus a rank per shard, and column splits.
 
-Search planners work on a *layout*: a tuple of ``ShardRef(table, dim)`` sorted by table index, where the shards
-of one table are consecutive and in column order (so shard ``k`` of a table holds the columns after shards
-``0..k-1``). A layout plus one rank per shard is a plan; ``to_plan`` and ``from_plan`` convert both ways.
-Keeping shards sorted by table makes a device's shards come out in the same order as ``Plan.device_shards``,
-so a cost model sees identical inputs whichever way a plan is evaluated.
+Search planners work on a *layout*: a tuple of ``ShardRef(table, dim)`` sorted by table index, where the
+shards of one table are consecutive and in column order (so shard ``k`` of a table holds the columns after
+shards ``0..k-1``). A layout plus one rank per shard is a plan; ``to_plan`` and ``from_plan`` convert both
+ways. Keeping shards sorted by table makes a device's shards come out in the same order as
+``Plan.device_shards``, so a cost model sees identical inputs whichever way a plan is evaluated.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from autoshard.costs.breakdown import ShardRef
 from autoshard.errors import AutoshardError, PlanError
-from autoshard.plan import COLUMN_SHARD_MULTIPLE, Plan, TablePlacement
+from autoshard.plan import COLUMN_SHARD_MULTIPLE, Plan, ShardingType, TablePlacement
+from autoshard.shards import ShardRef
 from autoshard.tasks import Task
 
 Layout = tuple[ShardRef, ...]
@@ -32,14 +32,16 @@ def halve(dim: int) -> tuple[int, int]:
     if not can_halve(dim):
         raise AutoshardError(
             f"a shard of {dim} columns cannot be halved into multiples of {COLUMN_SHARD_MULTIPLE}; "
-            f"it needs a dim that is a multiple of {COLUMN_SHARD_MULTIPLE} and at least {2 * COLUMN_SHARD_MULTIPLE}"
+            f"it needs a dim that is a multiple of {COLUMN_SHARD_MULTIPLE} "
+            f"and at least {2 * COLUMN_SHARD_MULTIPLE}"
         )
     a = (dim // 2) // COLUMN_SHARD_MULTIPLE * COLUMN_SHARD_MULTIPLE
     return a, dim - a
 
 
 def even_split(dim: int, parts: int) -> tuple[int, ...]:
-    """``parts`` column shards of a ``dim``-column table, multiples of 4 as equal as possible, adding up to dim."""
+    """``parts`` column shards of a ``dim``-column table, multiples of 4 as equal as possible, adding up to
+    dim."""
     if parts < 1:
         raise AutoshardError(f"cannot split a table into {parts} column shards; use 1 or more")
     if parts == 1:
@@ -47,7 +49,8 @@ def even_split(dim: int, parts: int) -> tuple[int, ...]:
     if dim % COLUMN_SHARD_MULTIPLE or dim < parts * COLUMN_SHARD_MULTIPLE:
         raise AutoshardError(
             f"a table of dim {dim} cannot be split into {parts} column shards of multiples of "
-            f"{COLUMN_SHARD_MULTIPLE}; use at most {dim // COLUMN_SHARD_MULTIPLE} shards of a dim divisible by 4"
+            f"{COLUMN_SHARD_MULTIPLE}; use at most {dim // COLUMN_SHARD_MULTIPLE} shards "
+            "of a dim divisible by 4"
         )
     units = dim // COLUMN_SHARD_MULTIPLE
     base, extra = divmod(units, parts)
@@ -79,7 +82,7 @@ def layout_key(layout: Layout) -> Layout:
 
 def shard_memory(task: Task, layout: Layout) -> np.ndarray:
     """Bytes each shard takes on a device (weights + optimizer state), int64."""
-    return np.array([task.table_memory(task.tables[s.table], s.dim) for s in layout], dtype=np.int64)
+    return np.array([task.shard_memory(s) for s in layout], dtype=np.int64)
 
 
 def device_contents(layout: Layout, ranks: Sequence[int], num_devices: int) -> list[list[ShardRef]]:
@@ -107,12 +110,13 @@ def to_plan(task: Task, layout: Layout, ranks: Sequence[int], algorithm: str) ->
         if len(shards) == 1 and shards[0][1] == task.tables[i].dim:
             placements.append(TablePlacement.table_wise(name, shards[0][0], shards[0][1]))
         else:
-            placements.append(TablePlacement.column_wise(name, [r for r, _ in shards], [d for _, d in shards]))
+            placements.append(TablePlacement.column_wise(name, [r for r, _ in shards],
+                                                         [d for _, d in shards]))
     return Plan(tuple(placements), task.num_devices, algorithm, task.name)
 
 
 def from_plan(task: Task, plan: Plan) -> tuple[Layout, np.ndarray]:
-    """The layout and ranks of any plan of ``task`` (the inverse of ``to_plan``)."""
+    """The layout and ranks of a table- and column-wise plan of ``task`` (the inverse of ``to_plan``)."""
     index = {t.name: i for i, t in enumerate(task.tables)}
     by_table: dict[int, TablePlacement] = {}
     for p in plan.placements:
@@ -123,6 +127,9 @@ def from_plan(task: Task, plan: Plan) -> tuple[Layout, np.ndarray]:
     ranks: list[int] = []
     for i in sorted(by_table):
         p = by_table[i]
+        if p.sharding_type not in (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE):
+            raise PlanError(f"table {p.table} is placed {p.sharding_type.value}; column-split layouts hold "
+                            "table_wise and column_wise placements only")
         for r, d in zip(p.ranks, p.shard_dims):
             layout.append(ShardRef(i, int(d)))
             ranks.append(int(r))

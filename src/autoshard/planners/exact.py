@@ -30,12 +30,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from autoshard.costs.base import CostModel
-from autoshard.costs.breakdown import ShardRef
 from autoshard.costs.loading import resolve_cost_model
 from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.plan import COLUMN_SHARD_MULTIPLE, Plan
 from autoshard.planners.base import PlannerOptions, config_from_extra
-from autoshard.planners.neuroshard import device_overhead_ms
+from autoshard.planners.pricing import device_overhead_ms
+from autoshard.shards import ShardRef
 from autoshard.tasks import Task
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,8 @@ memory are already ordered by cost here, which removes their symmetry)."""
 
 @dataclass(frozen=True)
 class LinearCosts:
-    """The cost model's additive per-device view: a non-empty device costs overhead + the sum of its weights."""
+    """The cost model's additive per-device view: a non-empty device costs overhead + the sum of its
+    weights."""
 
     weights_ms: np.ndarray
     """Per table: its standalone predicted cost minus the overhead (ms)."""
@@ -71,18 +72,20 @@ class LinearCosts:
 
 
 def linear_costs(task: Task, model: CostModel) -> LinearCosts:
-    """Price every table alone (one batched call) and split off the per-device overhead pairs of tables share."""
+    """Price every table alone (one batched call) and split off the per-device overhead pairs of tables
+    share."""
     alone = model.device_costs(task, [[ShardRef(i, t.dim)] for i, t in enumerate(task.tables)]).sum(axis=1)
     overhead = min(device_overhead_ms(task, model), float(alone.min()))
     return LinearCosts(alone - overhead, overhead)
 
 
 def _simple_bound(costs: LinearCosts, task: Task, column_wise: bool) -> float:
-    """overhead + max(average load, the largest table (or, column-wise, its smallest possible largest shard))."""
+    """overhead + max(average load, the largest table (or, column-wise, its smallest possible largest
+    shard))."""
     w = costs.weights_ms
     if column_wise:
-        parts = np.array([min(task.num_devices, t.dim // COLUMN_SHARD_MULTIPLE) if t.dim % COLUMN_SHARD_MULTIPLE
-                          == 0 else 1 for t in task.tables])
+        parts = np.array([min(task.num_devices, t.dim // COLUMN_SHARD_MULTIPLE)
+                          if t.dim % COLUMN_SHARD_MULTIPLE == 0 else 1 for t in task.tables])
         largest = float((w / np.maximum(parts, 1)).max())
     else:
         largest = float(w.max())
@@ -134,8 +137,8 @@ def _lpt(costs: LinearCosts, task: Task) -> np.ndarray | None:
 
 def solve(task: Task, costs: LinearCosts, time_limit_s: float, config: ExactConfig = ExactConfig(),
           seed: int = 0) -> tuple[np.ndarray, ExactResult]:
-    """Solve the min-max placement; InfeasibleError when memory cannot hold the tables, AutoshardError when the
-    time limit passes without a solution."""
+    """Solve the min-max placement; InfeasibleError when memory cannot hold the tables, AutoshardError when
+    the time limit passes without a solution."""
     start = time.perf_counter()
     from ortools.sat.python import cp_model
 
@@ -219,7 +222,8 @@ def solve(task: Task, costs: LinearCosts, time_limit_s: float, config: ExactConf
     objective = costs.objective(ranks, d)
     bound = min(bound, objective)
     result = ExactResult("optimal" if status == cp_model.OPTIMAL else "feasible", objective, bound,
-                         (objective - bound) / objective if objective > 0 else 0.0, time.perf_counter() - start)
+                         (objective - bound) / objective if objective > 0 else 0.0,
+                         time.perf_counter() - start)
     return ranks, result
 
 
@@ -263,7 +267,8 @@ class ExactPlanner:
             log.info("ilp: optimal, objective %.3f ms (lower bound %.3f ms) in %.2f s", result.objective_ms,
                      result.lower_bound_ms, result.wall_s)
         else:
-            log.warning("ilp: stopped at the %g s time limit: objective %.3f ms, lower bound %.3f ms, gap %.3f%%",
+            log.warning("ilp: stopped at the %g s time limit: "
+                        "objective %.3f ms, lower bound %.3f ms, gap %.3f%%",
                         self.time_limit_s, result.objective_ms, result.lower_bound_ms, 100 * result.gap)
         return Plan.from_ranks(task, ranks.tolist(), self.name)
 

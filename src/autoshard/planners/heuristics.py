@@ -1,9 +1,9 @@
 """The heuristic baselines of the AutoShard and DreamShard papers.
 
-Greedy ones sort tables by a cost proxy, largest first, and put each on the least-loaded device (load = the sum
-of the proxy) that still has memory room. When no device has room they raise InfeasibleError naming the table
-and the memory it is short of, never placing it anyway (the reference prototypes silently overflow the last
-device, and their ``random`` ignores memory).
+Greedy ones sort tables by a cost proxy, largest first, and put each on the least-loaded device (load = the
+sum of the proxy) that still has memory room. When no device has room they raise InfeasibleError naming the
+table and the memory it is short of, never placing it anyway (the reference prototypes silently overflow the
+last device, and their ``random`` ignores memory).
 """
 
 from __future__ import annotations

@@ -10,13 +10,13 @@ Top to bottom:
    devices). Apply the candidate with the lowest (plan cost, sum of squared device costs) if it is lower than
    the current one; the second key lets the search leave ties between bottleneck devices. Stop when no
    candidate improves.
-3. **Kicks.** Until ``kicks`` rounds or the time limit: from the best plan, move ``kick_size`` random shards to
-   random devices with room, descend again, and keep the result if the model scores it better.
+3. **Kicks.** Until ``kicks`` rounds or the time limit: from the best plan, move ``kick_size`` random shards
+   to random devices with room, descend again, and keep the result if the model scores it better.
 
 Column shards move like whole tables; the layout (which tables are split, and how) is the start plan's. The
 result is the best plan seen, so the model never scores it worse than the start. The time limit covers
-everything: NeuroShard's start gets what is left of it (it stops between beam levels), then the descent and kicks
-(they stop between steps). With the same seed the search is deterministic as long as it finishes within
+everything: NeuroShard's start gets what is left of it (it stops between beam levels), then the descent and
+kicks (they stop between steps). With the same seed the search is deterministic as long as it finishes within
 ``time_limit_s``; when the limit cuts it short, how far it got depends on the machine's speed.
 """
 
@@ -30,18 +30,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from autoshard.costs.base import CostModel
-from autoshard.costs.breakdown import ShardRef
 from autoshard.costs.loading import resolve_cost_model
 from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.plan import Plan
 from autoshard.planners.base import PlannerOptions, config_from_extra, make_planner
 from autoshard.planners.column_split import Layout, from_plan, shard_memory, to_plan
-from autoshard.planners.neuroshard import (
-    NeuroShardConfig,
-    NeuroShardPlanner,
-    plan_costs,
-    price_devices,
-)
+from autoshard.planners.neuroshard import NeuroShardConfig, NeuroShardPlanner
+from autoshard.planners.pricing import plan_costs, price_devices
+from autoshard.shards import ShardRef
 from autoshard.tasks import Task
 
 log = logging.getLogger(__name__)
@@ -54,10 +50,12 @@ IMPROVEMENT_RTOL = 1e-9
 class LocalSearchConfig:
     """Local search settings (NeuroShard's own settings can be given alongside, for its start plan)."""
 
-    starts: tuple[str, ...] = ("neuroshard", "size_lookup_greedy", "lookup_greedy", "dim_greedy", "size_greedy")
+    starts: tuple[str, ...] = ("neuroshard", "size_lookup_greedy", "lookup_greedy", "dim_greedy",
+                               "size_greedy")
     """Registered planners whose plans may seed the search; it starts from the one the model scores best."""
     swap_samples: int = 256
-    """Swaps (bottleneck shard x shard elsewhere) priced per step, sampled with the seed when there are more."""
+    """Swaps (bottleneck shard x shard elsewhere) priced per step, sampled with the seed when there are
+    more."""
     kicks: int = 20
     """Perturbation rounds after the first descent (each: random moves, then descent)."""
     kick_size: int = 3
@@ -88,7 +86,8 @@ class LocalSearchResult:
 
 
 class _State:
-    """A placement of a fixed layout: ranks, each device's shards (sorted positions), memory and model totals."""
+    """A placement of a fixed layout: ranks, each device's shards (sorted positions), memory and model
+    totals."""
 
     def __init__(self, task: Task, model: CostModel, layout: Layout, ranks: np.ndarray) -> None:
         self.task, self.model, self.layout = task, model, layout
@@ -104,7 +103,8 @@ class _State:
             self.devices[r].append(p)
         self.used = np.bincount(self.ranks, weights=self.memory, minlength=d).astype(np.int64)
         self.tables_on = [{self.layout[p].table for p in dev} for dev in self.devices]
-        self.totals = self.model.device_costs(self.task, [self.shards(dev) for dev in self.devices]).sum(axis=1)
+        self.totals = self.model.device_costs(self.task,
+                                              [self.shards(dev) for dev in self.devices]).sum(axis=1)
 
     def shards(self, positions: list[int]) -> list[ShardRef]:
         return [self.layout[p] for p in positions]
@@ -217,7 +217,8 @@ class LocalSearchPlanner:
     name = "search"
 
     def __init__(self, cost_model: CostModel | None = None, config: LocalSearchConfig | None = None,
-                 neuroshard: NeuroShardConfig | None = None, seed: int = 0, time_limit_s: float = 10.0) -> None:
+                 neuroshard: NeuroShardConfig | None = None, seed: int = 0,
+                 time_limit_s: float = 10.0) -> None:
         self.cost_model = resolve_cost_model(cost_model)
         self.config = config or LocalSearchConfig()
         self.neuroshard = neuroshard or NeuroShardConfig()
@@ -230,7 +231,8 @@ class LocalSearchPlanner:
         for name in self.config.starts:
             try:
                 if name == "neuroshard":  # gets what is left of the budget, level by level
-                    layout, ranks, _ = NeuroShardPlanner(self.cost_model, self.neuroshard).search(task, deadline)
+                    layout, ranks, _ = NeuroShardPlanner(self.cost_model, self.neuroshard).search(
+                        task, deadline)
                     plans.append((name, to_plan(task, layout, ranks, name)))
                 else:
                     planner = make_planner(name, PlannerOptions(seed=self.seed, cost_model=self.cost_model))
@@ -238,8 +240,9 @@ class LocalSearchPlanner:
             except InfeasibleError as e:
                 log.info("search: start %s is infeasible (%s)", name, e)
         if not plans:
-            raise InfeasibleError(f"search: none of the start planners {list(self.config.starts)} found a plan "
-                                  "within the devices' memory; give more memory or more devices")
+            raise InfeasibleError(f"search: none of the start planners {list(self.config.starts)} "
+                                  "found a plan within the devices' memory; "
+                                  "give more memory or more devices")
         flat = [from_plan(task, p) for _, p in plans]
         scores = plan_costs(task, self.cost_model, flat)
         i = int(np.argmin(scores))
@@ -266,8 +269,8 @@ class LocalSearchPlanner:
         if final_ms > start_ms:  # cannot happen by construction; guards the promise against model quirks
             best_ranks, final_ms = start_ranks, start_ms
         self.last_result = LocalSearchResult(start_name, start_ms, final_ms, steps, kicks, timed_out)
-        log.info("search: from %s at %.3f ms to %.3f ms in %d steps, %d kicks%s", start_name, start_ms, final_ms,
-                 steps, kicks, " (stopped by the time limit)" if timed_out else "")
+        log.info("search: from %s at %.3f ms to %.3f ms in %d steps, %d kicks%s", start_name, start_ms,
+                 final_ms, steps, kicks, " (stopped by the time limit)" if timed_out else "")
         return to_plan(task, layout, best_ranks, self.name)
 
 

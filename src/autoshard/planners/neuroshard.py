@@ -1,13 +1,15 @@
-"""NeuroShard (Zha et al., MLSys 2023): a pre-trained cost model plus search over column splits and placements.
+"""NeuroShard (Zha et al., MLSys 2023): a pre-trained cost model plus search over column splits
+and placements.
 
 The search, top to bottom:
 
-1. **Beam search over column splits.** A state is a layout (``column_split``): every table whole, or some halved
-   into column shards (dims multiples of 4). A state's children each halve one more shard, chosen among its
-   ``candidates`` largest shards by memory and its ``candidates`` costliest by predicted cost. Each level keeps
-   the ``beam_width`` cheapest layouts; the search stops after ``max_depth`` splits or when nothing splits.
-2. **Greedy placement under a grid of caps.** Each layout is placed by a greedy: shards in descending predicted
-   cost, each onto the device with the lowest load among those that have memory room, hold no other
+1. **Beam search over column splits.** A state is a layout (``column_split``): every table whole, or some
+   halved into column shards (dims multiples of 4). A state's children each halve one more shard, chosen among
+   its ``candidates`` largest shards by memory and its ``candidates`` costliest by predicted cost. Each level
+   keeps the ``beam_width`` cheapest layouts; the search stops after ``max_depth`` splits or when
+   nothing splits.
+2. **Greedy placement under a grid of caps.** Each layout is placed by a greedy: shards in descending
+   predicted cost, each onto the device with the lowest load among those that have memory room, hold no other
    shard of the same table (TorchRec column shards sit on distinct ranks), and stay under a per-device cap on
    the dim sum. A device's all-to-all volume is linear in its dim sum, so the cap bounds communication while
    the load balances the predicted cost; it is ``scale x`` the balanced dim sum (total dim / devices), swept
@@ -30,13 +32,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from autoshard.costs.base import CostModel
-from autoshard.costs.breakdown import ShardRef
 from autoshard.costs.loading import resolve_cost_model
 from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.plan import Plan
@@ -44,13 +45,13 @@ from autoshard.planners.base import PlannerOptions, config_from_extra
 from autoshard.planners.column_split import (
     Layout,
     can_halve,
-    device_contents,
     layout_key,
     shards_per_table,
     split_shard,
     table_wise_layout,
     to_plan,
 )
+from autoshard.planners.pricing import ShardCosts, plan_costs
 from autoshard.tasks import Task
 
 log = logging.getLogger(__name__)
@@ -92,94 +93,13 @@ class NeuroShardConfig:
         return np.append(grid, np.inf) if self.uncapped else grid
 
 
-OVERHEAD_PAIRS = 16
-"""Table pairs priced together to estimate a device's fixed cost (the median over the pairs is used)."""
-
-
-def device_overhead_ms(task: Task, model: CostModel) -> float:
-    """The fixed part of a device's predicted cost (kernel launches, all-to-all latency): what two tables save
-    by sharing a device, cost(a) + cost(b) - cost(a and b), the median over a few pairs; 0 for one table."""
-    n = min(task.num_tables - 1, OVERHEAD_PAIRS)
-    if n <= 0:
-        return 0.0
-    shards = [ShardRef(i, t.dim) for i, t in enumerate(task.tables[:n + 1])]
-    totals = model.device_costs(task, [[s] for s in shards] + [[shards[i], shards[i + 1]] for i in range(n)])
-    totals = totals.sum(axis=1)
-    shared = totals[:n] + totals[1:n + 1] - totals[n + 1:]
-    return float(np.clip(np.median(shared), 0.0, totals[:n + 1].min()))
-
-
-class ShardCosts:
-    """Each shard's marginal predicted cost on a device (its standalone fwd + bwd + comm minus the device's
-    fixed overhead, which all its shards share) and its memory, priced in batches and cached."""
-
-    def __init__(self, task: Task, model: CostModel) -> None:
-        self.task = task
-        self.model = model
-        self.overhead_ms = device_overhead_ms(task, model)
-        self._load: dict[ShardRef, float] = {}
-        self._memory: dict[ShardRef, int] = {}
-
-    def prime(self, shards: Iterable[ShardRef]) -> None:
-        new = sorted({s for s in shards if s not in self._load})
-        if not new:
-            return
-        totals = self.model.device_costs(self.task, [[s] for s in new]).sum(axis=1)
-        for s, total in zip(new, totals.tolist()):
-            self._load[s] = max(total - self.overhead_ms, 0.0)
-            self._memory[s] = self.task.table_memory(self.task.tables[s.table], s.dim)
-
-    def load(self, layout: Layout) -> np.ndarray:
-        try:
-            return np.array([self._load[s] for s in layout])
-        except KeyError:
-            self.prime(layout)
-            return np.array([self._load[s] for s in layout])
-
-    def memory(self, layout: Layout) -> np.ndarray:
-        try:
-            return np.array([self._memory[s] for s in layout], dtype=np.int64)
-        except KeyError:
-            self.prime(layout)
-            return np.array([self._memory[s] for s in layout], dtype=np.int64)
-
-
-def price_devices(task: Task, model: CostModel, devices: Sequence[Sequence[ShardRef]]) -> np.ndarray:
-    """Total predicted cost (fwd + bwd + comm) of each device, in one batched call that prices every distinct
-    device content once (candidate plans share most of their devices)."""
-    index: dict[tuple[ShardRef, ...], int] = {}
-    unique: list[Sequence[ShardRef]] = []
-    slots = np.empty(len(devices), dtype=np.int64)
-    for j, dev in enumerate(devices):
-        key = tuple(dev)
-        slot = index.get(key)
-        if slot is None:
-            slot = index[key] = len(unique)
-            unique.append(dev)
-        slots[j] = slot
-    if not unique:
-        return np.zeros(0)
-    return model.device_costs(task, unique).sum(axis=1)[slots]
-
-
-def plan_costs(task: Task, model: CostModel, candidates: Sequence[tuple[Layout, np.ndarray]]) -> np.ndarray:
-    """Model plan cost (max over devices of fwd + bwd + comm) of each (layout, ranks), in one batched call."""
-    if not candidates:
-        return np.zeros(0)
-    d = task.num_devices
-    devices: list[list[ShardRef]] = []
-    for layout, ranks in candidates:
-        devices.extend(device_contents(layout, ranks, d))
-    return price_devices(task, model, devices).reshape(len(candidates), d).max(axis=1)
-
-
 def greedy_place(task: Task, layouts: Sequence[Layout], shard_load: np.ndarray, memory: np.ndarray,
                  scales: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Run the capped greedy for every layout x cap scale in lockstep.
 
     ``layouts`` all have S shards; ``shard_load`` (predicted marginal cost) and ``memory`` are (L, S). Returns
-    ranks (L*G, S), -1 for shards a run could not place, and how many shards each run placed (a run stops at its
-    first unplaceable shard). Run ``l * G + g`` is layout ``l`` under cap ``scales[g]``.
+    ranks (L*G, S), -1 for shards a run could not place, and how many shards each run placed (a run stops at
+    its first unplaceable shard). Run ``l * G + g`` is layout ``l`` under cap ``scales[g]``.
     """
     num_layouts, num_shards = shard_load.shape
     g, d = len(scales), task.num_devices
@@ -326,7 +246,8 @@ class NeuroShardPlanner:
             last = time.perf_counter() - began
         if best is None:
             raise InfeasibleError(
-                f"neuroshard: no greedy placement of {evaluated} layouts (column splits up to {cfg.max_depth}) "
+                f"neuroshard: no greedy placement of {evaluated} layouts "
+                f"(column splits up to {cfg.max_depth}) "
                 f"fits the devices' memory, at best {most_placed} of {task.num_tables}+ shards placed; "
                 "give more memory or more devices"
             )

@@ -1,44 +1,30 @@
 """Real lookups for a table: generated from its synthetic distribution or read from its trace.
 
 These are the index batches the real kernels are timed on, and from which the access bins are computed.
-Synthetic (POWER_LAW) tables: bag sizes are gamma-Poisson with the table's mean and ``pooling_cv``; each lookup
-draws a rank from a power law of exponent ``alpha`` over the first ``vocab`` ranks (all rows if unset), and a
-seeded bijection scatters the ranks over all rows (real hot rows are not contiguous).
+Synthetic (POWER_LAW) tables: bag sizes are gamma-Poisson with the table's mean and ``pooling_cv``; each
+lookup draws a rank from a power law of exponent ``alpha`` over the first ``vocab`` ranks (all rows if unset),
+and a seeded bijection scatters the ranks over all rows (real hot rows are not contiguous).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from autoshard.errors import AutoshardError
+from autoshard.tables.lookup_batch import Lookups
 from autoshard.tables.table import NUM_ACCESS_BINS, LookupKind, Table
+from autoshard.tables.trace_file import trace_lookups
 
 _PERMUTATION_PRIMES = (1_000_003, 1_000_033, 1_000_037)
 """Multipliers of the rank->row bijection (k * p + off) mod rows; small enough that k * p fits in int64."""
 
 
 _BINCOUNT_MAX_RANGE = 1 << 25
-"""``access_bins`` counts with np.bincount when the index range is below this (a 256 MiB count array at most)."""
+"""``access_bins`` counts with np.bincount when the index range is below this (a 256 MiB count array at
+most)."""
 _BINCOUNT_RANGE_PER_INDEX = 2
-"""... and below this many slots per index (else a sort via np.unique is cheaper than a sparse count array)."""
-
-
-@dataclass(frozen=True)
-class Lookups:
-    """One batch of bags for one table: ``indices`` flat, bag ``b`` is indices[offsets[b]:offsets[b+1]]."""
-
-    indices: np.ndarray  # int64
-    offsets: np.ndarray  # int64, length batch_size + 1
-
-    @property
-    def batch_size(self) -> int:
-        return len(self.offsets) - 1
-
-    @property
-    def lengths(self) -> np.ndarray:
-        return np.diff(self.offsets)
+"""... and below this many slots per index (else a sort via np.unique is cheaper than a sparse count
+array)."""
 
 
 def _power_law_ranks(rng: np.random.Generator, n: int, rows: int, alpha: float) -> np.ndarray:
@@ -81,10 +67,9 @@ def sample_lookups(table: Table, batch_size: int, seed: int = 0, rows: int | Non
     spec = table.lookups
     n_rows = min(table.rows, rows) if rows else table.rows
     if spec is None:
-        raise AutoshardError(f"table {table.name} has no lookup distribution; regenerate it with 'autoshard tables'")
+        raise AutoshardError(f"table {table.name} has no lookup distribution; "
+                             "regenerate it with 'autoshard tables'")
     if spec.kind is LookupKind.TRACE:
-        from autoshard.tables.trace import trace_lookups
-
         lk = trace_lookups(table, batch_size, seed)
         return Lookups(lk.indices % n_rows, lk.offsets)
     rng = np.random.default_rng([spec.seed, seed])
@@ -118,7 +103,8 @@ def count_bins(counts: np.ndarray) -> np.ndarray:
 
 
 def reuse_histograms(indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per access bin: the number of distinct indices and the number of lookups that fall in it (int64 [17] each).
+    """Per access bin: the number of distinct indices and the number of lookups that fall in it
+    (int64 [17] each).
 
     Summed over tables these give a pool's reuse histograms as in the dlrm_datasets locality stats
     ("histogram of col sizes" = distinct indices per bin / all distinct; "ratio of index distribution" =
@@ -132,7 +118,8 @@ def reuse_histograms(indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def access_bins(indices: np.ndarray) -> tuple[float, ...]:
-    """Share of unique indices accessed (0,1], (1,2], (2,4], ..., >32768 times (17 bins); all zero if empty."""
+    """Share of unique indices accessed (0,1], (1,2], (2,4], ..., >32768 times (17 bins); all zero if
+    empty."""
     counts = index_counts(indices)
     if len(counts) == 0:
         return (0.0,) * NUM_ACCESS_BINS

@@ -16,18 +16,18 @@ the distributions evenly; all seeded by ``seed``):
   share of tables with no lookups); the others a lognormal whose mean and std make the whole pool's mean 15.81
   and std 25.59 (feature_stats.json).
 - (alpha, vocab): a piecewise-uniform density over cells of alpha (``ALPHA_EDGES``) x log10(vocab / lookups
-  in one batch of 65536) (``VOCAB_EDGES``; vocab capped at rows) with weights ``CELL_WEIGHTS``, fitted by
-  ``fit_cell_density`` (non-negative least squares on analytic, Poissonised expectations over a calibration
-  sample of rows/pooling drawn as above, batch 65536) to the published per-table mean access bins, the pooled
-  reuse histograms of locality_stats_2021.txt and its distinct/lookups ratio. A power law over all rows alone
-  cannot match them (its long tail of rows seen once keeps the pooled (0,1] share near 0.73, published 0.473);
-  a bounded active vocabulary can. Drawn independently of rows and pooling (their correlation is unpublished).
+  in one batch of 65536) (``VOCAB_EDGES``; vocab capped at rows) with weights ``CELL_WEIGHTS`` (all three in
+  ``tables.published``), fitted by ``tables.density_fit.fit_cell_density`` to the published per-table mean
+  access bins, the pooled reuse histograms of locality_stats_2021.txt and its distinct/lookups ratio. A power
+  law over all rows alone cannot match them (its long tail of rows seen once keeps the pooled (0,1] share near
+  0.73, published 0.473); a bounded active vocabulary can. Drawn independently of rows and pooling (their
+  correlation is unpublished).
 - pooling_cv (bag-size variation): a constant ``DEFAULT_POOLING_CV``; it does not change the access bins (the
   indices of a batch are i.i.d. whatever the bag sizes) and no statistic of it is published.
 - dims: one value for all tables (DreamShard: 16) or a seeded uniform choice per table among several
   (NeuroShard: 4..128; AutoShard: 16, 32). The dim is the last draw, so it changes no other feature.
 
-What matches (measured; each pool records its own numbers in ``source["stats"]``):
+What matches (measured; each pool records its own numbers in ``source["stats"]``, see ``tables.pool_stats``):
 856 tables, seed 0, bins at batch 65536 (``synthesize_pool(856, 0)``), against the published values:
 rows mean 4.105M (4.107M), std 3.12M (3.13M); pooling mean 15.67 (15.81), std 23.3 (25.6); no lookups 4.2%
 (4.2%); every pool-mean access bin within 0.006 of the published mean (bin 0: 0.229 vs 0.2246); pooled
@@ -38,8 +38,8 @@ Enforced by tests/test_synth.py: rows mean within 3%, pooling mean within 5%, em
 tables); for a 40-table pool at batch 65536 (seconds to make), every mean bin within 0.05 and every pooled
 distinct-index bin within 0.13 (seeds 0-5 measured: worst 0.038 and 0.12; small
 pools are dominated by their few largest tables). Not fitted: the per-table std of the bins, which comes out
-larger than published (tables of this family concentrate their reuse in fewer bins), e.g. bin 0 std 0.29 vs 0.23
-and bins 3-10 about 0.12 vs 0.05-0.08 (856 tables).
+larger than published (tables of this family concentrate their reuse in fewer bins), e.g. bin 0 std 0.29 vs
+0.23 and bins 3-10 about 0.12 vs 0.05-0.08 (856 tables).
 
 Stats batch size: the published bins are for batch 65536, so that is the default; the 856-table pool then
 draws ~880M indices (64 s of CPU on one core of this machine, 0.7 GB peak memory; about 4 minutes of
@@ -64,6 +64,18 @@ import numpy as np
 from autoshard.errors import AutoshardError
 from autoshard.io import atomic_write_bytes
 from autoshard.tables.lookups import reuse_histograms, sample_lookups
+from autoshard.tables.pool_stats import pool_stats
+from autoshard.tables.published import (
+    ALPHA_EDGES,
+    CELL_WEIGHTS,
+    PUBLISHED_BATCH_SIZE,
+    PUBLISHED_EMPTY_FRACTION,
+    PUBLISHED_POOLING_MEAN,
+    PUBLISHED_POOLING_STD,
+    PUBLISHED_ROWS_MEAN,
+    PUBLISHED_ROWS_STD,
+    VOCAB_EDGES,
+)
 from autoshard.tables.table import NUM_ACCESS_BINS, LookupKind, LookupSpec, Table, TablePool
 
 logger = logging.getLogger(__name__)
@@ -72,54 +84,12 @@ GENERATOR = "autoshard.synth"
 GENERATOR_VERSION = 1
 """Bumped whenever the same seed would give different tables."""
 
-# Published targets: shared/data/dlrm_datasets/feature_stats.json (dlrm_datasets 2021 file
-# fbgemm_t856_bs65536: 856 tables, batch 65536) and locality_stats_2021.txt (its first entry).
-PUBLISHED_NUM_TABLES = 856
-PUBLISHED_BATCH_SIZE = 65536
-PUBLISHED_ROWS_MEAN = 4107470.0
-PUBLISHED_ROWS_STD = 3134820.0
-PUBLISHED_POOLING_MEAN = 15.8117
-PUBLISHED_POOLING_STD = 25.5944
-PUBLISHED_EMPTY_FRACTION = 0.042
-PUBLISHED_BINS_MEAN = (
-    0.2246, 0.1044, 0.1261, 0.1061, 0.0824, 0.0562, 0.0386, 0.0328, 0.0313,
-    0.0271, 0.0266, 0.0215, 0.0189, 0.0147, 0.0063, 0.0076, 0.0327,
-)
-PUBLISHED_BINS_STD = (
-    0.2265, 0.0695, 0.0916, 0.0756, 0.0589, 0.0514, 0.0484, 0.0568, 0.0673,
-    0.0645, 0.0743, 0.069, 0.0696, 0.0809, 0.0429, 0.0509, 0.1228,
-)
-PUBLISHED_POOLED_UNIQUE_HIST = (
-    0.473, 0.152, 0.139, 0.112, 0.072, 0.032, 0.011, 0.005, 0.002, 0.001,
-    0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
-)
-"""locality_stats_2021.txt 'Histogram of col sizes': share of all distinct indices of the pool per access bin."""
-PUBLISHED_POOLED_LOOKUP_HIST = (
-    0.069, 0.044, 0.068, 0.101, 0.121, 0.104, 0.073, 0.058, 0.052, 0.050,
-    0.049, 0.048, 0.048, 0.043, 0.031, 0.023, 0.019,
-)
-"""locality_stats_2021.txt 'Ratio of index distribution': share of all lookups per access bin."""
-PUBLISHED_UNIQUE_PER_LOOKUP = 128435723 / 887017990
-"""locality_stats_2021.txt: distinct indices / lookups over the whole batch (1 / 'Avg col size' 6.9)."""
-
 STATS_BATCH_SIZE = PUBLISHED_BATCH_SIZE
 """Default batch at which access bins are computed: the published one, so bins are comparable."""
 STATS_SEED = 0
 """``sample_lookups`` seed of the batch the bins are computed from."""
 DEFAULT_POOLING_CV = 1.0
 """Bag-size coefficient of variation of synthetic tables (not published; it does not affect the bins)."""
-
-ALPHA_EDGES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0)
-"""Power-law exponent cells of the (alpha, vocab) density: cell i is [ALPHA_EDGES[i], ALPHA_EDGES[i+1])."""
-VOCAB_EDGES = (-5.0, -4.0, -3.0, -2.0, -1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0)
-"""Cells of log10(vocab / (65536 * pooling)): a table's active vocabulary relative to its lookups in one
-published batch (vocab is then capped at rows; so the top cells mean 'all rows')."""
-CELL_WEIGHTS: tuple[tuple[int, int, float], ...] = (
-    (0, 0, 0.0395), (0, 1, 0.0228), (0, 2, 0.0402), (0, 3, 0.0356), (0, 4, 0.0631), (1, 1, 0.0484), (1, 2, 0.0619),
-    (1, 4, 0.0961), (1, 5, 0.3825), (1, 9, 0.1565), (2, 5, 0.0212), (2, 8, 0.0225), (7, 0, 0.0097),
-)
-"""(alpha cell, vocab cell, probability) of the piecewise-uniform density; fitted by ``fit_cell_density()``
-(defaults: 64 calibration tables, pooled_weight 0.3, std_weight 0). Cells not listed have probability 0."""
 
 
 @dataclass(frozen=True)
@@ -165,9 +135,11 @@ class SynthConfig:
         if not 0.0 <= self.empty_fraction < 1.0:
             raise AutoshardError(f"empty fraction {self.empty_fraction} must be in [0, 1)")
         na, nv = len(self.alpha_edges) - 1, len(self.vocab_edges) - 1
-        if not self.cell_weights or any(not (0 <= i < na and 0 <= j < nv and w >= 0) for i, j, w in self.cell_weights) \
+        if not self.cell_weights or any(not (0 <= i < na and 0 <= j < nv and w >= 0)
+                                        for i, j, w in self.cell_weights) \
                 or sum(w for _, _, w in self.cell_weights) <= 0:
-            raise AutoshardError("the (alpha, vocab) density needs non-negative weights of existing cells, not all 0")
+            raise AutoshardError("the (alpha, vocab) density needs non-negative weights of existing cells, "
+                                 "not all 0")
 
 
 def _stratified(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -176,7 +148,8 @@ def _stratified(rng: np.random.Generator, n: int) -> np.ndarray:
 
 
 def _quota(rng: np.random.Generator, weights: Sequence[float], n: int) -> np.ndarray:
-    """``n`` category labels with counts n * w (largest remainder), shuffled: the stratified categorical draw."""
+    """``n`` category labels with counts n * w (largest remainder), shuffled: the stratified categorical
+    draw."""
     w = np.asarray(weights, dtype=np.float64)
     w = w / w.sum()
     exact = w * n
@@ -201,12 +174,14 @@ def _nonempty_pooling_moments(cfg: SynthConfig) -> tuple[float, float]:
     second = (cfg.pooling_std ** 2 + cfg.pooling_mean ** 2) / keep
     var = second - mean ** 2
     if var <= 0:
-        raise AutoshardError("pooling std too small for the empty fraction; lower empty_fraction or raise pooling_std")
+        raise AutoshardError("pooling std too small for the empty fraction; "
+                             "lower empty_fraction or raise pooling_std")
     return mean, math.sqrt(var)
 
 
 def draw_features(cfg: SynthConfig) -> dict[str, np.ndarray]:
-    """Per-table rows, pooling factor, alpha, vocab, dim and lookup seed (no bins yet), deterministic per ``cfg``."""
+    """Per-table rows, pooling factor, alpha, vocab, dim and lookup seed (no bins yet), deterministic per
+    ``cfg``."""
     from scipy import stats
 
     cfg.check()
@@ -236,8 +211,8 @@ def draw_features(cfg: SynthConfig) -> dict[str, np.ndarray]:
     dims = np.asarray(cfg.dims, dtype=np.int64)
     # last draw, so the dims chosen never change any other feature of a table
     dim = np.full(n, dims[0]) if len(dims) == 1 else rng.choice(dims, size=n)
-    return {"rows": rows, "pooling": np.round(pooling, 4), "alpha": np.round(alpha, 4), "vocab": vocab, "dim": dim,
-            "lookup_seed": lookup_seed, "empty": empty}
+    return {"rows": rows, "pooling": np.round(pooling, 4), "alpha": np.round(alpha, 4), "vocab": vocab,
+            "dim": dim, "lookup_seed": lookup_seed, "empty": empty}
 
 
 def synthesize_pool(
@@ -249,7 +224,8 @@ def synthesize_pool(
     checkpoint: str | None = None,
     **overrides: Any,
 ) -> TablePool:
-    """A pool of ``num_tables`` DLRM-like tables; bins computed from generated lookups at ``stats_batch_size``.
+    """A pool of ``num_tables`` DLRM-like tables; bins computed from generated lookups at
+    ``stats_batch_size``.
 
     ``overrides`` set other ``SynthConfig`` fields. ``progress(k)`` is called after each table with the number
     done (the CLI shows a bar with it). With ``checkpoint`` (a path), every finished table is appended to that
@@ -289,7 +265,8 @@ def synthesize_pool(
         "generator_version": GENERATOR_VERSION,
         "config": config_json,
         "stats_seed": STATS_SEED,
-        "targets": "shared/data/dlrm_datasets/feature_stats.json, locality_stats_2021.txt (2021 trace, batch 65536)",
+        "targets": ("shared/data/dlrm_datasets/feature_stats.json, "
+                    "locality_stats_2021.txt (2021 trace, batch 65536)"),
         "empty_tables": [t.name for t, e in zip(tables, f["empty"]) if e],
         "stats": pool_stats(tables, unique_hist, lookup_hist),
     }
@@ -353,146 +330,3 @@ def _open_checkpoint(path: str, config: dict[str, Any], done: dict[int, tuple[Ta
 
 def _jsonable(v: Any) -> Any:
     return [_jsonable(x) for x in v] if isinstance(v, (tuple, list)) else v
-
-
-def pool_stats(
-    tables: Sequence[Table], unique_hist: np.ndarray | None = None, lookup_hist: np.ndarray | None = None
-) -> dict[str, Any]:
-    """Means/stds of rows, pooling and bins over ``tables``, and the pooled reuse histograms when given."""
-    rows = np.array([t.rows for t in tables], dtype=np.float64)
-    pooling = np.array([t.pooling_factor for t in tables], dtype=np.float64)
-    bins = np.array([t.access_bins for t in tables], dtype=np.float64)
-    out: dict[str, Any] = {
-        "num_tables": len(tables),
-        "rows_mean": float(rows.mean()), "rows_std": float(rows.std()),
-        "pooling_mean": float(pooling.mean()), "pooling_std": float(pooling.std()),
-        "empty_fraction": float(np.mean(pooling == 0)),
-        "bins_mean": [round(float(x), 5) for x in bins.mean(axis=0)],
-        "bins_std": [round(float(x), 5) for x in bins.std(axis=0)],
-    }
-    if unique_hist is not None and lookup_hist is not None and unique_hist.sum() > 0:
-        out["pooled_unique_hist"] = [round(float(x), 5) for x in unique_hist / unique_hist.sum()]
-        out["pooled_lookup_hist"] = [round(float(x), 5) for x in lookup_hist / lookup_hist.sum()]
-        out["unique_per_lookup"] = float(unique_hist.sum() / lookup_hist.sum())
-    return out
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Fitting the (alpha, vocab) density (offline, ~50 s of CPU; its result is CELL_WEIGHTS). Reproduce with
-#   .venv/bin/python -c "from autoshard.tables.synth import fit_cell_density as f; print(f())"
-# ---------------------------------------------------------------------------------------------------------------
-
-_HEAD_RANKS = 2000
-"""Ranks below this are treated one by one in the analytic expectation; above, in log-spaced groups."""
-_TAIL_GROUPS = 1500
-
-
-def _poisson_bin_tables(log_lam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For Poisson(lam) counts: P(count in bin j) and E[count * 1{count in bin j}] / lam, per lam ([L, 17])."""
-    from scipy import stats
-
-    lam = np.exp(log_lam)[:, None]
-    edges = np.array([0] + [2**k for k in range(NUM_ACCESS_BINS - 1)], dtype=np.float64)  # 0, 1, 2, 4, ..., 32768
-    cdf = stats.poisson.cdf(edges[None, :], lam)
-    p = np.empty((len(log_lam), NUM_ACCESS_BINS))
-    p[:, :-1] = np.diff(cdf, axis=1)
-    p[:, -1] = stats.poisson.sf(edges[-1], lam[:, 0])
-    # E[c 1{a < c <= b}] = lam * P(a - 1 < c' <= b - 1) for c' ~ Poisson(lam)
-    cdf1 = stats.poisson.cdf(edges[None, :] - 1, lam)
-    q = np.empty_like(p)
-    q[:, :-1] = np.diff(cdf1, axis=1)
-    q[:, -1] = stats.poisson.sf(edges[-1] - 1, lam[:, 0])
-    return p, q
-
-
-def _expected_hists(n: float, rows: int, alpha: float, grid: np.ndarray, p_tab: np.ndarray, q_tab: np.ndarray
-                    ) -> tuple[np.ndarray, np.ndarray]:
-    """Expected distinct indices and lookups per bin for ``n`` i.i.d. lookups of the rank power law."""
-    def cdf(x: np.ndarray) -> np.ndarray:  # CDF of the continuous rank x in [0, rows) (see lookups._power_law_ranks)
-        if abs(alpha - 1.0) < 1e-9:
-            return np.log1p(x) / math.log(rows + 1.0)
-        return ((x + 1.0) ** (1.0 - alpha) - 1.0) / ((rows + 1.0) ** (1.0 - alpha) - 1.0)
-
-    head = min(rows, _HEAD_RANKS)
-    bounds = np.arange(head + 1, dtype=np.float64)
-    if rows > head:
-        bounds = np.unique(np.concatenate([bounds, np.rint(np.geomspace(head, rows, _TAIL_GROUPS))]))
-    width = np.diff(bounds)
-    lam = n * np.diff(cdf(bounds)) / width
-    log_lam = np.log(np.maximum(lam, 1e-300))
-    p = np.stack([np.interp(log_lam, grid, p_tab[:, j]) for j in range(NUM_ACCESS_BINS)], axis=1)
-    q = np.stack([np.interp(log_lam, grid, q_tab[:, j]) for j in range(NUM_ACCESS_BINS)], axis=1)
-    tiny = lam < math.exp(grid[0])
-    p[tiny] = 0.0
-    q[tiny] = 0.0
-    p[tiny, 0] = lam[tiny]  # P(count = 1) ~ lam for vanishing lam
-    q[tiny, 0] = 1.0
-    return (width[:, None] * p).sum(axis=0), (width[:, None] * lam[:, None] * q).sum(axis=0)
-
-
-def cell_basis(calibration_tables: int = 64, batch_size: int = PUBLISHED_BATCH_SIZE, seed: int = 0,
-               alpha_edges: Sequence[float] = ALPHA_EDGES, vocab_edges: Sequence[float] = VOCAB_EDGES
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
-    """Per (alpha, vocab) cell: expected mean bins, mean squared bins, pooled distinct and lookup histograms;
-    and the total lookups.
-
-    Rows and pooling of ``calibration_tables`` tables are drawn as ``synthesize_pool`` draws them; each cell is
-    evaluated at 2 x 2 points inside it with Poissonised counts (arrays [cells, 17], cell = i * nv + j).
-    """
-    cfg = SynthConfig(num_tables=calibration_tables, seed=seed, alpha_edges=tuple(alpha_edges),
-                      vocab_edges=tuple(vocab_edges), cell_weights=((0, 0, 1.0),))
-    f = draw_features(cfg)
-    grid = np.linspace(math.log(1e-9), math.log(1e9), 4000)
-    p_tab, q_tab = _poisson_bin_tables(grid)
-    na, nv = len(alpha_edges) - 1, len(vocab_edges) - 1
-    mean_bins = np.zeros((na * nv, NUM_ACCESS_BINS))
-    mean_sq = np.zeros_like(mean_bins)
-    pooled_u = np.zeros_like(mean_bins)
-    pooled_l = np.zeros_like(mean_bins)
-    for i in range(na):
-        for j in range(nv):
-            c = i * nv + j
-            for a in np.linspace(alpha_edges[i], alpha_edges[i + 1], 5)[1::2]:
-                for v in np.linspace(vocab_edges[j], vocab_edges[j + 1], 5)[1::2]:
-                    for rows, pooling in zip(f["rows"], f["pooling"]):
-                        if pooling <= 0:
-                            continue
-                        vocab = int(np.clip(round(PUBLISHED_BATCH_SIZE * pooling * 10.0**v), 1, rows))
-                        u, lk = _expected_hists(batch_size * pooling, vocab, float(a), grid, p_tab, q_tab)
-                        mean_bins[c] += u / u.sum() / 4.0
-                        mean_sq[c] += (u / u.sum()) ** 2 / 4.0
-                        pooled_u[c] += u / 4.0
-                        pooled_l[c] += lk / 4.0
-    return (mean_bins / calibration_tables, mean_sq / calibration_tables, pooled_u, pooled_l,
-            float(batch_size * f["pooling"].sum()))
-
-
-def fit_cell_density(pooled_weight: float = 0.3, std_weight: float = 0.0, **basis_args: Any
-                     ) -> tuple[tuple[int, int, float], ...]:
-    """Cell weights that best match the published statistics (non-negative least squares, summing to one).
-
-    Equations: pool mean bins = published mean bins; pool mean squared bins = published std^2 + mean^2 (so
-    the per-table spread matches too); pooled distinct-index and lookup histograms = locality_stats_2021
-    (linear in the weights once multiplied out: sum_c w_c (U_cj - h_j U_c) = 0); distinct / lookups =
-    published. ``pooled_weight`` and ``std_weight`` weigh those equations against the mean bins.
-    """
-    from scipy.optimize import nnls
-
-    mean_bins, mean_sq, pooled_u, pooled_l, n_total = cell_basis(**basis_args)
-    nv = len(basis_args.get("vocab_edges", VOCAB_EDGES)) - 1
-    hu = np.asarray(PUBLISHED_POOLED_UNIQUE_HIST)
-    hl = np.asarray(PUBLISHED_POOLED_LOOKUP_HIST)
-    u_tot = pooled_u.sum(axis=1, keepdims=True)
-    scale = float(u_tot.mean())
-    rows_u = (pooled_u - hu[None, :] * u_tot) / scale
-    rows_l = (pooled_l - hl[None, :] * n_total) / n_total
-    rows_ratio = (u_tot[:, 0] - PUBLISHED_UNIQUE_PER_LOOKUP * n_total) / scale
-    cells = len(mean_bins)
-    target_sq = np.asarray(PUBLISHED_BINS_STD) ** 2 + np.asarray(PUBLISHED_BINS_MEAN) ** 2
-    a_mat = np.vstack([mean_bins.T, std_weight * mean_sq.T, pooled_weight * rows_u.T, pooled_weight * rows_l.T,
-                       pooled_weight * rows_ratio[None, :], 100.0 * np.ones((1, cells))])
-    b_vec = np.concatenate([np.asarray(PUBLISHED_BINS_MEAN), std_weight * target_sq,
-                            np.zeros(2 * NUM_ACCESS_BINS + 1), [100.0]])
-    w, _ = nnls(a_mat, b_vec)
-    w = w / w.sum()
-    return tuple((c // nv, c % nv, round(float(w[c]), 4)) for c in range(cells) if round(float(w[c]), 4) > 0)

@@ -1,8 +1,8 @@
 """The ``Table`` value type, its learning features, and the table pool (a set of tables + feature normaliser).
 
-Features follow DreamShard (NeurIPS 2022, Sec. 4.1): dimension, hash size (rows), pooling factor, table size and
-the 17 access-frequency bins. Normalisation is fitted once on a table pool and stored with it, so the same table
-gets the same features in every task (never re-fitted per task).
+Features follow DreamShard (NeurIPS 2022, Sec. 4.1): dimension, hash size (rows), pooling factor, table size
+and the 17 access-frequency bins. Normalisation is fitted once on a table pool and stored with it, so the same
+table gets the same features in every task (never re-fitted per task).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from autoshard.errors import AutoshardError
 from autoshard.io import ARTEFACT_VERSION, check_finite, read_json, write_json
 
 NUM_ACCESS_BINS = 17
-"""Access-count bins (0,1], (1,2], (2,4], ..., (16384,32768], >32768 as in the dlrm_datasets locality stats."""
+"""Access-count bins (0,1], (1,2], (2,4], ..., (16384,32768], >32768 as in the dlrm_datasets locality
+stats."""
 
 ACCESS_BIN_EDGES: tuple[int, ...] = tuple(2**i for i in range(NUM_ACCESS_BINS - 1))
 """Upper edges of the first 16 bins: 1, 2, 4, ..., 32768; the 17th bin is everything above 32768."""
@@ -31,7 +32,30 @@ FEATURE_NAMES: tuple[str, ...] = (
 NUM_FEATURES = len(FEATURE_NAMES)
 
 FEATURE_SIZE_ELEMENT_BYTES = 4
-"""Table size in the feature vector is always counted at fp32, so features don't depend on a task's precision."""
+"""Table size in the feature vector is always counted at fp32, so features don't depend on a task's
+precision."""
+
+
+_DIM, _LOG_ROWS, _LOG_POOLING, _LOG_SIZE = (FEATURE_NAMES.index(n) for n in
+                                            ("dim", "log10_rows", "log10_1p_pooling", "log10_size_bytes"))
+
+
+def shard_raw_features(full: np.ndarray, dims: np.ndarray, row_fraction: np.ndarray) -> np.ndarray:
+    """Raw features of shards, from their tables' full-size raw features ``full`` (N, NUM_FEATURES): the one
+    formula for a shard's features. A column shard has its own dim and size; a row shard holding a fraction
+    ``f`` of the rows has ``f`` x the rows and size, and is looked up ``f`` x the pooling factor per sample
+    (the uniform estimate of its share of the lookups; the access bins stay the table's)."""
+    x = np.array(full, dtype=np.float64, copy=True)
+    d = np.asarray(dims, dtype=np.float64)
+    f = np.asarray(row_fraction, dtype=np.float64)
+    x[:, _DIM] = d
+    split = f < 1.0
+    if split.any():
+        x[split, _LOG_ROWS] += np.log10(f[split])
+        pooling = 10.0 ** x[split, _LOG_POOLING] - 1.0
+        x[split, _LOG_POOLING] = np.log10(1.0 + pooling * f[split])
+    x[:, _LOG_SIZE] = x[:, _LOG_ROWS] + np.log10(d * FEATURE_SIZE_ELEMENT_BYTES)
+    return x
 
 
 class Precision(str, Enum):
@@ -49,7 +73,8 @@ class LookupKind(str, Enum):
     """Where a table's lookups come from when real kernels are timed."""
 
     POWER_LAW = "power_law"
-    """Synthetic: indices drawn from a power law over a seeded permutation of rows (see ``tables.lookups``)."""
+    """Synthetic: indices drawn from a power law over a seeded permutation of rows (see
+    ``tables.lookups``)."""
     TRACE = "trace"
     """Real: the table's index stream in a dlrm_datasets trace file."""
 
@@ -131,19 +156,21 @@ class Table:
         """Bytes of the weights (of ``dim`` columns if given, e.g. a column shard)."""
         return self.rows * (self.dim if dim is None else dim) * precision.bytes
 
-    def memory_bytes(self, precision: Precision, optimizer_bytes_per_element: float, dim: int | None = None) -> int:
-        """Bytes a device needs for this table (or a column shard of ``dim`` columns): weights + optimizer state."""
+    def memory_bytes(self, precision: Precision, optimizer_bytes_per_element: float, dim: int | None = None,
+                     rows: int | None = None) -> int:
+        """Bytes a device needs for this table (or a shard of ``dim`` columns and ``rows`` rows): weights +
+        optimizer state."""
         d = self.dim if dim is None else dim
-        return math.ceil(self.rows * d * (precision.bytes + optimizer_bytes_per_element))
+        r = self.rows if rows is None else rows
+        return math.ceil(r * d * (precision.bytes + optimizer_bytes_per_element))
 
     def raw_features(self, dim: int | None = None) -> np.ndarray:
-        """Un-normalised feature vector (length NUM_FEATURES); ``dim`` overrides the dim for a column shard."""
-        d = self.dim if dim is None else dim
-        size = self.rows * d * FEATURE_SIZE_ELEMENT_BYTES
-        return np.array(
-            [d, math.log10(self.rows), math.log10(1.0 + self.pooling_factor), math.log10(size), *self.access_bins],
-            dtype=np.float64,
-        )
+        """Un-normalised feature vector (length NUM_FEATURES); ``dim`` overrides the dim for a column
+        shard."""
+        full = np.array([[self.dim, math.log10(self.rows), math.log10(1.0 + self.pooling_factor),
+                          math.log10(self.rows * self.dim * FEATURE_SIZE_ELEMENT_BYTES), *self.access_bins]],
+                        dtype=np.float64)
+        return shard_raw_features(full, np.array([self.dim if dim is None else dim]), np.ones(1))[0]
 
     def with_dim(self, dim: int) -> Table:
         return replace(self, dim=dim)
@@ -173,8 +200,8 @@ class Table:
                 lookups=LookupSpec.from_json(d["lookups"]) if d.get("lookups") else None,
             )
         except KeyError as e:
-            raise AutoshardError(f"a table entry lacks the field {e}; each needs name, dim, rows, pooling_factor") \
-                from None
+            raise AutoshardError(f"a table entry lacks the field {e}; "
+                                 "each needs name, dim, rows, pooling_factor") from None
         except (TypeError, ValueError) as e:
             raise AutoshardError(f"table {d.get('name')!r}: bad value ({e})") from None
 
@@ -184,7 +211,8 @@ def check_unique_names(tables: Iterable[Table], where: str) -> None:
     seen: set[str] = set()
     for t in tables:
         if t.name in seen:
-            raise AutoshardError(f"{where}: table {t.name!r} appears more than once; table names must be unique")
+            raise AutoshardError(f"{where}: table {t.name!r} appears more than once; "
+                                 "table names must be unique")
         seen.add(t.name)
 
 
@@ -260,7 +288,8 @@ class TablePool:
         if not isinstance(d.get("tables"), list):
             raise AutoshardError("tables file has no 'tables' list; regenerate it with 'autoshard tables'")
         tables = tuple(Table.from_json(t) for t in d["tables"])
-        norm = FeatureNormalizer.from_json(d["normalizer"]) if "normalizer" in d else FeatureNormalizer.fit(tables)
+        norm = (FeatureNormalizer.from_json(d["normalizer"]) if "normalizer" in d
+                else FeatureNormalizer.fit(tables))
         return TablePool(tables, norm, dict(d.get("source", {})))
 
     def save(self, path: str) -> None:

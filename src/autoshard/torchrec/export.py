@@ -1,9 +1,10 @@
 """Plans as TorchRec ``ShardingPlan``s and back.
 
 ``to_sharding_plan`` writes one ``ParameterSharding`` per table (``fused`` kernel, one ``ShardMetadata`` per
-shard with the shard's rows x columns, its column offset and ``rank:R/device``), so DMP places the shards
+shard with the shard's row and column offsets and sizes and ``rank:R/device``), so DMP places the shards
 exactly where the plan says without a process group. ``from_sharding_plan`` reads a TorchRec plan back into a
-``Plan``; sharding types autoshard cannot represent (row_wise, data_parallel, ...) are refused with one line.
+``Plan`` (table-, column-, row-, table-row-wise and data-parallel); other sharding types (e.g.
+table_column_wise) are refused with one line.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from autoshard.errors import AutoshardError, PlanError
 from autoshard.plan import Plan, ShardingType, TablePlacement
+from autoshard.shards import Shard
 from autoshard.tasks import Task
 
 logger = logging.getLogger(__name__)
@@ -22,6 +24,9 @@ FUSED_KERNEL = "fused"
 """TorchRec's ``EmbeddingComputeKernel.FUSED``: FBGEMM's TBE with the optimizer fused into backward (the
 kernel autoshard's costs are measured on). ``construct_module_sharding_plan`` would pick ``dense`` unless
 told."""
+
+DENSE_KERNEL = "dense"
+"""``EmbeddingComputeKernel.DENSE``: the only kernel TorchRec offers data_parallel tables."""
 
 ROOT_MODULE_PATH = ""
 """Module path of an EmbeddingBagCollection that is itself the model handed to DMP."""
@@ -44,8 +49,12 @@ def module_sharding_plan(
     rows: Mapping[str, int],
     device_type: str = "cpu",
     local_size: int | None = None,
+    plan_rows: Mapping[str, int] | None = None,
 ) -> Any:
-    """The ``EmbeddingModuleShardingPlan`` of one EmbeddingBagCollection whose tables have ``rows`` rows."""
+    """The ``EmbeddingModuleShardingPlan`` of one EmbeddingBagCollection whose tables have ``rows`` rows.
+
+    Row ranges of the plan refer to ``plan_rows`` (the task's tables; default ``rows``): where the module has
+    fewer rows (a capped copy for verification), they are scaled to the module's rows."""
     from torchrec.distributed.types import (
         EmbeddingModuleShardingPlan,
         EnumerableShardingSpec,
@@ -60,16 +69,20 @@ def module_sharding_plan(
             raise PlanError(f"plan places table {p.table}, which the module does not have; "
                             "use the plan made for it")
         n_rows = int(rows[p.table])
-        shards, offset = [], 0
-        for rank, cols in zip(p.ranks, p.shard_dims):
-            shards.append(ShardMetadata(shard_offsets=[0, offset], shard_sizes=[n_rows, int(cols)],
-                                        placement=_placement(device_type, int(rank), local)))
-            offset += int(cols)
+        of_rows = int(plan_rows[p.table]) if plan_rows is not None else n_rows
+        shards = []
+        for s in p.shards:
+            start = s.row_start * n_rows // of_rows
+            end = n_rows if s.row_end is None else s.row_end * n_rows // of_rows
+            shards.append(ShardMetadata(shard_offsets=[start, s.col_start], shard_sizes=[end - start, s.cols],
+                                        placement=_placement(device_type, s.rank, local)))
         module_plan[p.table] = ParameterSharding(
             sharding_type=p.sharding_type.value,
-            compute_kernel=FUSED_KERNEL,
+            # TorchRec runs data_parallel tables with the dense kernel (replicated weights, all-reduced grads)
+            compute_kernel=DENSE_KERNEL if p.sharding_type.replicates else FUSED_KERNEL,
             ranks=[int(r) for r in p.ranks],
-            sharding_spec=EnumerableShardingSpec(shards),
+            # replicas are no partition: TorchRec lists data_parallel ranks without a sharding spec
+            sharding_spec=None if p.sharding_type.replicates else EnumerableShardingSpec(shards),
         )
     missing = [n for n in rows if n not in module_plan]
     if missing:
@@ -95,7 +108,7 @@ def to_sharding_plan(
     if plan.num_devices != task.num_devices:
         raise PlanError(f"plan is for {plan.num_devices} devices but the task has {task.num_devices}")
     return ShardingPlan({module_path: module_sharding_plan(plan, table_rows(task, rows_cap), device_type,
-                                                           local_size)})
+                                                           local_size, table_rows(task))})
 
 
 def _rank_of(placement: str) -> int:
@@ -106,44 +119,57 @@ def _rank_of(placement: str) -> int:
         raise AutoshardError(f"shard placement {placement!r} is not of the form rank:R/device") from None
 
 
-def placement_from_parameter_sharding(table: str, ps: Any) -> TablePlacement:
-    """One table's ``ParameterSharding`` as a ``TablePlacement``.
+def placement_from_parameter_sharding(table: str, ps: Any, dim: int | None = None) -> TablePlacement:
+    """One table's ``ParameterSharding`` as a ``TablePlacement``, every shard with its offsets and sizes.
 
-    Column shards are put in column order; adjacent column shards on the same rank are merged (TorchRec may
-    split a table into more shards than ranks). Raises PlanError for what a Plan cannot hold.
+    Column shards are put in column order and adjacent column shards on the same rank are merged (TorchRec may
+    split a table into more shards than ranks); row shards keep their ranges (empty ones, which TorchRec's
+    even split gives ranks past the last row, are dropped); ``dim`` is needed only for data_parallel, whose
+    replicas TorchRec lists without shards. Raises PlanError for what a Plan cannot hold.
     """
-    st = ps.sharding_type
-    if st == ShardingType.TABLE_WISE.value:
+    try:
+        st = ShardingType(ps.sharding_type)
+    except ValueError:
+        raise PlanError(f"table {table}: TorchRec sharding type {ps.sharding_type!r} cannot be represented "
+                        f"in an autoshard plan (it holds {', '.join(t.value for t in ShardingType)}); "
+                        "exclude it from the planner's sharding types") from None
+    spec = list(ps.sharding_spec.shards) if ps.sharding_spec is not None else []
+    if st is ShardingType.DATA_PARALLEL:
+        cols = int(spec[0].shard_sizes[1]) if spec else dim
+        if cols is None or not ps.ranks:
+            raise PlanError(f"table {table}: data_parallel sharding without ranks or a dim; "
+                            "pass the table's dim")
+        return TablePlacement.data_parallel(table, [int(r) for r in ps.ranks], cols)
+    if not spec:
+        raise PlanError(f"table {table}: {st.value} sharding without shards; cannot read its layout")
+    if st.splits_rows:
+        shards = sorted((s for s in spec if int(s.shard_sizes[0]) > 0), key=lambda s: int(s.shard_offsets[0]))
+        return TablePlacement(table, st, tuple(
+            Shard(_rank_of(s.placement), int(s.shard_offsets[1]),
+                  int(s.shard_offsets[1]) + int(s.shard_sizes[1]),
+                  int(s.shard_offsets[0]), int(s.shard_offsets[0]) + int(s.shard_sizes[0])) for s in shards))
+    if st is ShardingType.TABLE_WISE:
         if not ps.ranks or len(ps.ranks) != 1:
             raise PlanError(f"table {table}: table_wise sharding with ranks {ps.ranks}; expected one rank")
-        shards = ps.sharding_spec.shards if ps.sharding_spec is not None else []
-        dim = int(shards[0].shard_sizes[1]) if shards else None
-        if dim is None:
-            raise PlanError(f"table {table}: table_wise sharding without a shard; cannot read its dim")
-        return TablePlacement.table_wise(table, int(ps.ranks[0]), dim)
-    if st == ShardingType.COLUMN_WISE.value:
-        if ps.sharding_spec is None or not ps.sharding_spec.shards:
-            raise PlanError(f"table {table}: column_wise sharding without shards")
-        shards = sorted(ps.sharding_spec.shards, key=lambda s: int(s.shard_offsets[1]))
-        ranks: list[int] = []
-        dims: list[int] = []
-        expected = 0
-        for s in shards:
-            if int(s.shard_offsets[1]) != expected or int(s.shard_offsets[0]) != 0:
-                raise PlanError(f"table {table}: column shards leave a gap or overlap at column {expected}")
-            rank, cols = _rank_of(s.placement), int(s.shard_sizes[1])
-            if ranks and ranks[-1] == rank:
-                dims[-1] += cols
-            else:
-                ranks.append(rank)
-                dims.append(cols)
-            expected += cols
-        if len(set(ranks)) != len(ranks):
-            raise PlanError(f"table {table}: non-adjacent column shards on one rank ({ranks}); "
-                            "autoshard needs one column block per rank")
-        return TablePlacement.column_wise(table, ranks, dims)
-    raise PlanError(f"table {table}: TorchRec sharding type {st!r} cannot be represented in an autoshard "
-                    "plan (only table_wise and column_wise); exclude it from the planner's sharding types")
+        return TablePlacement.table_wise(table, int(ps.ranks[0]), int(spec[0].shard_sizes[1]))
+    shards = sorted(spec, key=lambda s: int(s.shard_offsets[1]))
+    ranks: list[int] = []
+    dims: list[int] = []
+    expected = 0
+    for s in shards:
+        if int(s.shard_offsets[1]) != expected or int(s.shard_offsets[0]) != 0:
+            raise PlanError(f"table {table}: column shards leave a gap or overlap at column {expected}")
+        rank, cols = _rank_of(s.placement), int(s.shard_sizes[1])
+        if ranks and ranks[-1] == rank:
+            dims[-1] += cols
+        else:
+            ranks.append(rank)
+            dims.append(cols)
+        expected += cols
+    if len(set(ranks)) != len(ranks):
+        raise PlanError(f"table {table}: non-adjacent column shards on one rank ({ranks}); "
+                        "autoshard needs one column block per rank")
+    return TablePlacement.column_wise(table, ranks, dims)
 
 
 def from_module_sharding_plan(
@@ -152,13 +178,16 @@ def from_module_sharding_plan(
     algorithm: str = "torchrec",
     task_name: str = "",
     order: Sequence[str] | None = None,
+    dims: Mapping[str, int] | None = None,
 ) -> Plan:
-    """A Plan from one module's ``{table: ParameterSharding}`` (tables in ``order`` if given)."""
+    """A Plan from one module's ``{table: ParameterSharding}`` (tables in ``order`` if given; ``dims`` are
+    needed for data_parallel tables only)."""
     names = list(order) if order is not None else list(module_plan)
     missing = [n for n in names if n not in module_plan]
     if missing:
         raise PlanError(f"TorchRec plan has no sharding for table {missing[0]}")
-    placements = tuple(placement_from_parameter_sharding(n, module_plan[n]) for n in names)
+    placements = tuple(placement_from_parameter_sharding(n, module_plan[n], (dims or {}).get(n))
+                       for n in names)
     return Plan(placements, num_devices, algorithm, task_name)
 
 
@@ -177,4 +206,4 @@ def from_sharding_plan(
     if module_path not in plans:
         raise AutoshardError(f"TorchRec plan has no module {module_path!r}; it has {sorted(plans)}")
     return from_module_sharding_plan(plans[module_path], task.num_devices, algorithm, task.name,
-                                     [t.name for t in task.tables])
+                                     [t.name for t in task.tables], {t.name: t.dim for t in task.tables})

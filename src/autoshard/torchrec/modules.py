@@ -11,7 +11,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from autoshard.tables.lookups import Lookups, sample_lookups
+from autoshard.tables.lookup_batch import Lookups
+from autoshard.tables.lookups import sample_lookups
 from autoshard.tasks import Task
 
 

@@ -1,7 +1,7 @@
 """Run a plan for real: D processes shard an EmbeddingBagCollection with TorchRec's DistributedModelParallel.
 
-Each rank (a ``torch.multiprocessing`` spawn process; gloo on 127.0.0.1 on CPU, NCCL on GPUs, on a free port
-picked at run time):
+Each rank (a process started by ``autoshard.hardware.multiprocess``: gloo on 127.0.0.1 on CPU, NCCL with one
+GPU per rank, on a free port picked at run time):
 
 1. builds the task's EmbeddingBagCollection on ``meta`` and shards it with DMP under the exported plan
    (``fused`` kernel, optimizer fused into backward);
@@ -30,15 +30,13 @@ from __future__ import annotations
 
 import logging
 import math
-import queue
-import socket
 import time
-import traceback
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
 from autoshard.errors import AutoshardError
+from autoshard.hardware.multiprocess import RankContext, check_world, run_on_ranks
 from autoshard.plan import Plan, validate
 from autoshard.tasks import Task
 
@@ -51,9 +49,6 @@ DEFAULT_ROWS_CAP = 100_000
 NUM_BATCHES = 4
 """Distinct generated batches the steps cycle through (generated before timing, so timing is the step
 only)."""
-
-JOIN_GRACE_S = 10.0
-"""Seconds a worker gets to exit after it reported, before it is terminated."""
 
 
 class Optimizer(str, Enum):
@@ -164,13 +159,6 @@ class VerifyResult:
         }
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free now (the OS picks it; never a fixed 29500)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _reference_weights(task: Task, rows: dict[str, int], seed: int) -> dict[str, Any]:
     """Identical weights in every rank: table i uniform in [-0.1, 0.1) from generator (seed, i)."""
     import torch
@@ -194,20 +182,8 @@ def _planned_shards(plan: Plan, rank: int) -> set[tuple[str, int, int]]:
     return out
 
 
-def _worker(rank: int, world: int, port: int, task_json: dict, plan_json: dict, settings: VerifySettings,
-            results: Any) -> None:
-    """One rank; reports ("ok", rank, dict) or ("error", rank, message) on ``results``."""
-    try:
-        results.put(("ok", rank, _run_rank(rank, world, port, task_json, plan_json, settings)))
-    except BaseException as e:  # noqa: BLE001 - the parent must hear of every failure
-        msg = f"{type(e).__name__}: {e}".strip().splitlines()
-        results.put(("error", rank, (msg[0] if msg else type(e).__name__), traceback.format_exc()))
-
-
-def _run_rank(rank: int, world: int, port: int, task_json: dict, plan_json: dict,
-              settings: VerifySettings) -> dict[str, Any]:
-    from datetime import timedelta
-
+def _run_rank(ctx: RankContext, task_json: dict, plan_json: dict, settings: VerifySettings) -> dict[str, Any]:
+    """One rank (its process group already up): shard, check against the unsharded module, time the steps."""
     import torch
     import torch.distributed as dist
     from fbgemm_gpu.split_embedding_configs import EmbOptimType
@@ -222,90 +198,68 @@ def _run_rank(rank: int, world: int, port: int, task_json: dict, plan_json: dict
     # torchrec's sharded modules call torch.fx's deprecated is_fx_tracing: one warning per rank, not ours.
     logging.getLogger("torch.fx._symbolic_trace").setLevel(logging.ERROR)
     task, plan = Task.from_json(task_json), Plan.from_json(plan_json)
-    cuda = settings.device == "cuda"
-    if cuda:
-        torch.cuda.set_device(rank)
-    device = torch.device("cuda", rank) if cuda else torch.device("cpu")
-    dist.init_process_group("nccl" if cuda else "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=world, timeout=timedelta(seconds=settings.timeout_s))
-    try:
-        rows = table_rows(task, settings.rows_cap)
-        sharder = EmbeddingBagCollectionSharder(fused_params={
-            "optimizer": EmbOptimType(settings.optimizer.value), "learning_rate": settings.learning_rate})
-        sharding_plan = to_sharding_plan(plan, task, device_type=settings.device, local_size=world,
-                                         rows_cap=settings.rows_cap)
-        model = DistributedModelParallel(build_ebc(task, settings.rows_cap, "meta"),
-                                         env=ShardingEnv.from_process_group(dist.group.WORLD), device=device,
-                                         plan=sharding_plan, sharders=[sharder])
-        weights = _reference_weights(task, rows, settings.seed)
-        held: set[tuple[str, int, int]] = set()
-        with torch.no_grad():
-            for key, value in model.state_dict().items():
-                name = key.split(".")[-2]  # embedding_bags.<table>.weight
-                if name not in weights or not hasattr(value, "local_shards"):
-                    continue
-                for shard in value.local_shards():
-                    r0, c0 = shard.metadata.shard_offsets
-                    nr, nc = shard.metadata.shard_sizes
-                    shard.tensor.copy_(weights[name][r0:r0 + nr, c0:c0 + nc].to(device))
-                    held.add((name, int(c0), int(nc)))
-        reference = build_ebc(task, settings.rows_cap, "cpu")
-        with torch.no_grad():
-            for name, bag in reference.embedding_bags.items():
-                bag.weight.copy_(weights[name])
+    rank, world, device = ctx.rank, ctx.world_size, ctx.device
+    cuda = device.type == "cuda"
+    rows = table_rows(task, settings.rows_cap)
+    sharder = EmbeddingBagCollectionSharder(fused_params={
+        "optimizer": EmbOptimType(settings.optimizer.value), "learning_rate": settings.learning_rate})
+    sharding_plan = to_sharding_plan(plan, task, device_type=settings.device, local_size=world,
+                                     rows_cap=settings.rows_cap)
+    model = DistributedModelParallel(build_ebc(task, settings.rows_cap, "meta"),
+                                     env=ShardingEnv.from_process_group(dist.group.WORLD), device=device,
+                                     plan=sharding_plan, sharders=[sharder])
+    weights = _reference_weights(task, rows, settings.seed)
+    held: set[tuple[str, int, int]] = set()
+    with torch.no_grad():
+        for key, value in model.state_dict().items():
+            name = key.split(".")[-2]  # embedding_bags.<table>.weight
+            if name not in weights or not hasattr(value, "local_shards"):
+                continue
+            for shard in value.local_shards():
+                r0, c0 = shard.metadata.shard_offsets
+                nr, nc = shard.metadata.shard_sizes
+                shard.tensor.copy_(weights[name][r0:r0 + nr, c0:c0 + nc].to(device))
+                held.add((name, int(c0), int(nc)))
+    reference = build_ebc(task, settings.rows_cap, "cpu")
+    with torch.no_grad():
+        for name, bag in reference.embedding_bags.items():
+            bag.weight.copy_(weights[name])
 
-        global_batch_size = world * math.ceil(task.batch_size / world)
-        local = global_batch_size // world
-        lo, hi = rank * local, (rank + 1) * local
-        batches = [sample_batch(task, global_batch_size, settings.seed + i, settings.rows_cap)
-                   for i in range(NUM_BATCHES)]
-        inputs = [make_kjt(task, b, lo, hi).to(device) for b in batches]
+    global_batch_size = world * math.ceil(task.batch_size / world)
+    local = global_batch_size // world
+    lo, hi = rank * local, (rank + 1) * local
+    batches = [sample_batch(task, global_batch_size, settings.seed + i, settings.rows_cap)
+               for i in range(NUM_BATCHES)]
+    inputs = [make_kjt(task, b, lo, hi).to(device) for b in batches]
 
-        with torch.no_grad():
-            sharded = model(inputs[0]).to_dict()
-            expected = reference(make_kjt(task, batches[0])).to_dict()
-        max_diff, ok = 0.0, True
-        for key, want in expected.items():
-            got = sharded[key].detach().cpu()
-            part = want[lo:hi]
-            max_diff = max(max_diff, float((got - part).abs().max()) if got.numel() else 0.0)
-            ok = ok and bool(torch.allclose(got, part, atol=settings.atol, rtol=settings.rtol))
-        del reference
+    with torch.no_grad():
+        sharded = model(inputs[0]).to_dict()
+        expected = reference(make_kjt(task, batches[0])).to_dict()
+    max_diff, ok = 0.0, True
+    for key, want in expected.items():
+        got = sharded[key].detach().cpu()
+        part = want[lo:hi]
+        max_diff = max(max_diff, float((got - part).abs().max()) if got.numel() else 0.0)
+        ok = ok and bool(torch.allclose(got, part, atol=settings.atol, rtol=settings.rtol))
+    del reference
 
-        times = []
-        dist.barrier()
-        for step in range(settings.warmup + settings.steps):
-            t0 = time.perf_counter()
-            out = model(inputs[step % NUM_BATCHES])
-            loss = out.values().float().square().mean()
-            loss.backward()  # the fused optimizer updates the shards inside backward
-            if cuda:
-                torch.cuda.synchronize()
-            elapsed = (time.perf_counter() - t0) * 1000.0
-            if step >= settings.warmup:
-                times.append(elapsed)
-        dist.barrier()
-        # The shards DMP built on this rank must be the column blocks the plan puts here.
-        ok = ok and held == _planned_shards(plan, rank)
-        return {"step_ms": times, "max_abs_diff": max_diff, "matches": ok, "keys_checked": len(expected),
-                "shards": len(held), "rows": rows}
-    finally:
-        dist.destroy_process_group()
-
-
-def _stop(procs: list) -> None:
-    """Join every worker; terminate, then kill, the ones that don't exit."""
-    started = [p for p in procs if p.pid is not None]
-    deadline = time.monotonic() + JOIN_GRACE_S
-    for p in started:
-        p.join(max(0.0, deadline - time.monotonic()))
-    for p in started:
-        if p.is_alive():
-            p.terminate()
-            p.join(5.0)
-        if p.is_alive():
-            p.kill()
-            p.join(5.0)
+    times = []
+    dist.barrier()
+    for step in range(settings.warmup + settings.steps):
+        t0 = time.perf_counter()
+        out = model(inputs[step % NUM_BATCHES])
+        loss = out.values().float().square().mean()
+        loss.backward()  # the fused optimizer updates the shards inside backward
+        if cuda:
+            torch.cuda.synchronize()
+        elapsed = (time.perf_counter() - t0) * 1000.0
+        if step >= settings.warmup:
+            times.append(elapsed)
+    dist.barrier()
+    # The shards DMP built on this rank must be the column blocks the plan puts here.
+    ok = ok and held == _planned_shards(plan, rank)
+    return {"step_ms": times, "max_abs_diff": max_diff, "matches": ok, "keys_checked": len(expected),
+            "shards": len(held), "rows": rows}
 
 
 def verify_plan(plan: Plan, task: Task, settings: VerifySettings | None = None) -> VerifyResult:
@@ -313,7 +267,6 @@ def verify_plan(plan: Plan, task: Task, settings: VerifySettings | None = None) 
     import platform
 
     import torch
-    import torch.multiprocessing as mp
 
     s = settings or VerifySettings()
     validate(plan, task)
@@ -321,49 +274,20 @@ def verify_plan(plan: Plan, task: Task, settings: VerifySettings | None = None) 
         raise AutoshardError(f"steps={s.steps} warmup={s.warmup}; need steps >= 1 and warmup >= 0")
     if s.rows_cap is not None and s.rows_cap <= 0:
         raise AutoshardError(f"rows cap {s.rows_cap} must be positive")
-    if s.device == "cuda":
-        if not torch.cuda.is_available() or torch.cuda.device_count() < task.num_devices:
-            have = torch.cuda.device_count() if torch.cuda.is_available() else 0
-            raise AutoshardError(f"--device cuda needs {task.num_devices} GPUs, this host has {have}; "
-                                 "use cpu")
-    elif s.device != "cpu":
+    if s.device not in ("cpu", "cuda"):
         raise AutoshardError(f"device {s.device!r} unknown; use cpu or cuda")
+    backend = "nccl" if s.device == "cuda" else "gloo"
+    check_world(backend, task.num_devices)  # NCCL: one GPU per rank, checked before tables are sampled
     for t in task.tables:
         if t.lookups is None:
             raise AutoshardError(f"table {t.name} has no lookup distribution, so no batches can be "
                                  "generated; give it one (autoshard tables) before verifying")
 
     world = task.num_devices
-    ctx = mp.get_context("spawn")
-    results = ctx.Queue()
-    port = free_port()
-    procs = [ctx.Process(target=_worker, args=(r, world, port, task.to_json(), plan.to_json(), s, results),
-                         daemon=True) for r in range(world)]
-    got: dict[int, dict[str, Any]] = {}
-    try:
-        for p in procs:
-            p.start()
-        deadline = time.monotonic() + s.timeout_s
-        while len(got) < world:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise AutoshardError(f"verify did not finish in {s.timeout_s:.0f} s; raise --timeout or "
-                                     "use fewer steps / a lower --rows-cap")
-            try:
-                msg = results.get(timeout=min(1.0, remaining))
-            except queue.Empty:
-                dead = [i for i, p in enumerate(procs) if p.exitcode not in (None, 0) and i not in got]
-                if dead:
-                    raise AutoshardError(f"rank {dead[0]} exited with code {procs[dead[0]].exitcode} before "
-                                         "reporting; rerun with -v") from None
-                continue
-            if msg[0] == "error":
-                logger.info("rank %d failed:\n%s", msg[1], msg[3])
-                raise AutoshardError(f"verify failed on rank {msg[1]}: {msg[2]}")
-            got[msg[1]] = msg[2]
-    finally:
-        _stop(procs)
-        results.close()
+    per_rank = run_on_ranks(_run_rank, world, (task.to_json(), plan.to_json(), s), backend=backend,
+                            timeout_s=s.timeout_s, what="verify",
+                            timeout_hint="raise --timeout or use fewer steps / a lower --rows-cap")
+    got = dict(enumerate(per_rank))
 
     ranks = tuple(RankResult(r, tuple(got[r]["step_ms"]), got[r]["max_abs_diff"], got[r]["keys_checked"],
                              got[r]["shards"]) for r in range(world))

@@ -38,7 +38,8 @@ def held_out_records(model: Any, records: Sequence[Any]) -> list[Any]:
 def evaluate(model: Any, pool: TablePool, records: Sequence[Any], seed: int = 0) -> dict[str, Any]:
     """Metrics (JSON-ready) and the (pred, measured) arrays per head for ``records``."""
     if not records:
-        raise AutoshardError("no held-out records to evaluate; use a dataset with tables the model did not train on")
+        raise AutoshardError("no held-out records to evaluate; "
+                             "use a dataset with tables the model did not train on")
     data = record_tensors(pool, records, model.normalizer)
     pred = predict_records(model.net, model.scaler, data)
     pairs: dict[str, tuple[np.ndarray, np.ndarray]] = {

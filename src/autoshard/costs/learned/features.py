@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from autoshard.costs.learned.network import Target
-from autoshard.tables.table import FEATURE_SIZE_ELEMENT_BYTES, FeatureNormalizer, Table
+from autoshard.tables.table import FeatureNormalizer, Table, shard_raw_features
 
 HEADS = ("fwd", "bwd", "plan")
 """Outputs with their own target scaling: forward and backward compute per device, and the plan cost."""
@@ -25,13 +25,11 @@ def task_raw_features(tables: tuple[Table, ...] | list[Table]) -> np.ndarray:
 
 
 def shard_features(raw: np.ndarray, table_idx: np.ndarray, dims: np.ndarray,
-                   normalizer: FeatureNormalizer) -> np.ndarray:
-    """Normalised features of shards (table index into ``raw``, shard dim), as ``Table.raw_features(dim)``."""
-    x = raw[table_idx].copy()
-    d = np.asarray(dims, dtype=np.float64)
-    x[:, 0] = d  # feature 0: dim
-    x[:, 3] = x[:, 1] + np.log10(d * FEATURE_SIZE_ELEMENT_BYTES)  # log10 size = log10 rows + log10(dim * 4)
-    return normalizer.transform(x)
+                   normalizer: FeatureNormalizer, row_fraction: np.ndarray | None = None) -> np.ndarray:
+    """Normalised features of shards (table index into ``raw``, shard dim, share of the table's rows), by
+    ``autoshard.tables.table.shard_raw_features``, the formula ``Table.raw_features`` uses too."""
+    frac = np.ones(len(table_idx)) if row_fraction is None else row_fraction
+    return normalizer.transform(shard_raw_features(raw[table_idx], dims, frac))
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ learned comm head could only approximate that closed form (and would have to be 
 Planner API (all vectorised in torch; no Python loop over tables at prediction time):
 - ``device_costs(task, devices)``: the ``CostModel`` call; (len(devices), 3) ms.
 - ``plan_costs(task, ranks)``: (P, T) table-wise assignments -> (P, D, 3) ms for P candidate plans at once.
-- ``encode_task(task)`` -> (T, A) additive table vectors (cached per task object); a device's state is the sum of
-  the vectors of its tables (``zeros(D, A)`` when empty), so after placing table t on device d, ``acc[d] +=
+- ``encode_task(task)`` -> (T, A) additive table vectors (cached per task object); a device's state is the sum
+  of the vectors of its tables (``zeros(D, A)`` when empty), so after placing table t on device d, ``acc[d] +=
   enc[t]``. ``costs_from_acc(task, acc)`` turns any (..., A) states into (..., 3) ms, and
   ``costs_if_added(task, acc, t)`` gives, for every device, its cost if table t were added (D, 3).
 - ``plan_head_costs(task, ranks)``: the DreamShard plan-cost head (max over device representations); the max
@@ -27,12 +27,13 @@ import numpy as np
 import torch
 
 from autoshard import __version__
-from autoshard.costs.breakdown import ShardRef
 from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.learned.features import TargetScaler, shard_features, task_raw_features
 from autoshard.costs.learned.network import CostNet, CostNetConfig, segment_sum
 from autoshard.errors import AutoshardError
+from autoshard.host import host_info
 from autoshard.io import ARTEFACT_VERSION, atomic_write_bytes
+from autoshard.shards import ShardRef
 from autoshard.tables.table import FeatureNormalizer
 from autoshard.tasks import Task
 
@@ -41,7 +42,7 @@ log = logging.getLogger(__name__)
 CHECKPOINT_KIND = "autoshard.cost_model"
 
 HARDWARE_KEYS = ("device", "cpu", "gpu", "llc_bytes")
-"""Host fields (``autoshard.hardware.host.host_info``) that identify the hardware a cost refers to; hostname
+"""Host fields (``autoshard.host.host_info``) that identify the hardware a cost refers to; hostname
 and library versions are recorded but don't make a model invalid."""
 
 SETTING_KEYS = ("optimizer", "threads", "device")
@@ -62,7 +63,8 @@ class LearnedCostModel:
         self.scaler = scaler
         self.comm = comm
         self.trained_on = dict(trained_on)
-        """host (host_info dict), batch_size, precision, settings (MeasureSettings JSON) of the training data."""
+        """host (host_info dict), batch_size, precision, settings (MeasureSettings JSON) of the training
+        data."""
         self.info = dict(info or {})
         """Training options, split, metrics, history: whatever describes how the model was made."""
         self.allow_other_hardware = allow_other_hardware
@@ -74,7 +76,7 @@ class LearnedCostModel:
         return LearnedCostModel(self.net, self.normalizer, self.scaler, comm, self.trained_on,
                                 {**self.info, "comm_replaced_by": comm.source}, self.allow_other_hardware)
 
-    # -- construction ---------------------------------------------------------------------------------------------
+    # -- construction ----------------------------------------------------------------------------------------
     @staticmethod
     def fit(dataset: Any, options: Any = None, progress: Any = None) -> LearnedCostModel:
         """Train on a profiling dataset (``autoshard.hardware.profiler.load_dataset``); see ``training``."""
@@ -86,7 +88,8 @@ class LearnedCostModel:
         records, batch_size, precision = select_records(dataset.records, options.batch_size)
         comm = dataset.comm
         if comm is None:
-            log.warning("the dataset has no comm_model.json; comm uses the uncalibrated default (run profile-comm)")
+            log.warning("the dataset has no comm_model.json; "
+                        "comm uses the uncalibrated default (run profile-comm)")
             comm = DEFAULT_COMM
         result = train(dataset.pool, records, comm, batch_size, precision, options, progress)
         first = records[0]
@@ -111,14 +114,14 @@ class LearnedCostModel:
             return model
         final = train(dataset.pool, records, comm, batch_size, precision, options, progress, hold_out=False)
         info = dict(model.info)
-        info["metrics_note"] = ("metrics: of the network trained without the held-out tables; the saved network "
-                                "was then refit on all records (see refit)")
+        info["metrics_note"] = ("metrics: of the network trained without the held-out tables; "
+                                "the saved network was then refit on all records (see refit)")
         info["refit"] = {"train_tables": all_tables, "train_records": len(final.train_ids),
                          "val_records": len(final.val_ids), "best_epoch": final.best_epoch,
                          "epochs": len(final.history)}
         return LearnedCostModel(final.net, dataset.pool.normalizer, final.scaler, comm, trained_on, info)
 
-    # -- persistence ----------------------------------------------------------------------------------------------
+    # -- persistence -----------------------------------------------------------------------------------------
     def to_checkpoint(self) -> dict[str, Any]:
         """Plain Python types and tensors only, so ``torch.load(weights_only=True)`` can read it."""
         return {
@@ -148,10 +151,11 @@ class LearnedCostModel:
         try:
             ck = torch.load(p, map_location="cpu", weights_only=True)
         except Exception as e:  # noqa: BLE001 - any unpickling failure means the same thing to the user
-            raise AutoshardError(f"{p}: not a readable cost model checkpoint ({type(e).__name__}); pass a file "
-                                 "written by 'autoshard train-cost' or retrain it") from None
+            raise AutoshardError(f"{p}: not a readable cost model checkpoint ({type(e).__name__}); "
+                                 "pass a file written by 'autoshard train-cost' or retrain it") from None
         if not isinstance(ck, dict) or ck.get("kind") != CHECKPOINT_KIND:
-            raise AutoshardError(f"{p}: not an autoshard cost model; pass a file written by 'autoshard train-cost'")
+            raise AutoshardError(f"{p}: not an autoshard cost model; "
+                                 "pass a file written by 'autoshard train-cost'")
         if ck.get("version") != ARTEFACT_VERSION:
             raise AutoshardError(f"{p}: checkpoint version {ck.get('version')!r} unsupported; retrain it")
         try:
@@ -159,20 +163,20 @@ class LearnedCostModel:
             net.load_state_dict(ck["state_dict"])
             comm = ck["comm"]
             model = LearnedCostModel(
-                net, FeatureNormalizer.from_json(ck["normalizer"]), TargetScaler.from_json(ck["target_scaler"]),
+                net, FeatureNormalizer.from_json(ck["normalizer"]),
+                TargetScaler.from_json(ck["target_scaler"]),
                 AlphaBeta(float(comm["alpha_ms"]), float(comm["bytes_per_ms"]), str(comm.get("source", ""))),
                 ck["trained_on"], ck.get("info", {}), allow_other_hardware)
         except (KeyError, RuntimeError, TypeError, ValueError) as e:
             msg = str(e).splitlines()[0][:120]
-            raise AutoshardError(f"{p}: cost model checkpoint is incomplete or inconsistent ({msg}); retrain it") \
-                from None
+            raise AutoshardError(f"{p}: cost model checkpoint is incomplete or inconsistent ({msg}); "
+                                 "retrain it") from None
         if not allow_other_hardware:
-            from autoshard.hardware.host import host_info
-
-            model.check_host(host_info(str(model.trained_on.get("settings", {}).get("device", "cpu"))), str(p))
+            model.check_host(host_info(str(model.trained_on.get("settings", {}).get("device", "cpu"))),
+                             str(p))
         return model
 
-    # -- compatibility --------------------------------------------------------------------------------------------
+    # -- compatibility ---------------------------------------------------------------------------------------
     def describe_hardware(self) -> str:
         t = self.trained_on
         host = t.get("host", {})
@@ -190,22 +194,25 @@ class LearnedCostModel:
         if diff:
             k = diff[0]
             raise AutoshardError(
-                f"{where} was trained on {k}={mine[k]!r} but this machine has {host[k]!r}; profile and retrain "
-                "here, or pass --allow-other-hardware to use it anyway")
+                f"{where} was trained on {k}={mine[k]!r} but this machine has {host[k]!r}; "
+                "profile and retrain here, or pass --allow-other-hardware to use it anyway")
 
     def check_compatible(self, task: Task | None = None, settings: Any = None) -> None:
-        """Refuse a task (batch size, precision) or measure settings other than those trained on, unless allowed."""
+        """Refuse a task (batch size, precision) or measure settings other than those trained on, unless
+        allowed."""
         if self.allow_other_hardware:
             return
         t = self.trained_on
         if task is not None:
             if int(t.get("batch_size", task.batch_size)) != task.batch_size:
                 raise AutoshardError(
-                    f"cost model was trained at batch size {t['batch_size']} ({self.describe_hardware()}) but the "
-                    f"task uses {task.batch_size}; profile and retrain at that batch, or allow other hardware")
+                    f"cost model was trained at batch size {t['batch_size']} ({self.describe_hardware()}) "
+                    f"but the task uses {task.batch_size}; "
+                    "profile and retrain at that batch, or allow other hardware")
             if str(t.get("precision", task.precision.value)) != task.precision.value:
                 raise AutoshardError(
-                    f"cost model was trained on {t['precision']} tables but the task is {task.precision.value}; "
+                    f"cost model was trained on {t['precision']} tables "
+                    f"but the task is {task.precision.value}; "
                     "profile and retrain at that precision, or allow other hardware")
         if settings is not None:
             want = settings.to_json() if hasattr(settings, "to_json") else dict(settings)
@@ -213,10 +220,10 @@ class LearnedCostModel:
             for k in SETTING_KEYS:
                 if k in want and k in have and str(want[k]) != str(have[k]):
                     raise AutoshardError(
-                        f"cost model was trained with {k}={have[k]!r} but {k}={want[k]!r} was asked; retrain with "
-                        "those settings, or allow other hardware")
+                        f"cost model was trained with {k}={have[k]!r} but {k}={want[k]!r} was asked; "
+                        "retrain with those settings, or allow other hardware")
 
-    # -- prediction -----------------------------------------------------------------------------------------------
+    # -- prediction ------------------------------------------------------------------------------------------
     def _task_raw(self, task: Task) -> np.ndarray:
         if self._cache is None or self._cache[0] is not task:
             raw = task_raw_features(task.tables)
@@ -227,8 +234,9 @@ class LearnedCostModel:
             self._cache = (task, raw, enc)
         return self._cache[1]
 
-    def _encode(self, raw: np.ndarray, table_idx: np.ndarray, dims: np.ndarray) -> torch.Tensor:
-        x = shard_features(raw, table_idx, dims, self.normalizer)
+    def _encode(self, raw: np.ndarray, table_idx: np.ndarray, dims: np.ndarray,
+                row_fraction: np.ndarray | None = None) -> torch.Tensor:
+        x = shard_features(raw, table_idx, dims, self.normalizer, row_fraction)
         return self.net.encode(torch.tensor(x, dtype=torch.float32), torch.tensor(dims, dtype=torch.float32))
 
     def encode_task(self, task: Task) -> torch.Tensor:
@@ -238,9 +246,11 @@ class LearnedCostModel:
         assert self._cache is not None
         return self._cache[2]
 
-    def encode_shards(self, task: Task, table_idx: Sequence[int] | np.ndarray, dims: Sequence[int] | np.ndarray
-                      ) -> torch.Tensor:
-        """(N, A) additive vectors of arbitrary shards (column shards at their dim)."""
+    def encode_shards(self, task: Task, table_idx: Sequence[int] | np.ndarray,
+                      dims: Sequence[int] | np.ndarray,
+                      row_fraction: Sequence[float] | np.ndarray | None = None) -> torch.Tensor:
+        """(N, A) additive vectors of arbitrary shards (column shards at their dim, row shards at their share
+        of the rows)."""
         self.check_compatible(task)
         table_idx = np.asarray(table_idx, dtype=np.int64)
         dims = np.asarray(dims, dtype=np.int64)
@@ -251,8 +261,18 @@ class LearnedCostModel:
         if len(bad):
             t = task.tables[int(table_idx[bad[0]])]
             raise AutoshardError(f"shard of table {t.name} has dim {int(dims[bad[0]])}; use 1..{t.dim}")
+        frac = None if row_fraction is None else np.asarray(row_fraction, dtype=np.float64)
         with torch.no_grad():
-            return self._encode(raw, table_idx, dims)
+            return self._encode(raw, table_idx, dims, frac)
+
+    def encode_refs(self, task: Task, shards: Sequence[ShardRef]) -> torch.Tensor:
+        """(N, A) additive vectors of ``shards``."""
+        idx = np.fromiter((s.table for s in shards), dtype=np.int64, count=len(shards))
+        dims = np.fromiter((s.dim for s in shards), dtype=np.int64, count=len(shards))
+        frac = None
+        if any(s.row_start or s.row_end is not None for s in shards):
+            frac = np.array([s.row_fraction(task.tables[s.table].rows) for s in shards])
+        return self.encode_shards(task, idx, dims, frac)
 
     def costs_from_acc(self, task: Task, acc: torch.Tensor) -> torch.Tensor:
         """(..., A) device states -> (..., 3) fwd, bwd, comm ms; an empty device (count 0) costs 0."""
@@ -264,14 +284,11 @@ class LearnedCostModel:
             return torch.where(acc[..., -2:-1] > 0.5, res, torch.zeros_like(res))
 
     def _comm(self, task: Task, dim_sum: torch.Tensor) -> torch.Tensor:
-        d = task.num_devices
-        if d <= 1:
-            return torch.zeros_like(dim_sum)
-        per_dim = task.batch_size / d * (d - 1) * task.precision.bytes / self.comm.bytes_per_ms
-        return (dim_sum > 0) * (2.0 * self.comm.alpha_ms + (2.0 * per_dim) * dim_sum)
+        return self.comm.device_comm_ms(dim_sum, task.batch_size, task.num_devices, task.precision.bytes)
 
     def costs_if_added(self, task: Task, acc: torch.Tensor, table: int) -> torch.Tensor:
-        """(D, 3) cost of every device of state ``acc`` (D, A) if table ``table`` (full dim) were added to it."""
+        """(D, 3) cost of every device of state ``acc`` (D, A) if table ``table`` (full dim) were added to
+        it."""
         return self.costs_from_acc(task, acc + self.encode_task(task)[table])
 
     def device_costs(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> np.ndarray:
@@ -281,11 +298,13 @@ class LearnedCostModel:
         flat = [s for d in devices for s in d]
         if not flat:
             return np.zeros((len(devices), 3))
-        arr = np.array(flat, dtype=np.int64).reshape(-1, 2)
-        vec = self.encode_shards(task, arr[:, 0], arr[:, 1])
+        vec = self.encode_refs(task, flat)
         seg = torch.from_numpy(np.repeat(np.arange(len(devices)), counts))
         acc = segment_sum(vec, seg, len(devices))
         return self.costs_from_acc(task, acc).double().numpy()
+
+    def accumulator(self, task: Task, num_envs: int) -> LearnedAccumulator:
+        return LearnedAccumulator(self, task, num_envs)
 
     def plan_acc(self, task: Task, ranks: np.ndarray | torch.Tensor) -> torch.Tensor:
         """(P, T) device index per table (table-wise plans) -> (P, D, A) device states."""
@@ -294,14 +313,16 @@ class LearnedCostModel:
         if r.ndim == 1:
             r = r[None]
         if r.shape[-1] != task.num_tables:
-            raise AutoshardError(f"ranks have {r.shape[-1]} columns but the task has {task.num_tables} tables")
+            raise AutoshardError(f"ranks have {r.shape[-1]} columns "
+                                 f"but the task has {task.num_tables} tables")
         if r.numel() and (int(r.min()) < 0 or int(r.max()) >= task.num_devices):
             raise AutoshardError(f"a rank is out of range 0..{task.num_devices - 1}")
         onehot = torch.nn.functional.one_hot(r, task.num_devices).to(enc.dtype)  # (P, T, D)
         return torch.einsum("ptd,ta->pda", onehot, enc)
 
     def plan_costs(self, task: Task, ranks: np.ndarray | torch.Tensor) -> np.ndarray:
-        """(P, T) table-wise assignments -> (P, D, 3) per-device fwd, bwd, comm ms (plan cost = max of sums)."""
+        """(P, T) table-wise assignments -> (P, D, 3) per-device fwd, bwd, comm ms (plan cost = max of
+        sums)."""
         return self.costs_from_acc(task, self.plan_acc(task, ranks)).double().numpy()
 
     def plan_head_costs(self, task: Task, ranks: np.ndarray | torch.Tensor) -> np.ndarray:
@@ -311,6 +332,27 @@ class LearnedCostModel:
             rep, _ = self.net.device_forward(acc)
             out = self.net.plan_forward(rep, self._comm(task, acc[..., -1]), acc[..., -2] > 0.5)
             return self.scaler.to_ms(out, 2).double().numpy()
+
+
+class LearnedAccumulator:
+    """A device's state is the sum of its shards' vectors, so adding a shard is one addition and every
+    candidate of every episode is priced in one batched network call."""
+
+    def __init__(self, model: LearnedCostModel, task: Task, num_envs: int) -> None:
+        self.model, self.task = model, task
+        self.enc = model.encode_task(task)
+        self.acc = torch.zeros((num_envs, task.num_devices, self.enc.shape[-1]), dtype=self.enc.dtype)
+
+    def _vector(self, shard: ShardRef) -> torch.Tensor:
+        if shard.row_start == 0 and shard.row_end is None and shard.dim == self.task.tables[shard.table].dim:
+            return self.enc[shard.table]
+        return self.model.encode_refs(self.task, [shard])[0]
+
+    def costs_if_added(self, shard: ShardRef) -> np.ndarray:
+        return self.model.costs_from_acc(self.task, self.acc + self._vector(shard)).double().numpy()
+
+    def add(self, env: int, device: int, shard: ShardRef) -> None:
+        self.acc[env, device] += self._vector(shard)
 
 
 def _plain(obj: Any) -> Any:

@@ -43,8 +43,8 @@ cost on a device seen in the CPU profiles; it is learned."""
 
 
 CORRECTION_BOUND = 0.5
-"""Largest |correction| of the additive head, in normalised log-ms (std units): about a factor e^(0.5 std) either
-way. Enough for fused-kernel savings (0.93-0.96x on CPU) and launch effects; see ``device_forward``."""
+"""Largest |correction| of the additive head, in normalised log-ms (std units): about a factor e^(0.5 std)
+either way. Enough for fused-kernel savings (0.93-0.96x on CPU) and launch effects; see ``device_forward``."""
 
 
 class Target(str, Enum):
@@ -71,24 +71,26 @@ class CostNetConfig:
     correction_bound: float = CORRECTION_BOUND
     """Largest |correction| of the additive head in normalised log-ms (see ``CORRECTION_BOUND``)."""
     table_mlp: bool = True
-    """Additive head only: per-table log-cost = linear(features) + an MLP term (True), or the linear term alone
-    (False: a generalised roofline with ~20 parameters per head). Trained on the DLRM-20 (4) profile, 3 seeds,
-    scored on held-out bench devices (``benchmarks/cost_model_on_plans.py --train-from``): the linear term alone
-    ranks DLRM-20 (4) devices better (Spearman 0.88-0.91 vs 0.80-0.86) but is worse on devices with more tables
-    than its training records (DLRM-50 (4), 12-13 a device: fwd+bwd MAPE 16.8-22.7% vs 11.9-13.5%) and, unbounded
-    in the features, can blow up on an unseen table (``train-cost --linear-table-cost --seed 1``: held-out
-    MAPE 5296%)."""
+    """Additive head only: per-table log-cost = linear(features) + an MLP term (True), or the linear term
+    alone (False: a generalised roofline with ~20 parameters per head). Trained on the DLRM-20 (4) profile, 3
+    seeds, scored on held-out bench devices (``benchmarks/cost_model_on_plans.py --train-from``): the linear
+    term alone ranks DLRM-20 (4) devices better (Spearman 0.88-0.91 vs 0.80-0.86) but is worse on devices with
+    more tables than its training records (DLRM-50 (4), 12-13 a device: fwd+bwd MAPE 16.8-22.7% vs 11.9-13.5%)
+    and, unbounded in the features, can blow up on an unseen table
+    (``train-cost --linear-table-cost --seed 1``: held-out MAPE 5296%)."""
     num_features: int = NUM_FEATURES
     """Input width: the pool normaliser's table features."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "target", Target(self.target))
         if self.hidden <= 0 or self.embed <= 0:
-            raise AutoshardError(f"cost network widths must be positive (hidden={self.hidden}, embed={self.embed})")
+            raise AutoshardError("cost network widths must be positive "
+                                 f"(hidden={self.hidden}, embed={self.embed})")
         if not self.correction_bound > 0:
             raise AutoshardError(f"correction bound {self.correction_bound} must be positive")
         if self.additive and self.target is not Target.LOG:
-            raise AutoshardError("the additive head needs the log target; use --target log or drop --additive")
+            raise AutoshardError("the additive head needs the log target; "
+                                 "use --target log or drop --additive")
 
     @property
     def acc_width(self) -> int:
@@ -108,8 +110,8 @@ class CostNetConfig:
         try:
             return CostNetConfig(**d)
         except (TypeError, ValueError) as e:
-            raise AutoshardError(f"cost model architecture not understood ({e}); retrain with 'autoshard train-cost'") \
-                from None
+            raise AutoshardError(f"cost model architecture not understood ({e}); "
+                                 "retrain with 'autoshard train-cost'") from None
 
 
 def _mlp(sizes: list[int]) -> nn.Sequential:
@@ -139,8 +141,9 @@ class CostNet(nn.Module):
             self.launch_log = nn.Parameter(torch.full((NUM_COMPUTE_HEADS,), LAUNCH_LOG_INIT))
             nn.init.zeros_(self.compute_head.weight)  # start as the pure sum of per-table costs
             nn.init.zeros_(self.compute_head.bias)
-        # std of the log-ms targets per compute head (set by the trainer): the additive term log(sum c_i) is in
-        # log-ms, the outputs are normalised log-ms, so it is divided by this to keep sum c_i additive in ms
+        # std of the log-ms targets per compute head (set by the trainer): the additive term log(sum c_i) is
+        # in log-ms, the outputs are normalised log-ms, so it is divided by this to keep sum c_i
+        # additive in ms
         self.register_buffer("log_scale", torch.ones(NUM_COMPUTE_HEADS))
         # plan head input: max over devices of [device representation, log1p(device comm ms)]
         self.plan_head = _mlp([c.hidden + 1, c.hidden, 1])
@@ -164,9 +167,10 @@ class CostNet(nn.Module):
         parts += [ones[:, None], dims.to(feats.dtype)[:, None]]
         return torch.cat(parts, dim=1)
 
-    # -- accumulator -> per-device outputs --------------------------------------------------------------------
+    # -- accumulator -> per-device outputs -------------------------------------------------------------------
     def device_forward(self, acc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(..., acc_width) device accumulators -> (representation (..., hidden), compute (..., 2) model space)."""
+        """(..., acc_width) device accumulators -> (representation (..., hidden), compute (..., 2)
+        model space)."""
         c = self.config
         s = acc[..., : c.embed]
         if c.interaction:
@@ -186,7 +190,8 @@ class CostNet(nn.Module):
         return rep, out
 
     def plan_forward(self, rep: torch.Tensor, comm_ms: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """(P, D, hidden) representations, (P, D) comm ms, (P, D) bool non-empty -> (P,) plan cost, model space."""
+        """(P, D, hidden) representations, (P, D) comm ms, (P, D) bool non-empty -> (P,) plan cost,
+        model space."""
         x = torch.cat([rep, torch.log1p(comm_ms)[..., None]], dim=-1)
         x = x.masked_fill(~mask[..., None], float("-inf"))
         pooled = x.max(dim=1).values
@@ -195,6 +200,7 @@ class CostNet(nn.Module):
 
 
 def segment_sum(values: torch.Tensor, segment: torch.Tensor, num_segments: int) -> torch.Tensor:
-    """Sum rows of ``values`` (N, A) into ``num_segments`` rows by ``segment`` (N,) ids; empty segments are 0."""
+    """Sum rows of ``values`` (N, A) into ``num_segments`` rows by ``segment`` (N,) ids; empty segments
+    are 0."""
     out = torch.zeros(num_segments, values.shape[1], dtype=values.dtype, device=values.device)
     return out.index_add_(0, segment, values)

@@ -1,8 +1,8 @@
 """Training the cost network on a profiled dataset, top to bottom.
 
 1. Filter the records to one batch size and precision (a cost model is valid for one hardware set-up).
-2. Split by UNSEEN TABLES: a seeded share of the tables is held out, and every record that contains one of them
-   is a test record, so the test measures generalisation to new tables, not to new combinations.
+2. Split by UNSEEN TABLES: a seeded share of the tables is held out, and every record that contains one of
+   them is a test record, so the test measures generalisation to new tables, not to new combinations.
 3. Early-stopping validation: a seeded share of the remaining (train-table) records.
 4. Mini-batch Adam on the per-device compute heads (MSE in the network's output space: log-ms or scaled ms),
    plus the plan head on random groupings of the batch's records into plans of 2, 4 or 8 devices, whose target
@@ -40,7 +40,8 @@ from autoshard.tables.table import Precision, TablePool
 log = logging.getLogger(__name__)
 
 TRAIN_THREADS = 1
-"""torch threads while training: measured ~3x faster than 2 threads for these small batches on the shared host."""
+"""torch threads while training: measured ~3x faster than 2 threads for these small batches on the shared
+host."""
 
 PLAN_GROUP_SIZES = (2, 4, 8)
 """Device counts of the synthetic plans the plan head trains on (records of one batch grouped at random)."""
@@ -94,18 +95,19 @@ class TrainOptions:
         return d
 
 
-# -- records -> tensors ---------------------------------------------------------------------------------------
+# -- records -> tensors --------------------------------------------------------------------------------------
 def record_precision(record: Any) -> Precision:
     try:
         return Precision(str(record.settings.get("precision", "fp32")))
     except ValueError:
-        raise AutoshardError(f"record {record.sample_id}: precision {record.settings.get('precision')!r} unknown") \
-            from None
+        raise AutoshardError(f"record {record.sample_id}: "
+                             f"precision {record.settings.get('precision')!r} unknown") from None
 
 
 @dataclass(frozen=True)
 class RecordTensors:
-    """The shards of a list of records, flattened; record ``r`` owns shards ``starts[r]:starts[r]+counts[r]``."""
+    """The shards of a list of records, flattened; record ``r`` owns shards
+    ``starts[r]:starts[r]+counts[r]``."""
 
     feats: torch.Tensor  # (N, F) normalised features
     dims: torch.Tensor  # (N,)
@@ -139,13 +141,15 @@ def record_tensors(pool: TablePool, records: Sequence[Any], normalizer: Any) -> 
             raise AutoshardError(f"record {rec.sample_id}: {len(rec.tables)} tables but {len(rec.dims)} dims")
         for name, d in zip(rec.tables, rec.dims):
             if name not in index:
-                raise AutoshardError(f"record {rec.sample_id}: table {name!r} is not in the dataset's tables.json")
+                raise AutoshardError(f"record {rec.sample_id}: "
+                                     f"table {name!r} is not in the dataset's tables.json")
             table_idx.append(index[name])
             dims.append(int(d))
         counts[r] = len(rec.tables)
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
     feats = shard_features(raw, np.array(table_idx), np.array(dims), normalizer)
-    ms = np.array([[float(rec.fwd_ms), float(rec.bwd_ms)] for rec in records], dtype=np.float64).reshape(-1, 2)
+    ms = np.array([[float(rec.fwd_ms), float(rec.bwd_ms)] for rec in records],
+                  dtype=np.float64).reshape(-1, 2)
     if not np.all(np.isfinite(ms)) or np.any(ms <= 0):
         raise AutoshardError("the dataset has non-positive or non-finite timings; re-profile those samples")
     dim_sum = np.array([sum(int(d) for d in rec.dims) for rec in records], dtype=np.float64)
@@ -153,7 +157,7 @@ def record_tensors(pool: TablePool, records: Sequence[Any], normalizer: Any) -> 
                          starts, counts, ms, dim_sum, tuple(tuple(rec.tables) for rec in records))
 
 
-# -- split ------------------------------------------------------------------------------------------------------
+# -- split ---------------------------------------------------------------------------------------------------
 def select_records(records: Sequence[Any], batch_size: int | None) -> tuple[list[Any], int, Precision]:
     """The records of one batch size and one precision (error naming the choices if ambiguous)."""
     if not records:
@@ -168,11 +172,13 @@ def select_records(records: Sequence[Any], batch_size: int | None) -> tuple[list
         raise AutoshardError(f"no records at batch size {batch_size}; the dataset has {sorted(sizes)}")
     precisions = {record_precision(r) for r in chosen}
     if len(precisions) > 1:
-        raise AutoshardError(f"the dataset mixes precisions {sorted(p.value for p in precisions)}; profile one")
+        raise AutoshardError(f"the dataset mixes precisions {sorted(p.value for p in precisions)}; "
+                             "profile one")
     return chosen, batch_size, precisions.pop()
 
 
-def split_unseen_tables(records: Sequence[Any], fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
+def split_unseen_tables(records: Sequence[Any], fraction: float,
+                        seed: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """(train record ids, test record ids, held-out table names); test = records touching a held-out table."""
     names = sorted({n for r in records for n in r.tables})
     if len(names) < 2:
@@ -188,10 +194,11 @@ def split_unseen_tables(records: Sequence[Any], fraction: float, seed: int) -> t
     return train, test, sorted(held)
 
 
-# -- training ---------------------------------------------------------------------------------------------------
+# -- training ------------------------------------------------------------------------------------------------
 def _plan_targets(ms: np.ndarray, dim_sum: np.ndarray, groups: np.ndarray, comm: AlphaBeta, batch_size: int,
                   elem_bytes: int) -> tuple[np.ndarray, np.ndarray]:
-    """For (P, D) groups of record ids: per-device comm (P, D) and plan cost = max of fwd + bwd + comm (P,)."""
+    """For (P, D) groups of record ids: per-device comm (P, D) and plan cost = max of fwd + bwd + comm
+    (P,)."""
     d = groups.shape[1]
     c = comm.device_comm_ms(dim_sum[groups], batch_size, d, elem_bytes)
     return c, (ms[groups].sum(axis=-1) + c).max(axis=1)
@@ -212,7 +219,8 @@ def device_outputs(net: CostNet, data: RecordTensors, rec: np.ndarray) -> tuple[
     return net.device_forward(acc)
 
 
-def predict_records(net: CostNet, scaler: TargetScaler, data: RecordTensors, rec: np.ndarray | None = None) -> np.ndarray:
+def predict_records(net: CostNet, scaler: TargetScaler, data: RecordTensors,
+                    rec: np.ndarray | None = None) -> np.ndarray:
     """(len(rec), 2) predicted fwd, bwd ms."""
     rec = np.arange(data.num_records) if rec is None else rec
     with torch.no_grad():
@@ -226,7 +234,8 @@ def predict_plans(net: CostNet, scaler: TargetScaler, data: RecordTensors, group
     with torch.no_grad():
         rep, _ = device_outputs(net, data, groups.ravel())
         rep = rep.reshape(*groups.shape, -1)
-        out = net.plan_forward(rep, torch.tensor(comm_dev, dtype=rep.dtype), torch.ones(groups.shape, dtype=torch.bool))
+        out = net.plan_forward(rep, torch.tensor(comm_dev, dtype=rep.dtype),
+                               torch.ones(groups.shape, dtype=torch.bool))
         return scaler.to_ms(out, 2).double().numpy()
 
 
@@ -290,7 +299,8 @@ def _train(pool: TablePool, records: Sequence[Any], comm: AlphaBeta, batch_size:
     def fit_loss() -> float:
         """Compute-head loss over all training records: deterministic, unlike the mini-batch losses."""
         with torch.no_grad():
-            return float(_head_loss(device_outputs(net, data, fit_ids)[1], ms_t[fit_ids], scaler, slice(0, 2)))
+            return float(_head_loss(device_outputs(net, data, fit_ids)[1], ms_t[fit_ids], scaler,
+                                    slice(0, 2)))
 
     best = (float("inf"), -1, copy.deepcopy(net.state_dict()))
     history: list[dict[str, float]] = [{"epoch": -1, "fit_loss": fit_loss()}]
@@ -307,9 +317,11 @@ def _train(pool: TablePool, records: Sequence[Any], comm: AlphaBeta, batch_size:
             d = int(rng.choice([g for g in PLAN_GROUP_SIZES if g <= len(rec)]))
             local = rng.permutation(len(rec))[: len(rec) // d * d].reshape(-1, d)
             c, plan_target = _plan_targets(data.ms, data.dim_sum, rec[local], comm, batch_size, eb)
-            plan_out = net.plan_forward(rep.detach()[torch.from_numpy(local)], torch.tensor(c, dtype=rep.dtype),
+            plan_out = net.plan_forward(rep.detach()[torch.from_numpy(local)],
+                                        torch.tensor(c, dtype=rep.dtype),
                                         torch.ones(local.shape, dtype=torch.bool))
-            loss = loss + options.plan_weight * _head_loss(plan_out, torch.tensor(plan_target, dtype=rep.dtype),
+            loss = loss + options.plan_weight * _head_loss(plan_out,
+                                                          torch.tensor(plan_target, dtype=rep.dtype),
                                                           scaler, 2)
             opt.zero_grad()
             loss.backward()

@@ -20,16 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from autoshard.costs.analytical import AnalyticalCostModel
 from autoshard.costs.base import CostModel
-from autoshard.costs.breakdown import ShardRef
 from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.io import format_bytes
 from autoshard.plan import Plan
+from autoshard.shards import ShardRef
 from autoshard.tables.table import NUM_FEATURES, FeatureNormalizer
 from autoshard.tasks import Task
 
@@ -44,7 +42,8 @@ RELATIVE_CLIP = 10.0
 """Comparisons in units of the table's cost are clipped to +-10: beyond that a device is simply far off."""
 
 TABLE_FEATURES = NUM_FEATURES + 2
-"""Table observation: its normalised features, its single-table cost / S, its memory / mean device capacity."""
+"""Table observation: its normalised features, its single-table cost / S, its memory / mean device
+capacity."""
 
 
 @dataclass(frozen=True)
@@ -99,86 +98,6 @@ class Observation:
     forced overflow placement, to be ignored by the loss."""
 
 
-class _GenericOracle:
-    """Candidate costs through ``CostModel.device_costs``: exact for any model (fused, non-additive)."""
-
-    def __init__(self, model: CostModel, task: Task, num_envs: int) -> None:
-        self.model, self.task = model, task
-        self.contents: list[list[list[ShardRef]]] = [[[] for _ in range(task.num_devices)] for _ in range(num_envs)]
-
-    def candidates(self, table: int) -> np.ndarray:
-        shard = ShardRef(table, self.task.tables[table].dim)
-        flat = [dev + [shard] for env in self.contents for dev in env]
-        out = np.asarray(self.model.device_costs(self.task, flat), dtype=np.float64)
-        return out.reshape(len(self.contents), self.task.num_devices, 3)
-
-    def place(self, env: int, device: int, table: int) -> None:
-        self.contents[env][device].append(ShardRef(table, self.task.tables[table].dim))
-
-
-class _AnalyticalOracle:
-    """The roofline model's candidate costs, vectorised over episodes and devices (it is additive in lookup
-    bytes and dim sum, so a device is summarised by two running sums). Must equal ``device_costs`` exactly;
-    tests hold it to the generic path."""
-
-    def __init__(self, model: AnalyticalCostModel, task: Task, num_envs: int) -> None:
-        self.model, self.task = model, task
-        self.nbytes = np.zeros((num_envs, task.num_devices))
-        self.dims = np.zeros((num_envs, task.num_devices))
-        self.table_bytes = np.array([model.shard_bytes(task, ShardRef(i, t.dim)) for i, t in enumerate(task.tables)])
-
-    def candidates(self, table: int) -> np.ndarray:
-        m, task = self.model, self.task
-        nbytes = self.nbytes + self.table_bytes[table]
-        dims = self.dims + task.tables[table].dim
-        out = np.empty(nbytes.shape + (3,))
-        out[..., 0] = m.fwd_launch_ms + nbytes / m.fwd_bytes_per_ms
-        out[..., 1] = m.bwd_launch_ms + nbytes / m.bwd_bytes_per_ms
-        if task.num_devices <= 1:
-            out[..., 2] = 0.0
-        else:
-            sent = task.batch_size / task.num_devices * (task.num_devices - 1) * dims * task.precision.bytes
-            out[..., 2] = 2.0 * (m.comm.alpha_ms + sent / m.comm.bytes_per_ms)
-        return out
-
-    def place(self, env: int, device: int, table: int) -> None:
-        self.nbytes[env, device] += self.table_bytes[table]
-        self.dims[env, device] += self.task.tables[table].dim
-
-
-class _AdditiveStateOracle:
-    """For models with the incremental planner API of ``LearnedCostModel`` (a device's state is the sum of its
-    tables' vectors: ``encode_task(task)`` (T, A), ``costs_from_acc(task, acc)`` (..., A) -> (..., 3) ms):
-    one batched network call per step over every episode and device."""
-
-    def __init__(self, model: Any, task: Task, num_envs: int) -> None:
-        import torch
-
-        self.model, self.task = model, task
-        self.enc = model.encode_task(task)
-        self.acc = torch.zeros((num_envs, task.num_devices, self.enc.shape[-1]), dtype=self.enc.dtype)
-
-    def candidates(self, table: int) -> np.ndarray:
-        out = self.model.costs_from_acc(self.task, self.acc + self.enc[table])
-        return out.double().numpy()
-
-    def place(self, env: int, device: int, table: int) -> None:
-        self.acc[env, device] += self.enc[table]
-
-
-Oracle = _GenericOracle | _AnalyticalOracle | _AdditiveStateOracle
-
-
-def make_oracle(model: CostModel, task: Task, num_envs: int) -> Oracle:
-    """The fastest exact way to get candidate costs from ``model``. The analytical fast path checks ``type``,
-    not ``isinstance``, so a subclass that changes the formula falls back to the generic path."""
-    if type(model) is AnalyticalCostModel:
-        return _AnalyticalOracle(model, task, num_envs)
-    if callable(getattr(model, "encode_task", None)) and callable(getattr(model, "costs_from_acc", None)):
-        return _AdditiveStateOracle(model, task, num_envs)
-    return _GenericOracle(model, task, num_envs)
-
-
 class PlacementEnv:
     """``num_envs`` parallel episodes of placing ``ctx.task``'s tables; see the module docstring."""
 
@@ -191,7 +110,7 @@ class PlacementEnv:
     # -- episode state -------------------------------------------------------------------------------------
     def reset(self) -> Observation:
         b, d = self.num_envs, self.ctx.task.num_devices
-        self.oracle = make_oracle(self.cost_model, self.ctx.task, b)
+        self.devices = self.cost_model.accumulator(self.ctx.task, b)
         self.t = 0
         self.costs = np.zeros((b, d, 3))
         self.free = np.tile(self.ctx.capacity, (b, 1))
@@ -200,8 +119,11 @@ class PlacementEnv:
         self.ranks = np.full((b, self.ctx.task.num_tables), -1, dtype=np.int64)
         self.failed = np.zeros(b, dtype=bool)
         self.failure: list[str | None] = [None] * b
-        self._candidates = self.oracle.candidates(int(self.ctx.order[0]))
+        self._candidates = self.devices.costs_if_added(self._shard(int(self.ctx.order[0])))
         return self._observe()
+
+    def _shard(self, table: int) -> ShardRef:
+        return ShardRef(table, self.ctx.task.tables[table].dim)
 
     @property
     def done(self) -> bool:
@@ -227,17 +149,18 @@ class PlacementEnv:
         i = self.table
         for b, a in enumerate(actions):
             if not self._mask[b, a]:
-                raise AutoshardError(f"episode {b}: device {a} is masked for table {self.ctx.task.tables[i].name}")
+                raise AutoshardError(f"episode {b}: device {a} is masked "
+                                     f"for table {self.ctx.task.tables[i].name}")
             self.costs[b, a] = self._candidates[b, a]
             self.free[b, a] -= self.ctx.memory[i]
             self.feature_sum[b, a] += self.ctx.table_features[i]
             self.count[b, a] += 1
             self.ranks[b, i] = a
-            self.oracle.place(b, int(a), i)
+            self.devices.add(b, int(a), self._shard(i))
         self.t += 1
         if self.done:
             return None
-        self._candidates = self.oracle.candidates(self.table)
+        self._candidates = self.devices.costs_if_added(self._shard(self.table))
         return self._observe()
 
     def _observe(self) -> Observation:
@@ -249,8 +172,9 @@ class PlacementEnv:
         for b in np.flatnonzero(~mask.any(axis=1) | self.failed):
             if not self.failed[b]:
                 best = int(self.free[b].max())
-                self.failure[b] = (f"table {task.tables[i].name} needs {format_bytes(need)} but the device with most "
-                                   f"room has {format_bytes(best)} free (short by {format_bytes(need - best)})")
+                self.failure[b] = (f"table {task.tables[i].name} needs {format_bytes(need)} "
+                                   f"but the device with most room has {format_bytes(best)} free "
+                                   f"(short by {format_bytes(need - best)})")
                 self.failed[b] = forced[b] = True
             mask[b] = False
             mask[b, int(np.argmax(self.free[b]))] = True
@@ -277,7 +201,8 @@ class PlacementEnv:
         best = np.where(mask, dev[..., 7], np.inf).min(axis=1, keepdims=True)
         dev[..., 15 + NUM_FEATURES] = np.clip((dev[..., 7] - best) / unit, -RELATIVE_CLIP, RELATIVE_CLIP)
         dev[..., 16 + NUM_FEATURES] = np.clip((run_max - dev[..., 7]) / unit, -RELATIVE_CLIP, RELATIVE_CLIP)
-        tab = np.concatenate([ctx.table_features[i], [ctx.single_costs[i].sum() / s, need / ctx.capacity.mean()]])
+        tab = np.concatenate([ctx.table_features[i],
+                              [ctx.single_costs[i].sum() / s, need / ctx.capacity.mean()]])
         return Observation(dev, np.tile(tab.astype(np.float32), (b, 1)), mask, forced)
 
     def step_rewards(self, previous_plan_costs: np.ndarray) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""``--algo rl``: place tables with a trained policy, greedy, or best of k samples picked by the cost model."""
+"""``--algo rl``: place tables with a trained policy, greedy, or best of k samples picked by the cost
+model."""
 
 from __future__ import annotations
 
@@ -40,8 +41,8 @@ class RLPlanner:
         best = int(np.argmin(costs))
         if not np.isfinite(costs[best]):
             raise InfeasibleError(f"{self.name}: {env.failure[0]}; give more memory or more devices")
-        logger.info("rl: greedy %.3f ms, best of %d samples %.3f ms (%s)", costs[0], self.samples, costs[best],
-                    self.cost_model.name)
+        logger.info("rl: greedy %.3f ms, best of %d samples %.3f ms (%s)", costs[0], self.samples,
+                    costs[best], self.cost_model.name)
         return env.to_plan(best, self.name)
 
 

@@ -49,7 +49,8 @@ class PlacementPolicy(nn.Module):
         super().__init__()
         h = config.hidden
         self.config = config
-        self.device_encoder = nn.Sequential(nn.Linear(config.device_features, h), nn.ReLU(), nn.Linear(h, h), nn.ReLU())
+        self.device_encoder = nn.Sequential(nn.Linear(config.device_features, h), nn.ReLU(),
+                                            nn.Linear(h, h), nn.ReLU())
         self.table_encoder = nn.Sequential(nn.Linear(config.table_features, h), nn.ReLU())
         self.head = nn.Sequential(nn.Linear(4 * h, h), nn.ReLU(), nn.Linear(h, 1))
 
@@ -100,7 +101,8 @@ def run_episodes(net: PlacementPolicy, env: PlacementEnv, rng: np.random.Generat
     b = env.num_envs
     if greedy_first < b and rng is None:
         raise AutoshardError("sampling episodes need a random generator")
-    keep: dict[str, list[np.ndarray]] = {"devices": [], "tables": [], "masks": [], "actions": [], "forced": []}
+    keep: dict[str, list[np.ndarray]] = {"devices": [], "tables": [], "masks": [], "actions": [],
+                                         "forced": []}
     while obs is not None:
         logits = net(*obs_tensors(obs)).numpy().astype(np.float64)
         if greedy_first < b:
@@ -156,7 +158,8 @@ class TrainedPolicy:
         try:
             ck = torch.load(path, map_location="cpu", weights_only=True)
         except FileNotFoundError:
-            raise AutoshardError(f"{path}: no such policy file; train one with 'autoshard train-policy'") from None
+            raise AutoshardError(f"{path}: no such policy file; train one with 'autoshard train-policy'") \
+                from None
         except Exception as e:  # noqa: BLE001 -- torch raises many types for a non-checkpoint file
             raise AutoshardError(f"{path}: not a readable policy checkpoint ({type(e).__name__}); "
                                  "train one with 'autoshard train-policy'") from None

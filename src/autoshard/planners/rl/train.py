@@ -68,7 +68,8 @@ class TrainConfig:
             if getattr(self, f) <= 0:
                 raise AutoshardError(f"training setting {f}={getattr(self, f)} must be positive")
         if self.samples_per_task < 2:
-            raise AutoshardError(f"samples_per_task={self.samples_per_task}: need at least 2 for the baseline")
+            raise AutoshardError(f"samples_per_task={self.samples_per_task}: "
+                                 "need at least 2 for the baseline")
         if not (self.learning_rate > 0 and math.isfinite(self.learning_rate)):
             raise AutoshardError(f"learning_rate={self.learning_rate} must be a positive number")
 
@@ -122,7 +123,8 @@ def evaluate(net: PlacementPolicy, contexts: Sequence[TaskContext], model: CostM
 
 def _policy_loss(net: PlacementPolicy, ctx: TaskContext, model: CostModel, samples: int,
                  rng: np.random.Generator, entropy_coef: float) -> tuple[torch.Tensor, float]:
-    """Sample ``samples`` episodes of one task and return the REINFORCE loss and their mean normalised cost."""
+    """Sample ``samples`` episodes of one task and return the REINFORCE loss and their mean normalised
+    cost."""
     env = PlacementEnv(ctx, model, samples)
     ro = run_episodes(net, env, rng, greedy_first=0, record=True)
     cost = ro.plan_ms / ctx.scale
@@ -171,8 +173,9 @@ def train(
     if resume is not None:
         saved = TrainConfig.from_dict(resume.train_config)
         if {**asdict(saved), "iterations": 0} != {**asdict(config), "iterations": 0}:
-            raise AutoshardError("the checkpoint was trained with other settings; resume with the same settings "
-                                 "(only --iterations may change) or train a new policy")
+            raise AutoshardError("the checkpoint was trained with other settings; "
+                                 "resume with the same settings (only --iterations may change) "
+                                 "or train a new policy")
         net.load_state_dict(resume.net.state_dict())
         if "optimizer" in resume.state:
             optimizer.load_state_dict(resume.state["optimizer"])
@@ -198,7 +201,8 @@ def train(
         optimizer.zero_grad()
         costs = []
         for j in picks:
-            loss, c = _policy_loss(net, train_ctx[j], model, config.samples_per_task, rng, config.entropy_coef)
+            loss, c = _policy_loss(net, train_ctx[j], model, config.samples_per_task, rng,
+                                   config.entropy_coef)
             (loss / k).backward()
             costs.append(c)
         torch.nn.utils.clip_grad_norm_(net.parameters(), config.max_grad_norm)

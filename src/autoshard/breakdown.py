@@ -1,19 +1,13 @@
-"""Cost value types shared by the real evaluator, the learned model and the analytical estimator."""
+"""Cost value types: a device's fwd/bwd/comm breakdown and a plan's, shared by plans, every cost model and the
+evaluator (value types only, so plans can carry a cost without knowing who priced it)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
-
-
-class ShardRef(NamedTuple):
-    """A table (by index into ``task.tables``) or a column shard of it (``dim`` < the table's dim) on a device."""
-
-    table: int
-    dim: int
 
 
 @dataclass(frozen=True)
@@ -36,7 +30,8 @@ class CostBreakdown:
         return CostBreakdown(float(row[0]), float(row[1]), float(row[2]))
 
     def to_json(self) -> dict[str, float]:
-        return {"fwd_ms": self.fwd_ms, "bwd_ms": self.bwd_ms, "comm_ms": self.comm_ms, "total_ms": self.total_ms}
+        return {"fwd_ms": self.fwd_ms, "bwd_ms": self.bwd_ms, "comm_ms": self.comm_ms,
+                "total_ms": self.total_ms}
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> CostBreakdown:
@@ -45,7 +40,8 @@ class CostBreakdown:
 
 @dataclass(frozen=True)
 class PlanCost:
-    """Every device's breakdown; the plan cost is the slowest device's total (the step's embedding bottleneck)."""
+    """Every device's breakdown; the plan cost is the slowest device's total (the step's embedding
+    bottleneck)."""
 
     devices: tuple[CostBreakdown, ...]
     source: str
@@ -68,7 +64,8 @@ class PlanCost:
         return np.array([[d.fwd_ms, d.bwd_ms, d.comm_ms] for d in self.devices], dtype=np.float64)
 
     def to_json(self) -> dict[str, Any]:
-        return {"source": self.source, "plan_ms": self.plan_ms, "devices": [d.to_json() for d in self.devices]}
+        return {"source": self.source, "plan_ms": self.plan_ms,
+                "devices": [d.to_json() for d in self.devices]}
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> PlanCost:

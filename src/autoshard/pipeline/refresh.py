@@ -1,4 +1,4 @@
-"""The DreamShard loop: alternate policy training on the estimated MDP with real measurements of its own plans.
+"""The DreamShard loop: alternate policy training on the estimated MDP with real measurements of its plans.
 
 A cost model fitted on random shards is least accurate exactly where a trained policy goes (balanced devices
 of many tables). So, each round (DreamShard, NeurIPS'22, Alg. 1): train the policy against the current cost
@@ -23,19 +23,25 @@ from typing import Any
 import numpy as np
 
 from autoshard.costs.base import CostModel
+from autoshard.costs.learned.model import LearnedCostModel
 from autoshard.errors import AutoshardError
+from autoshard.hardware.jsonl import append_jsonl, repair_tail
+from autoshard.hardware.kernel import MeasureSettings, measure_shard
+from autoshard.hardware.profiler import CostDataset, CostRecord, done_sample_ids, load_dataset, sample_id
+from autoshard.host import host_info
 from autoshard.planners.rl.planner import RLPlanner
 from autoshard.planners.rl.policy import TrainedPolicy
 from autoshard.planners.rl.train import TrainConfig, train
 from autoshard.tasks import Task
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 REFRESH_FILE = "shards-refresh.jsonl"
 """Where the loop's measurements go in the dataset directory (matches the profiler's ``shards-*.jsonl``)."""
 
 REFRESH_SEED_BASE = 900_000
-"""Refresh records are ``<REFRESH_SEED_BASE + round>-<index>``, apart from profile samples ``<seed>-<index>``."""
+"""Refresh records are ``<REFRESH_SEED_BASE + round>-<index>``, apart from profile samples
+``<seed>-<index>``."""
 
 
 @dataclass(frozen=True)
@@ -64,10 +70,8 @@ class RefreshResult:
     """Per round: records added, and the measured vs predicted plan cost of the measured plans."""
 
 
-def check_dataset(dataset_dir: str | Path, tasks: Sequence[Task]) -> Any:
+def check_dataset(dataset_dir: str | Path, tasks: Sequence[Task]) -> CostDataset:
     """The profile dataset, if it has records and every task's tables and batch size are the profiled ones."""
-    from autoshard.hardware.profiler import load_dataset
-
     dataset = load_dataset(dataset_dir)
     if not dataset.records:
         raise AutoshardError(f"{dataset_dir} has no measured records; run 'autoshard profile' first")
@@ -76,22 +80,19 @@ def check_dataset(dataset_dir: str | Path, tasks: Sequence[Task]) -> Any:
     for task in tasks:
         missing = [t.name for t in task.tables if t.name not in names]
         if missing:
-            raise AutoshardError(f"training task {task.name} has table {missing[0]!r}, which is not in the profiled "
-                                 f"pool of {dataset_dir}; train on tasks sampled from that pool")
+            raise AutoshardError(f"training task {task.name} has table {missing[0]!r}, which is not in the "
+                                 f"profiled pool of {dataset_dir}; train on tasks sampled from that pool")
         if task.batch_size != batch:
-            raise AutoshardError(f"training task {task.name} has batch size {task.batch_size} but {dataset_dir} "
-                                 f"was profiled at {batch}; use tasks of the profiled batch size")
+            raise AutoshardError(f"training task {task.name} has batch size {task.batch_size} but "
+                                 f"{dataset_dir} was profiled at {batch}; use tasks of the profiled batch "
+                                 "size")
     return dataset
 
 
 def measure_plans(policy: TrainedPolicy, model: CostModel, tasks: Sequence[Task], dataset_dir: str | Path,
                   round_index: int) -> dict[str, Any]:
-    """Plan ``tasks`` with the policy and append every device's measured cost to the dataset; returns stats."""
-    from autoshard.hardware.host import host_info
-    from autoshard.hardware.jsonl import append_jsonl, repair_tail
-    from autoshard.hardware.kernel import MeasureSettings, measure_shard
-    from autoshard.hardware.profiler import CostRecord, done_sample_ids, load_dataset, sample_id
-
+    """Plan ``tasks`` with the policy and append every device's measured cost to the dataset; returns
+    stats."""
     dataset = check_dataset(dataset_dir, tasks)
     record_settings = dict(dataset.records[0].settings)
     settings = MeasureSettings.from_json(record_settings)
@@ -113,14 +114,15 @@ def measure_plans(policy: TrainedPolicy, model: CostModel, tasks: Sequence[Task]
                 rec = next(r for r in load_dataset(dataset_dir).records if r.sample_id == sid)
             else:
                 t = measure_shard(task, shards, settings)
-                rec = CostRecord(sid, tuple(task.tables[s.table].name for s in shards), tuple(s.dim for s in shards),
-                                 task.batch_size, t.fwd_ms, t.bwd_ms, t.fwd_cv, t.bwd_cv, record_settings, host,
-                                 t.rows, t.tries)
+                rec = CostRecord(sid, tuple(task.tables[s.table].name for s in shards),
+                                 tuple(s.dim for s in shards), task.batch_size, t.fwd_ms, t.bwd_ms, t.fwd_cv,
+                                 t.bwd_cv, record_settings, host, t.rows, t.tries)
                 append_jsonl(path, rec.to_json())
                 added += 1
             real[g, :2] = rec.fwd_ms, rec.bwd_ms
-            real[g, 2] = dataset.comm.device_comm_ms(sum(s.dim for s in shards), task.batch_size, task.num_devices,
-                                                     task.precision.bytes) if dataset.comm else 0.0
+            if dataset.comm:  # else 0: a dataset profiled without comm
+                real[g, 2] = dataset.comm.device_comm_ms(sum(s.dim for s in shards), task.batch_size,
+                                                         task.num_devices, task.precision.bytes)
         measured.append(float(real.sum(1).max()))
         predicted.append(float(model.device_costs(task, devices).sum(1).max()))
     err = [abs(p - m) / m for p, m in zip(predicted, measured) if m > 0]
@@ -139,21 +141,21 @@ def refresh_with_real(
     cost_model_path: str | None = None,
     progress: Callable[[int, dict[str, float]], None] | None = None,
 ) -> RefreshResult:
-    """Run the loop (module docstring) from ``model``; the refitted cost model is saved to ``cost_model_path``."""
-    from autoshard.costs.learned.model import LearnedCostModel
-    from autoshard.hardware.profiler import load_dataset
-
+    """Run the loop (module docstring) from ``model``; the refitted cost model is saved to
+    ``cost_model_path``."""
     check_dataset(dataset_dir, train_tasks)  # fail before training, not after the first round
     policy: TrainedPolicy | None = None
     rounds: list[dict[str, Any]] = []
     spec = None
     rng = np.random.default_rng([refresh.seed, REFRESH_SEED_BASE])
     for r in range(refresh.rounds + 1):
-        policy = train(model, train_tasks, replace(config, iterations=config.iterations * (r + 1)), eval_tasks,
-                       cost_model_spec=spec, checkpoint_path=checkpoint_path, resume=policy, progress=progress)
+        policy = train(model, train_tasks, replace(config, iterations=config.iterations * (r + 1)),
+                       eval_tasks, cost_model_spec=spec, checkpoint_path=checkpoint_path, resume=policy,
+                       progress=progress)
         if r == refresh.rounds:
             break
-        picks = rng.choice(len(train_tasks), size=min(refresh.tasks_per_round, len(train_tasks)), replace=False)
+        picks = rng.choice(len(train_tasks), size=min(refresh.tasks_per_round, len(train_tasks)),
+                           replace=False)
         stats = measure_plans(policy, model, [train_tasks[int(i)] for i in picks], dataset_dir, r)
         model = LearnedCostModel.fit(load_dataset(dataset_dir), refresh.fit_options)
         if cost_model_path:
@@ -161,7 +163,7 @@ def refresh_with_real(
             spec = str(cost_model_path)
         stats["records_total"] = len(load_dataset(dataset_dir).records)
         rounds.append(stats)
-        logger.info("refresh round %d: %s", r, stats)
+        log.info("refresh round %d: %s", r, stats)
     assert policy is not None
     policy.metrics = {**policy.metrics, "refresh": rounds}
     if checkpoint_path:

@@ -1,0 +1,92 @@
+"""The last stage: every algorithm plans every test task, and the real evaluator measures every plan."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autoshard.costs.base import CostModel
+from autoshard.hardware.evaluator import MeasuredCostModel
+from autoshard.host import host_info
+from autoshard.pipeline.cache import code_version, file_key, stage_key
+from autoshard.pipeline.context import Context
+from autoshard.pipeline.measure import BenchConfig, run_bench, select_algorithms
+from autoshard.pipeline.models import MEASURED_SPEC, load_cost_model
+from autoshard.pipeline.results import TaskResult
+from autoshard.planners.base import PlannerOptions
+from autoshard.tasks import load_tasks
+
+log = logging.getLogger(__name__)
+
+BENCH_DIR = "bench"
+"""Where the measured tasks (``bench/tasks/<task>.json``) and the report built from them go."""
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The measured test tasks and what the report says about how they were measured."""
+
+    out_dir: Path
+    """``<run>/bench``."""
+    results: list[TaskResult]
+    algorithms: list[str]
+    meta: dict[str, Any]
+    """Suite, host, evaluator, models, skipped algorithms, stage statuses, command and code version."""
+
+
+def stage_evaluate(ctx: Context, k_comm: str, k_cost: str, cost_spec: str, k_policy: str,
+                   policy_path: str | None) -> Evaluation:
+    """Plan and measure every test task (``measure.run_bench``: one result per task, reused on a re-run
+    when its key matches)."""
+    s = ctx.suite
+    requested = ctx.config.algorithms
+    algorithms, skipped = select_algorithms(requested)
+    if policy_path is None and requested is None and "rl" in algorithms:
+        algorithms.remove("rl")
+        skipped["rl"] = "no trained policy (pass --policy or let the pipeline train one)"
+    comm = ctx.comm_model()
+    settings = ctx.measure_settings()
+
+    def make_evaluator() -> CostModel:
+        return MeasuredCostModel(settings, comm)
+
+    # 'measured' plans with the evaluator's own settings and comm model (an oracle cost model: it shows how
+    # much the learned model's error costs the planners).
+    # Every planner prices the all-to-all with the suite's fit at its D, as the evaluator does: a model
+    # trained elsewhere carries the comm fitted there (the shipped one: 4 processes), and on this host the
+    # fit for 8 processes had ~0.6x that bandwidth and ~2.3x its latency (costs/comm_model.json of runs).
+    if cost_spec == MEASURED_SPEC:
+        cost_model = make_evaluator()
+    else:
+        cost_model = load_cost_model(cost_spec).with_comm(comm)
+    options = PlannerOptions(seed=s.seed, cost_model=cost_model, policy_path=policy_path,
+                             time_limit_s=s.time_limit_s)
+    # What a measured task depends on (not e.g. the suite's description), with the models' file contents, so
+    # a retrained model is never paired with plans of the previous one; stage_key adds the code version. The
+    # task itself is not in the key: run_bench reuses a result only for an equal task, so more test tasks
+    # keep the ones measured.
+    bench_key = stage_key({"algorithms": algorithms, "seed": s.seed, "time_limit_s": s.time_limit_s,
+                           "rounds": s.eval.rounds, "measure": settings.to_json(), "comm": comm.to_json(),
+                           "models": [file_key(cost_spec), file_key(policy_path or "")]},
+                          [k_comm, k_cost, k_policy])
+    config = BenchConfig(tuple(algorithms), options, rounds=s.eval.rounds, key=bench_key)
+    tasks = load_tasks(str(ctx.out / "test_tasks.json"))
+    ctx.say(f"[bench] {len(tasks)} test tasks x {len(algorithms)} algorithms: {', '.join(algorithms)}")
+    bench_dir = ctx.out / BENCH_DIR
+    results = run_bench(tasks, config, make_evaluator, bench_dir, ctx.progress)
+    meta = {
+        "suite": s.settings(), "host": host_info(settings.device.value),
+        "evaluator": f"{MeasuredCostModel.name} (real FBGEMM kernels, settings "
+                     f"{json.dumps(settings.to_json())}; comm: alpha-beta {comm.source})",
+        "measure_settings": settings.to_json(), "comm": comm.to_json(),
+        "cost_model": f"{cost_model.name} ({cost_spec}; comm: the evaluator's)",
+        "policy": policy_path or "-",
+        "rounds": s.eval.rounds, "skipped": skipped, "stages": dict(ctx.status),
+        "command": ctx.config.command, "code": code_version(),
+    }
+    ctx.status["bench"] = "ran"
+    log.info("suite %s measured: %d tasks", s.name, len(results))
+    return Evaluation(bench_dir, results, algorithms, meta)

@@ -1,0 +1,188 @@
+"""Plan every test task with every algorithm, side by side, and measure every plan with one real evaluator.
+
+Reads top to bottom:
+1. ``select_algorithms``: every registered planner, or the requested ones (a typo is an error).
+2. ``plan_task``: each algorithm plans the task (timed and validated by ``run_planner``); a planner that fails
+   (no room, no policy, ...) is recorded with its one-line error. The planning cost model's prediction of
+   each plan is kept to compare with the measurement.
+3. ``measure_task``: the distinct device contents of all plans of the task are timed back-to-back by the same
+   evaluator, in ``rounds`` rounds with the order rotated; the median per device and component is kept. Plans
+   that put the same tables on a device share its measurement, so identical devices compare identically.
+4. ``run_bench``: loops over the tasks, writing one JSON per task as it goes (a re-run resumes); the summary
+   and report are ``autoshard.bench``'s.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from autoshard.breakdown import PlanCost
+from autoshard.costs.base import CostModel, plan_cost
+from autoshard.errors import AutoshardError
+from autoshard.io import read_json, write_json
+from autoshard.pipeline.progress import Progress, no_progress
+from autoshard.pipeline.results import AlgoResult, TaskResult
+from autoshard.planners.base import PLANNERS, PlannerOptions, make_planner, run_planner
+from autoshard.planners.exact import lower_bound
+from autoshard.shards import ShardRef
+from autoshard.tasks import Task
+
+log = logging.getLogger(__name__)
+
+
+def select_algorithms(requested: Sequence[str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """The algorithms to run and {name: reason} for those skipped.
+
+    ``requested`` None means every registered planner. A requested name that is not registered is an error
+    (a typo must not silently shrink a benchmark)."""
+    registered = list(PLANNERS)
+    if requested is None:
+        return registered, {}
+    unknown = [a for a in requested if a not in PLANNERS]
+    if unknown:
+        raise AutoshardError(
+            f"unknown algorithm(s) {', '.join(unknown)}; registered: {', '.join(registered)}")
+    chosen = list(dict.fromkeys(requested))
+    return chosen, {a: "not requested (--algos)" for a in registered if a not in chosen}
+
+
+def plan_task(task: Task, algorithms: Sequence[str], options: PlannerOptions,
+              cost_model: CostModel | None) -> list[AlgoResult]:
+    """Every algorithm's plan of ``task`` (or its error), with the planning cost model's prediction."""
+    out = []
+    for name in algorithms:
+        try:
+            plan = run_planner(make_planner(name, options), task)
+        except AutoshardError as e:
+            log.info("%s failed on %s: %s", name, task.name, e)
+            out.append(AlgoResult(name, ok=False, error=str(e)))
+            continue
+        except Exception as e:
+            log.warning("%s crashed on %s", name, task.name, exc_info=True)
+            out.append(AlgoResult(name, ok=False, error=f"crashed: {type(e).__name__}: {e}".splitlines()[0]))
+            continue
+        predicted = plan_cost(cost_model, task, plan) if cost_model is not None else None
+        out.append(AlgoResult(name, ok=True, plan=plan, predicted=predicted))
+    return out
+
+
+def _device_key(shards: Sequence[ShardRef]) -> tuple[ShardRef, ...]:
+    return tuple(sorted(shards))
+
+
+EvaluatorFactory = Callable[[], CostModel]
+"""Makes a fresh evaluator. The real one caches each device's measurement per instance, so every measuring
+round gets a new instance: the same evaluator (class and settings), measuring again."""
+
+
+def measure_task(task: Task, results: Sequence[AlgoResult], make_evaluator: EvaluatorFactory, rounds: int,
+                 progress: Progress = no_progress) -> list[AlgoResult]:
+    """Measure every planned result of ``task`` in ``rounds`` interleaved rounds, a fresh evaluator each."""
+    if rounds < 1:
+        raise AutoshardError(f"rounds {rounds} must be >= 1")
+    planned = [r for r in results if r.ok and r.plan is not None]
+    layouts = {r.algorithm: [_device_key(d) for d in r.plan.device_shards(task)] for r in planned}
+    unique = list(dict.fromkeys(k for devs in layouts.values() for k in devs if k))
+    index = {k: i for i, k in enumerate(unique)}
+    per_round = np.zeros((rounds, len(unique), 3))
+    source = "measured"
+    for rnd in range(rounds):
+        # Rotate the order each round so no device is always measured first (after an idle gap) or last.
+        shift = (rnd * max(1, len(unique) // rounds)) % max(1, len(unique))
+        order = unique[shift:] + unique[:shift]
+        if order:
+            evaluator = make_evaluator()
+            source = getattr(evaluator, "name", source)
+            costs = np.asarray(evaluator.device_costs(task, [list(k) for k in order]), dtype=np.float64)
+            for k, row in zip(order, costs):
+                per_round[rnd, index[k]] = row
+        progress("measure", rnd + 1, rounds)
+    median = np.median(per_round, axis=0)
+    out = []
+    for r in results:
+        if r.algorithm not in layouts:
+            out.append(r)
+            continue
+        devs = layouts[r.algorithm]
+        med = np.array([median[index[k]] if k else np.zeros(3) for k in devs])
+        rounds_ms = tuple(
+            float(max(per_round[rnd, index[k]].sum() if k else 0.0 for k in devs)) for rnd in range(rounds)
+        )
+        device_rounds = tuple(
+            tuple((float(per_round[rnd, index[k], 0]), float(per_round[rnd, index[k], 1]))
+                  if k else (0.0, 0.0) for k in devs) for rnd in range(rounds))
+        measured = PlanCost.from_array(med, source)
+        out.append(AlgoResult(r.algorithm, True, r.error, r.plan.with_cost(measured), r.predicted, measured,
+                              rounds_ms, device_rounds))
+    return out
+
+
+def compute_lower_bound(task: Task, model: CostModel) -> tuple[float | None, str]:
+    """``autoshard.planners.exact.lower_bound(task, model)``, or (None, why) where it fails."""
+    try:
+        return float(lower_bound(task, model)), ""
+    except AutoshardError as e:
+        return None, f"lower_bound failed: {e}"
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """What a benchmark run needs besides the tasks."""
+
+    algorithms: tuple[str, ...]
+    options: PlannerOptions
+    """Options every planner is built from (seed, cost model, policy, time limit)."""
+    rounds: int = 3
+    """Interleaved measurement rounds per task."""
+    lower_bound_on: str = "evaluator"
+    """'evaluator': the bound is computed with the real evaluator (compared with measured costs);
+    'planning': with the planning cost model (compared with predicted costs); 'none': skip."""
+    key: str = ""
+    """Identity of the run's settings and models, stored with each task's result for resuming."""
+
+
+def run_bench(tasks: Sequence[Task], config: BenchConfig, make_evaluator: EvaluatorFactory,
+              out_dir: str | os.PathLike[str], progress: Progress = no_progress) -> list[TaskResult]:
+    """Plan and measure every task; one JSON per task in ``out_dir/tasks`` (reused when its key matches)."""
+    task_dir = Path(out_dir) / "tasks"
+    results = []
+    progress("tasks", 0, len(tasks))
+    for i, task in enumerate(tasks):
+        path = task_dir / f"{task.name}.json"
+        if path.is_file():
+            cached = TaskResult.from_json(read_json(path, kind="autoshard.bench_task"))
+            if cached.key == config.key and cached.task == task:
+                results.append(cached)
+                progress("tasks", i + 1, len(tasks))
+                continue
+        planned = plan_task(task, config.algorithms, config.options, config.options.cost_model)
+        load_before = _load_average()
+        measured = measure_task(task, planned, make_evaluator, config.rounds,
+                                lambda w, d, t, name=task.name: progress(f"measure {name}", d, t))
+        lb, note, lb_model = None, "", ""
+        if config.lower_bound_on == "evaluator":
+            evaluator = make_evaluator()
+            lb, note = compute_lower_bound(task, evaluator)
+            lb_model = getattr(evaluator, "name", "evaluator")
+        elif config.lower_bound_on == "planning" and config.options.cost_model is not None:
+            lb, note = compute_lower_bound(task, config.options.cost_model)
+            lb_model = config.options.cost_model.name
+        load = tuple(x for x in (load_before, _load_average()) if x is not None)
+        result = TaskResult(task, tuple(measured), lb, lb_model, note, config.key, load)
+        write_json(path, result.to_json())
+        results.append(result)
+        progress("tasks", i + 1, len(tasks))
+    return results
+
+
+def _load_average() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None

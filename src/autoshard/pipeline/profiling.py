@@ -1,0 +1,78 @@
+"""The measuring stages behind a trained cost model: the all-to-all fit, kernel timings of random shards."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from autoshard.errors import AutoshardError
+from autoshard.hardware.comm import (
+    COMM_MODEL_FILE,
+    DEFAULT_DIM_SUMS,
+    fit_alpha_beta,
+    load_comm_records,
+    profile_comm,
+)
+from autoshard.hardware.profiler import ProfileConfig, pending_samples, profile
+from autoshard.io import read_json
+from autoshard.pipeline.cache import file_key
+from autoshard.pipeline.context import Context
+from autoshard.tables import TablePool
+
+
+def stage_comm(ctx: Context) -> str:
+    """``costs/comm_model.json``: the all-to-all model the evaluator (and a cost model trained here) uses,
+    measured with D processes on this host (``autoshard.hardware.comm``) and fitted; or the one given."""
+    s = ctx.suite
+    if ctx.config.comm_path:
+        ctx.skip("comm", f"comm model given (--comm {ctx.config.comm_path})")
+        return file_key(ctx.config.comm_path)
+    settings = {"num_devices": s.num_devices, "batch_size": s.batch_size}
+
+    def make(resume: bool) -> None:
+        costs = ctx.out / "costs"
+        n = len(DEFAULT_DIM_SUMS)
+        done = len(load_comm_records(costs))
+        for k, _ in enumerate(profile_comm(costs, s.num_devices, batch_size=s.batch_size), start=1):
+            ctx.progress("comm sizes", min(done + k, n), n)
+        fit_alpha_beta(load_comm_records(costs)).save(str(costs / COMM_MODEL_FILE))
+
+    return ctx.stage("comm", settings, [], [f"costs/{COMM_MODEL_FILE}"], make)
+
+
+def stage_profile(ctx: Context, k_split: str) -> str:
+    """``costs/``: random shards of train-pool tables timed on the real kernels with the evaluator's settings
+    (``autoshard.hardware.profiler``, resumable), the dataset the cost model is trained on."""
+    s, t = ctx.suite, ctx.suite.training
+    costs = ctx.out / "costs"
+    measure = ctx.measure_settings()
+    settings = {"samples": t.profile_samples, "max_tables": t.profile_max_tables,
+                "batch_size": s.batch_size, "seed": s.seed, "measure": measure.to_json()}
+
+    def make(resume: bool) -> None:
+        config = ProfileConfig(samples=t.profile_samples, max_tables=t.profile_max_tables,
+                               batch_size=s.batch_size, seed=s.seed, settings=measure)
+        train_pool = TablePool.load(str(ctx.out / "train_pool.json"))
+        if not resume and _profiled_otherwise(costs, train_pool, config):
+            # Records made with other settings or tables: start the dataset over (comm stays). Records of the
+            # same settings are kept, so changing only the number of samples continues the dataset.
+            for old in [*costs.glob("shards-*.jsonl"), costs / "tables.json", costs / "profile.json"]:
+                old.unlink(missing_ok=True)
+        total = t.profile_samples
+        start = total - len(pending_samples(costs, config)) if (costs / "profile.json").is_file() else 0
+        for k, _ in enumerate(profile(train_pool, costs, config), start=1):
+            ctx.progress("profile samples", start + k, total)
+
+    return ctx.stage("profile", settings, [k_split], ["costs/tables.json"], make)
+
+
+def _profiled_otherwise(costs: Path, pool: TablePool, config: ProfileConfig) -> bool:
+    """True if ``costs`` holds a profile of other tables or other settings than ``config``."""
+    if not (costs / "tables.json").is_file():
+        return False
+    if TablePool.load(str(costs / "tables.json")).to_json()["tables"] != pool.to_json()["tables"]:
+        return True
+    manifest = costs / "profile.json"
+    try:
+        return manifest.is_file() and read_json(manifest, kind="autoshard.profile") != config.manifest()
+    except AutoshardError:
+        return True

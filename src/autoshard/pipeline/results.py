@@ -1,0 +1,98 @@
+"""What plan-and-measure produces: each algorithm's plan of a task with its predicted and measured costs.
+
+One ``TaskResult`` per test task is written as JSON as soon as it is measured (``measure.run_bench``), so
+an interrupted benchmark resumes; ``autoshard.bench`` summarizes and reports them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from autoshard.breakdown import PlanCost
+from autoshard.io import ARTEFACT_VERSION
+from autoshard.plan import Plan
+from autoshard.tasks import Task
+
+
+@dataclass(frozen=True)
+class AlgoResult:
+    """One algorithm on one task."""
+
+    algorithm: str
+    ok: bool
+    error: str = ""
+    """The planner's one-line error when it produced no plan."""
+    plan: Plan | None = None
+    predicted: PlanCost | None = None
+    """The planning cost model's view of the plan."""
+    measured: PlanCost | None = None
+    """Median over the rounds, per device and component, by the real evaluator."""
+    rounds_ms: tuple[float, ...] = ()
+    """The plan's measured cost in each round (its spread shows the measurement noise)."""
+    device_rounds_ms: tuple[tuple[tuple[float, float], ...], ...] = ()
+    """Per round, per device: the measured (fwd ms, bwd ms), so a device's repeatability (the floor under any
+    cost model's error on it) can be computed from the results."""
+
+    @property
+    def planning_time_s(self) -> float | None:
+        return self.plan.planning_time_s if self.plan else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "algorithm": self.algorithm, "ok": self.ok, "error": self.error,
+            "plan": self.plan.to_json() if self.plan else None,
+            "planning_time_s": self.planning_time_s,
+            "predicted": self.predicted.to_json() if self.predicted else None,
+            "measured": self.measured.to_json() if self.measured else None,
+            "rounds_ms": list(self.rounds_ms),
+            "device_rounds_ms": [[list(fb) for fb in rnd] for rnd in self.device_rounds_ms],
+        }
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> AlgoResult:
+        return AlgoResult(
+            algorithm=d["algorithm"], ok=bool(d["ok"]), error=d.get("error", ""),
+            plan=Plan.from_json(d["plan"]) if d.get("plan") else None,
+            predicted=PlanCost.from_json(d["predicted"]) if d.get("predicted") else None,
+            measured=PlanCost.from_json(d["measured"]) if d.get("measured") else None,
+            rounds_ms=tuple(float(x) for x in d.get("rounds_ms", ())),
+            device_rounds_ms=tuple(tuple((float(f), float(b)) for f, b in rnd)
+                                   for rnd in d.get("device_rounds_ms", ())),
+        )
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """All algorithms on one task, and the task's lower bound where one is computed."""
+
+    task: Task
+    results: tuple[AlgoResult, ...]
+    lower_bound_ms: float | None = None
+    """A lower bound on any plan's cost under ``lower_bound_model`` (None when unavailable)."""
+    lower_bound_model: str = ""
+    lower_bound_note: str = ""
+    key: str = ""
+    """Hash of what produced it (suite, algorithms, models), so a resumed run reuses only matching work."""
+    load_average: tuple[float, ...] = ()
+    """The host's 1-minute load average before and after measuring (other processes slow timings down)."""
+
+    def by_algorithm(self) -> dict[str, AlgoResult]:
+        return {r.algorithm: r for r in self.results}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": "autoshard.bench_task", "version": ARTEFACT_VERSION, "key": self.key,
+            "task": self.task.to_json(), "lower_bound_ms": self.lower_bound_ms,
+            "lower_bound_model": self.lower_bound_model, "lower_bound_note": self.lower_bound_note,
+            "results": [r.to_json() for r in self.results], "load_average": list(self.load_average),
+        }
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> TaskResult:
+        return TaskResult(
+            task=Task.from_json(d["task"]), results=tuple(AlgoResult.from_json(r) for r in d["results"]),
+            lower_bound_ms=d.get("lower_bound_ms"), lower_bound_model=d.get("lower_bound_model", ""),
+            lower_bound_note=d.get("lower_bound_note", ""), key=d.get("key", ""),
+            load_average=tuple(float(x) for x in d.get("load_average", ())),
+        )
