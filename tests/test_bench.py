@@ -32,6 +32,7 @@ class CountingModel:
     def __init__(self, scales: tuple[float, ...] = (1.0,)) -> None:
         self.inner = AnalyticalCostModel()
         self.name = "counting"
+        self.comm = self.inner.comm
         self.calls: list[int] = []
         self.instances = 0
         self.scales = scales
@@ -104,8 +105,11 @@ def test_measure_task_dedupes_devices_interleaves_rounds_and_takes_the_median():
     for r in measured:
         exact = plan_cost(truth, task, r.plan)
         # median of the x1, x3, x2 rounds is x2, per device and component
+        # kernels and the device's own comm scale; the step's collectives are the comm model's, unscaled
         np.testing.assert_allclose(r.measured.to_array(), 2.0 * exact.to_array())
-        assert sorted(r.rounds_ms) == pytest.approx([exact.plan_ms, 2 * exact.plan_ms, 3 * exact.plan_ms])
+        kernels = exact.max_fwd_ms + exact.max_bwd_ms
+        assert sorted(r.rounds_ms) == pytest.approx([k * kernels + exact.collectives_ms for k in (1, 2, 3)])
+        assert r.measured.plan_ms == pytest.approx(2 * kernels + exact.collectives_ms)
         assert r.plan.cost == r.measured
         # every round's per-device fwd/bwd is kept: round k measured x1, x3, x2
         arr = exact.to_array()

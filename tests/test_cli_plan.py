@@ -110,5 +110,5 @@ def test_ilp_with_measured_cost_model_times_real_kernels(tmp_path, capsys):
     assert main(["plan", "--task", path, "--algo", "ilp", "--cost-model", "measured", "--time-limit", "2",
                  "-o", out]) == 0
     text = capsys.readouterr().out
-    assert "plan cost (measured)" in text and "costs estimated by measured" in text
+    assert "step cost (measured)" in text and "costs estimated by measured" in text
     validate(Plan.load(out), Task(tables=tables, device_memory=(10**8,) * 2, batch_size=64))

@@ -20,6 +20,7 @@ from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.learned import CostNetConfig, LearnedCostModel, TrainOptions
 from autoshard.costs.learned.training import split_unseen_tables
 from autoshard.costs.metrics import mape, rmse, spearman
+from autoshard.costs.step import device_comm_ms, device_volumes
 from autoshard.errors import AutoshardError
 from autoshard.hardware.evaluator import MeasuredCostModel
 from autoshard.hardware.kernel import MeasureSettings
@@ -115,9 +116,7 @@ def test_with_comm_reprices_only_the_all_to_all_and_leaves_the_model_alone(model
     swapped = base.with_comm(cluster)
     after = swapped.device_costs(task, devices)
     np.testing.assert_allclose(after[:, :2], before[:, :2], rtol=1e-6)  # fwd, bwd untouched
-    dims = np.array([task.tables[0].dim, 8, 0])
-    expect = cluster.device_comm_ms(dims, task.batch_size, task.num_devices, task.precision.bytes)
-    expect = expect * (dims > 0)
+    expect = device_comm_ms(task, cluster, device_volumes(task, devices))
     np.testing.assert_allclose(after[:, 2], expect, rtol=1e-5)
     assert not np.allclose(after[:2, 2], before[:2, 2])
     np.testing.assert_array_equal(base.device_costs(task, devices), before)  # the original keeps its comm
@@ -164,15 +163,18 @@ def test_batched_and_incremental_api_agree_with_device_costs(model, dataset):
         devices = [[ShardRef(t, task.tables[t].dim) for t in range(task.num_tables) if ranks[p, t] == d]
                    for d in range(task.num_devices)]
         np.testing.assert_allclose(batched[p], model.device_costs(task, devices), rtol=1e-5, atol=1e-6)
-    # incremental: place tables one by one on the state
-    enc = model.encode_task(task)
-    acc = torch.zeros(task.num_devices, enc.shape[1])
+    # incremental: place tables one by one with the accumulator
+    devices = model.accumulator(task, 1)
+    placed: list[list[ShardRef]] = [[] for _ in range(task.num_devices)]
     for t in range(task.num_tables):
-        if_added = model.costs_if_added(task, acc, t)
+        shard = ShardRef(t, task.tables[t].dim)
+        if_added = devices.costs_if_added(shard)[0]
         d = int(ranks[0, t])
-        acc[d] += enc[t]
-        np.testing.assert_allclose(if_added[d].numpy(), model.costs_from_acc(task, acc)[d].numpy(), rtol=1e-5)
-    np.testing.assert_allclose(model.costs_from_acc(task, acc).numpy(), batched[0], rtol=1e-5, atol=1e-6)
+        devices.add(0, d, shard)
+        placed[d].append(shard)
+        np.testing.assert_allclose(if_added[d], model.device_costs(task, placed)[d], rtol=1e-5)
+    np.testing.assert_allclose(devices.costs_if_added(ShardRef(0, 4))[0][0] > 0, True)
+    np.testing.assert_allclose(model.device_costs(task, placed), batched[0], rtol=1e-5, atol=1e-6)
     head = model.plan_head_costs(task, ranks)
     assert head.shape == (5,) and np.all(head > 0)
 

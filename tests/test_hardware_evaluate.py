@@ -11,6 +11,7 @@ import pytest
 from autoshard.cli.main import main
 from autoshard.costs.base import CostModel
 from autoshard.costs.comm import AlphaBeta
+from autoshard.costs.step import device_comm_ms, device_volumes
 from autoshard.errors import PlanError
 from autoshard.hardware.evaluator import MeasuredCostModel, evaluate_plan
 from autoshard.hardware.kernel import MeasureSettings
@@ -42,7 +43,8 @@ def test_measured_model_is_a_cost_model_and_empty_devices_cost_nothing() -> None
     costs = model.device_costs(task, [[ShardRef(0, 16)], [], [ShardRef(1, 8), ShardRef(2, 16)]])
     assert costs.shape == (3, 3)
     assert np.all(costs[[0, 2], :2] > 0) and np.all(costs[1] == 0)
-    assert costs[2, 2] == pytest.approx(COMM.device_comm_ms(24, 64, 3, 4))
+    devices = [[ShardRef(1, 8), ShardRef(2, 16)]]
+    assert costs[2, 2] == pytest.approx(device_comm_ms(task, COMM, device_volumes(task, devices))[0])
     again = model.device_costs(task, [[ShardRef(2, 16), ShardRef(1, 8)]])  # same contents: measured once
     assert again[0] == pytest.approx(costs[2])
 
@@ -52,7 +54,10 @@ def test_evaluate_plan_measures_every_device() -> None:
     cost = evaluate_plan(task, _plan(), FAST, COMM)
     assert cost.source == "measured" and len(cost.devices) == 3
     assert cost.devices[2].total_ms == 0.0
-    assert cost.plan_ms == max(d.total_ms for d in cost.devices) > 0
+    # the step: slowest fwd + slowest bwd + the step's collectives, never below any device's own total
+    assert cost.plan_ms == pytest.approx(cost.max_fwd_ms + cost.max_bwd_ms + cost.collectives_ms)
+    assert cost.plan_ms >= max(d.total_ms for d in cost.devices) * (1 - 1e-12) > 0
+    assert [c.source for c in cost.collectives] == ["modelled"] * 4
 
 
 def test_evaluate_validates_the_plan_first() -> None:
@@ -61,6 +66,7 @@ def test_evaluate_validates_the_plan_first() -> None:
         evaluate_plan(task, _plan(3), FAST, COMM)
 
 
+@pytest.mark.slow
 def test_evaluate_cli_prints_and_writes_json(tmp_path: Path, capsys) -> None:
     TablePool.from_tables(_tables()).save(str(tmp_path / "tables.json"))
     _plan(2).save(str(tmp_path / "plan.json"))
@@ -69,13 +75,23 @@ def test_evaluate_cli_prints_and_writes_json(tmp_path: Path, capsys) -> None:
     assert main(["evaluate", "--plan", str(tmp_path / "plan.json"), "--tables", str(tmp_path / "tables.json"),
                  "--comm-model", str(tmp_path / "comm_model.json"), "--json", str(out), *FAST_ARGS]) == 0
     text = capsys.readouterr().out
-    assert "plan cost (measured)" in text and "fwd ms" in text
+    assert "step cost (measured)" in text and "fwd ms" in text
     d = json.loads(out.read_text())
     assert (d["kind"] == "autoshard.evaluation" and d["batch_size"] == 64
             and d["comm_model"]["source"] == "test")
     devs = d["cost"]["devices"]
     assert len(devs) == 2 and all(x["fwd_ms"] > 0 and x["bwd_ms"] > 0 and x["comm_ms"] > 0 for x in devs)
-    assert d["cost"]["plan_ms"] == pytest.approx(max(x["total_ms"] for x in devs))
+    step = d["cost"]["step"]
+    composed = step["max_fwd_ms"] + step["max_bwd_ms"] + step["collectives_ms"]
+    assert d["cost"]["plan_ms"] == pytest.approx(composed)
+    # every collective with each rank's bytes; the all-to-alls timed on 2 processes beside the model's guess
+    cols = {c["name"]: c for c in d["cost"]["collectives"]}
+    assert set(cols) == {"input_ids", "pooled_outputs", "output_grads", "replica_grads"}
+    for name in ("input_ids", "pooled_outputs", "output_grads"):
+        c = cols[name]
+        assert c["source"] == "measured" and c["measured_ms"] > 0 and c["modelled_ms"] > 0
+        assert len(c["sent_bytes"]) == 2 and sum(c["sent_bytes"]) == pytest.approx(sum(c["received_bytes"]))
+    assert cols["replica_grads"]["ms"] == 0.0
     assert d["settings"]["repeats"] == 2 and d["host"]["hostname"]
 
 

@@ -70,7 +70,7 @@ def test_bad_plan_files(tmp_path):
 def test_report_lists_every_device(task):
     plan = _plan(task).with_cost(PlanCost.from_array([[1, 1, 1], [2, 2, 2], [0, 0, 0], [1, 0, 0]], "test"))
     text = format_report(plan, task, proxy=[1.0, 2.0, 3.0, 4.0])
-    assert "plan cost (test): 6.000 ms on device 1" in text
+    assert "plan cost (test, per-device max, before the step model): 6.000 ms on device 1" in text
     assert len(text.splitlines()) == 2 + 4 + 1
 
 

@@ -230,8 +230,10 @@ def test_planner_best_of_k_and_infeasible(tmp_path):
     task = make_task(10, 3, seed=6)
     path = str(tmp_path / "p.pt")
     TrainedPolicy(untrained(2), normalizer_for(task), {"name": "analytical"}).save(path)
-    greedy = run_planner(make_planner("rl", PlannerOptions(policy_path=path)), task)
-    sampled = run_planner(make_planner("rl", PlannerOptions(policy_path=path, extra={"samples": 16})), task)
+    # best of k is judged by the planning model: the same one that prices the plans below
+    greedy = run_planner(make_planner("rl", PlannerOptions(policy_path=path, cost_model=MODEL)), task)
+    sampled = run_planner(make_planner("rl", PlannerOptions(policy_path=path, cost_model=MODEL,
+                                                            extra={"samples": 16})), task)
     assert greedy.algorithm == "rl"
     assert plan_cost(MODEL, task, sampled).plan_ms <= plan_cost(MODEL, task, greedy).plan_ms + 1e-9
     # a task in which the last table finds no device with room: InfeasibleError names the table

@@ -59,10 +59,11 @@ def _assert_weights_equal(tbe: object, ours: FusedEmbeddingBags) -> None:
         torch.testing.assert_close(mine, theirs, rtol=0, atol=1e-5)
 
 
-@pytest.mark.parametrize("dims", [[8, 16, 8], [8, 8]])
-def test_forward_matches_fbgemm(dims: list[int]) -> None:
+@pytest.mark.parametrize("dims, shift_on_device", [([8, 16, 8], False), ([8, 8], False), ([8, 8], True)])
+def test_forward_matches_fbgemm(dims: list[int], shift_on_device: bool) -> None:
     rows = [300, 200, 400][:len(dims)]
     tbe, ours = _pair(rows, dims, Optimizer.EXACT_SGD)
+    ours.shift_on_device = shift_on_device  # the CUDA path of one distinct dim, on CPU
     idx, off = _batch(rows, seed=1)
     want = tbe(idx, off)
     got = ours(idx, off)
@@ -77,10 +78,12 @@ def test_forward_matches_fbgemm(dims: list[int]) -> None:
 
 @pytest.mark.parametrize("optimizer", list(Optimizer))
 @pytest.mark.parametrize("grad_scale", [1.0, 1e-8])  # tiny gradients: Adagrad's step depends on eps
-@pytest.mark.parametrize("dims", [[8, 16, 8], [8, 8]])
-def test_optimizer_steps_match_fbgemm(optimizer: Optimizer, grad_scale: float, dims: list[int]) -> None:
+@pytest.mark.parametrize("dims, shift_on_device", [([8, 16, 8], False), ([8, 8], False), ([8, 8], True)])
+def test_optimizer_steps_match_fbgemm(optimizer: Optimizer, grad_scale: float, dims: list[int],
+                                      shift_on_device: bool) -> None:
     rows = [300, 200, 400][:len(dims)]
     tbe, ours = _pair(rows, dims, optimizer)
+    ours.shift_on_device = shift_on_device
     before = [w.clone() for w in ours.split_embedding_weights()]
     gen = torch.Generator().manual_seed(2)
     for step in range(2):  # two steps: Adagrad's state accumulates
@@ -163,3 +166,20 @@ def test_backend_setting_json_and_validation() -> None:
     assert MeasureSettings.from_json(old).backend is KernelBackend.FBGEMM
     with pytest.raises(AutoshardError, match="backend"):
         MeasureSettings(backend="triton")
+
+
+def test_profile_dir_made_before_backends_resumes_as_fbgemm(tmp_path) -> None:
+    import json
+
+    from autoshard.hardware.profiler import MANIFEST_FILE, ProfileConfig, prepare_dir
+    from autoshard.tables import TablePool
+
+    pool = TablePool.from_tables(list(_task().tables))
+    prepare_dir(pool, tmp_path, ProfileConfig(samples=2))
+    manifest = tmp_path / MANIFEST_FILE
+    old = json.loads(manifest.read_text())
+    del old["settings"]["backend"]  # as written before the backend setting existed
+    manifest.write_text(json.dumps(old))
+    prepare_dir(pool, tmp_path, ProfileConfig(samples=3))  # resumes: the missing backend reads as fbgemm
+    with pytest.raises(AutoshardError, match="other settings"):
+        prepare_dir(pool, tmp_path, ProfileConfig(samples=3, settings=FAST_TORCH))

@@ -148,9 +148,9 @@ class Plan:
         index = {t.name: i for i, t in enumerate(task.tables)}
         devices: list[list[ShardRef]] = [[] for _ in range(self.num_devices)]
         for p in self.placements:
-            i = index[p.table]
+            i, replica = index[p.table], p.sharding_type.replicates
             for s in p.shards:
-                devices[s.rank].append(s.ref(i))
+                devices[s.rank].append(s.ref(i, replica))
         return devices
 
     def memory_used(self, task: Task) -> list[int]:
@@ -234,7 +234,7 @@ def format_report(plan: Plan, task: Task, proxy: Sequence[float] | None = None) 
     if proxy is not None:
         header += f" {'cost proxy':>12}"
     if plan.cost is not None:
-        header += f" {'fwd ms':>8} {'bwd ms':>8} {'comm ms':>8} {'total ms':>9}"
+        header += f" {'fwd ms':>8} {'bwd ms':>8} {'own comm ms':>11} {'total ms':>9}"
     lines = [(f"plan by {plan.algorithm or '?'} for {task.name}: {task.num_tables} tables on "
               f"{plan.num_devices} devices"), header]
     for r in range(plan.num_devices):
@@ -244,9 +244,19 @@ def format_report(plan: Plan, task: Task, proxy: Sequence[float] | None = None) 
             line += f" {proxy[r]:>12.4g}"
         if plan.cost is not None:
             c = plan.cost.devices[r]
-            line += f" {c.fwd_ms:>8.3f} {c.bwd_ms:>8.3f} {c.comm_ms:>8.3f} {c.total_ms:>9.3f}"
+            line += f" {c.fwd_ms:>8.3f} {c.bwd_ms:>8.3f} {c.comm_ms:>11.3f} {c.total_ms:>9.3f}"
         lines.append(line)
-    if plan.cost is not None:
-        lines.append(f"plan cost ({plan.cost.source}): {plan.cost.plan_ms:.3f} ms "
-                     f"on device {plan.cost.bottleneck}")
+    cost = plan.cost
+    if cost is not None and cost.collectives:
+        lines.append(f"{'collective':>16} {'stage':>5} {'max sent':>10} {'max received':>12} {'ms':>8} "
+                     f"{'modelled ms':>11}  source")
+        for col in cost.collectives:
+            sent, received = format_bytes(max(col.sent_bytes)), format_bytes(max(col.received_bytes))
+            lines.append(f"{col.name:>16} {col.stage:>5} {sent:>10} {received:>12} {col.ms:>8.3f} "
+                         f"{col.modelled_ms:>11.3f}  {col.source}")
+        lines.append(f"step cost ({cost.source}): {cost.plan_ms:.3f} ms = max fwd {cost.max_fwd_ms:.3f} + "
+                     f"max bwd {cost.max_bwd_ms:.3f} + collectives {cost.collectives_ms:.3f}")
+    elif cost is not None:
+        lines.append(f"plan cost ({cost.source}, per-device max, before the step model): "
+                     f"{cost.plan_ms:.3f} ms on device {cost.bottleneck}")
     return "\n".join(lines)

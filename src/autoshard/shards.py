@@ -77,9 +77,9 @@ class Shard:
         """TorchRec's ``shard_sizes``: (rows, columns)."""
         return (self.num_rows(table_rows), self.cols)
 
-    def ref(self, table_index: int) -> ShardRef:
+    def ref(self, table_index: int, replica: bool = False) -> ShardRef:
         """The shard as cost models see it (the table by its index in ``task.tables``)."""
-        return ShardRef(table_index, self.cols, self.row_start, self.row_end)
+        return ShardRef(table_index, self.cols, self.row_start, self.row_end, replica)
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"rank": self.rank, "columns": [self.col_start, self.col_end]}
@@ -101,14 +101,15 @@ class Shard:
 
 
 class ShardRef(NamedTuple):
-    """A shard as cost models see it: the table by index into ``task.tables``, its column count, and its
-    row range (``row_end`` None = to the table's last row; table- and column-wise shards keep the
-    defaults)."""
+    """A shard as cost models see it: the table by index into ``task.tables``, its column count, its row range
+    (``row_end`` None = to the table's last row; table- and column-wise shards keep the defaults), and whether
+    it is a data-parallel replica (a whole table that looks up only its own rank's samples)."""
 
     table: int
     dim: int
     row_start: int = 0
     row_end: int | None = None
+    replica: bool = False
 
     def num_rows(self, table_rows: int) -> int:
         return (table_rows if self.row_end is None else self.row_end) - self.row_start
@@ -118,6 +119,16 @@ class ShardRef(NamedTuple):
         if self.row_start == 0 and self.row_end is None:
             return 1.0
         return self.num_rows(table_rows) / table_rows
+
+    def lookup_share(self, table_rows: int, num_devices: int) -> float:
+        """Share of the step's lookups of its table this shard serves: its share of the rows (the uniform
+        estimate; the measured kernels see the real skew), or 1 / D for a replica (its rank's samples)."""
+        return 1.0 / num_devices if self.replica else self.row_fraction(table_rows)
+
+    @property
+    def is_whole(self) -> bool:
+        """A whole table looked up by the whole batch (table-wise, or a column shard of every row)."""
+        return self.row_start == 0 and self.row_end is None and not self.replica
 
 
 def column_shards(ranks: Sequence[int], dims: Sequence[int]) -> tuple[Shard, ...]:

@@ -98,10 +98,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--topology", help="topology file: derive the model for --devices instead of measuring")
     c.set_defaults(func=run_profile_comm)
 
-    e = sub.add_parser("evaluate", help="measure a plan's per-device cost on the real kernels",
+    e = sub.add_parser("evaluate", help="measure a plan's step cost: real kernels and real collectives",
                        description="Validate a plan against its task, time every device's fused shard, "
-                                   "add the all-to-all, print per-device costs and the plan cost "
-                                   "(slowest device).")
+                                   "time the step's all-to-alls with the plan's own splits on D local "
+                                   "processes, print per-device costs, every collective's bytes and time, "
+                                   "and the step cost (max fwd + forward collectives + max bwd + backward "
+                                   "collectives).")
     e.add_argument("--plan", required=True, help="plan file (autoshard plan -o ...)")
     src = e.add_mutually_exclusive_group()
     src.add_argument("--tables", help="tables file; all its tables form the task")
@@ -112,6 +114,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--precision", choices=["fp32", "fp16"], default=None, help="weights with --tables")
     e.add_argument("--comm-model", help="comm_model.json (autoshard profile-comm); default: uncalibrated")
     e.add_argument("--json", help="also write the result as JSON here")
+    e.add_argument("--collectives", choices=["measure", "model"], default="measure",
+                   help="time the plan's all-to-alls on D processes (default) or take the comm model's "
+                        "estimate (labelled modelled)")
+    e.add_argument("--comm-backend", choices=["auto", "gloo", "nccl"], default="auto",
+                   help="process-group backend for --collectives measure (auto: NCCL with one GPU per rank, "
+                        "else gloo)")
     _add_measure_args(e)
     e.set_defaults(func=run_evaluate)
 
@@ -219,7 +227,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
     comm = AlphaBeta.load(args.comm_model) if args.comm_model else DEFAULT_COMM
     settings = _settings(args)
     with tqdm(total=plan.num_devices, unit="device", desc="measure", dynamic_ncols=True) as bar:
-        cost = evaluate_plan(task, plan, settings, comm, progress=lambda done, total: bar.update(1))
+        cost = evaluate_plan(task, plan, settings, comm, progress=lambda done, total: bar.update(1),
+                             collectives=args.collectives, backend=args.comm_backend)
     print(format_report(plan.with_cost(cost), task))
     print(f"comm model: {comm.source}")
     if args.json:

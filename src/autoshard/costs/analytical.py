@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from autoshard.costs.comm import DEFAULT_COMM, AlphaBeta
+from autoshard.costs.step import VOLUMES, device_comm_ms, device_volumes, shard_volumes
 from autoshard.shards import ShardRef
 from autoshard.tasks import Task
 
@@ -35,8 +36,8 @@ def _pooling_factors(task: Task) -> np.ndarray:
 
 @dataclass(frozen=True)
 class AnalyticalCostModel:
-    """fwd = launch + lookup bytes / fwd bandwidth; bwd = launch + lookup bytes / bwd bandwidth; comm
-    alpha-beta.
+    """fwd = launch + lookup bytes / fwd bandwidth; bwd = launch + lookup bytes / bwd bandwidth; comm: the
+    device's own time in the step's collectives (``costs.step``), alpha-beta.
 
     Lookup bytes of a shard = batch x pooling factor x dim x element bytes (each looked-up row is read, and in
     backward read and written) plus the pooled output batch x dim x element bytes.
@@ -59,15 +60,15 @@ class AnalyticalCostModel:
     def shard_bytes(task: Task, shard: ShardRef) -> float:
         """Bytes a shard's kernels move per step. A row shard is looked up its share of the rows x the pooling
         factor per sample (the uniform estimate) and still writes a (partial) pooled output for every
-        sample."""
+        sample; a replica looks up and pools only its rank's B / D samples."""
         t = task.tables[shard.table]
-        lookups = t.pooling_factor * shard.row_fraction(t.rows)
-        return task.batch_size * (lookups + 1.0) * shard.dim * task.precision.bytes
+        lookups = t.pooling_factor * shard.lookup_share(t.rows, task.num_devices)
+        outputs = 1.0 / task.num_devices if shard.replica else 1.0
+        return task.batch_size * (lookups + outputs) * shard.dim * task.precision.bytes
 
     def device_costs(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> np.ndarray:
-        # Vectorised (planners price thousands of candidate devices per call); the arithmetic is
-        # shard_bytes's, in the same order, and np.bincount adds each device's shards sequentially like
-        # sum(), so results are bit-identical to the per-shard loop.
+        # Vectorised (planners price thousands of candidate devices per call): the arithmetic is shard_bytes's
+        # on arrays, the comm is costs.step's on the devices' volumes.
         out = np.zeros((len(devices), 3))
         counts = np.fromiter((len(shards) for shards in devices), dtype=np.int64, count=len(devices))
         total = int(counts.sum())
@@ -78,15 +79,17 @@ class AnalyticalCostModel:
         dims = np.fromiter((s.dim for s in flat), dtype=np.int64, count=total)
         owner = np.repeat(np.arange(len(devices)), counts)
         pooling = _pooling_factors(task)[table]
-        if any(s.row_start or s.row_end is not None for s in flat):
-            pooling = pooling * np.array([s.row_fraction(task.tables[s.table].rows) for s in flat])
-        shard_bytes = task.batch_size * (pooling + 1.0) * dims * task.precision.bytes
+        outputs = np.ones(total)
+        if not all(s.is_whole for s in flat):
+            pooling = pooling * np.array([s.lookup_share(task.tables[s.table].rows, task.num_devices)
+                                          for s in flat])
+            outputs = np.array([1.0 / task.num_devices if s.replica else 1.0 for s in flat])
+        shard_bytes = task.batch_size * (pooling + outputs) * dims * task.precision.bytes
         nbytes = np.bincount(owner, weights=shard_bytes, minlength=len(devices))
-        dim_sum = np.bincount(owner, weights=dims, minlength=len(devices))
         used = counts > 0
         out[used, 0] = self.fwd_launch_ms + nbytes[used] / self.fwd_bytes_per_ms
         out[used, 1] = self.bwd_launch_ms + nbytes[used] / self.bwd_bytes_per_ms
-        out[:, 2] = self.comm.device_comm_ms(dim_sum, task.batch_size, task.num_devices, task.precision.bytes)
+        out[:, 2] = device_comm_ms(task, self.comm, device_volumes(task, devices))
         return out
 
     def accumulator(self, task: Task, num_envs: int) -> AnalyticalAccumulator:
@@ -121,28 +124,24 @@ class AnalyticalCostModel:
 
 
 class AnalyticalAccumulator:
-    """The roofline model is additive in lookup bytes and dim sum, so a device is two running sums and every
-    candidate of every episode is priced at once. Equals ``device_costs`` of the same contents (tested)."""
+    """The roofline model is additive in lookup bytes and in the traffic volumes, so a device is a few running
+    sums and every candidate of every episode is priced at once. Equals ``device_costs`` of the same contents
+    (tested)."""
 
     def __init__(self, model: AnalyticalCostModel, task: Task, num_envs: int) -> None:
         self.model, self.task = model, task
         self.nbytes = np.zeros((num_envs, task.num_devices))
-        self.dims = np.zeros((num_envs, task.num_devices))
-        self.count = np.zeros((num_envs, task.num_devices), dtype=np.int64)
-
-    def _costs(self, nbytes: np.ndarray, dims: np.ndarray, used: np.ndarray) -> np.ndarray:
-        m, task = self.model, self.task
-        out = np.zeros(nbytes.shape + (3,))
-        out[..., 0] = np.where(used, m.fwd_launch_ms + nbytes / m.fwd_bytes_per_ms, 0.0)
-        out[..., 1] = np.where(used, m.bwd_launch_ms + nbytes / m.bwd_bytes_per_ms, 0.0)
-        out[..., 2] = m.comm.device_comm_ms(dims, task.batch_size, task.num_devices, task.precision.bytes)
-        return out
+        self.volumes = np.zeros((num_envs, task.num_devices, len(VOLUMES)))
 
     def costs_if_added(self, shard: ShardRef) -> np.ndarray:
-        b = self.model.shard_bytes(self.task, shard)
-        return self._costs(self.nbytes + b, self.dims + shard.dim, np.ones_like(self.count, dtype=bool))
+        m, task = self.model, self.task
+        nbytes = self.nbytes + m.shard_bytes(task, shard)
+        out = np.empty(nbytes.shape + (3,))
+        out[..., 0] = m.fwd_launch_ms + nbytes / m.fwd_bytes_per_ms
+        out[..., 1] = m.bwd_launch_ms + nbytes / m.bwd_bytes_per_ms
+        out[..., 2] = device_comm_ms(task, m.comm, self.volumes + shard_volumes(task, [shard])[0])
+        return out
 
     def add(self, env: int, device: int, shard: ShardRef) -> None:
         self.nbytes[env, device] += self.model.shard_bytes(self.task, shard)
-        self.dims[env, device] += shard.dim
-        self.count[env, device] += 1
+        self.volumes[env, device] += shard_volumes(self.task, [shard])[0]

@@ -14,6 +14,7 @@ import numpy as np
 
 from autoshard.breakdown import PlanCost
 from autoshard.costs.comm import AlphaBeta
+from autoshard.costs.step import compose, plan_collectives
 from autoshard.plan import Plan
 from autoshard.shards import ShardRef
 from autoshard.tasks import Task
@@ -79,5 +80,7 @@ class ContentsAccumulator:
 
 
 def plan_cost(model: CostModel, task: Task, plan: Plan) -> PlanCost:
-    """The breakdown of every device of ``plan`` as ``model`` sees it."""
-    return PlanCost.from_array(model.device_costs(task, plan.device_shards(task)), model.name)
+    """The step cost of ``plan`` as ``model`` sees it: every device's breakdown and the step's collectives
+    priced with the model's comm (``autoshard.costs.step``)."""
+    devices = plan.device_shards(task)
+    return compose(model.device_costs(task, devices), plan_collectives(task, model.comm, devices), model.name)

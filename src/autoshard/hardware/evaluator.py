@@ -1,22 +1,35 @@
 """Ground truth: a plan's cost measured on the real kernels.
 
-Every device's shards are timed as one fused FBGEMM op (``hardware.kernel.measure_shard``) in this process,
-one device after another (on a shared 2-vCPU host, D processes at once would each run ~D/2 times slower; see
-shared/README.md), and the all-to-all comes from an alpha-beta model fitted to measured collectives
-(``autoshard profile-comm``) or derived from a topology file. The plan cost is the slowest device's
-fwd + bwd + comm: the embedding bottleneck of a training step.
+Every device's shards are timed as one fused op (``hardware.kernel.measure_shard``) in this process, one
+device after another (on a shared 2-vCPU host, D processes at once would each run ~D/2 times slower; see
+shared/README.md). The step's collectives (``autoshard.costs.step``: ids in, pooled outputs out, gradients
+back, replicas all-reduced) come either from the alpha-beta model fitted to measured all-to-alls
+(``autoshard profile-comm``; what planners use) or, with ``collectives='measure'``, from timing the plan's
+own uneven all-to-alls on D local processes (``hardware.collectives``), the model's estimate kept beside
+each. The plan cost is the training step's: max fwd + forward collectives + max bwd + backward collectives.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 
-from autoshard.breakdown import PlanCost
+from autoshard.breakdown import CollectiveCost, PlanCost
 from autoshard.costs.base import ContentsAccumulator
 from autoshard.costs.comm import DEFAULT_COMM, AlphaBeta
+from autoshard.costs.step import (
+    ALL_TO_ALLS,
+    collective_matrices,
+    compose,
+    device_comm_ms,
+    device_volumes,
+    plan_collectives,
+)
+from autoshard.errors import AutoshardError
+from autoshard.hardware.collectives import measure_all_to_alls
 from autoshard.hardware.kernel import MeasureSettings, measure_shard
 from autoshard.plan import Plan, validate
 from autoshard.shards import ShardRef
@@ -53,7 +66,7 @@ class MeasuredCostModel:
 
     def _key(self, task: Task, shards: Sequence[ShardRef]) -> tuple[object, ...]:
         contents = tuple(sorted((task.tables[s.table].name, s.dim, s.row_start, -1 if s.row_end is None
-                                 else s.row_end) for s in shards))
+                                 else s.row_end, s.replica) for s in shards))
         return (task.batch_size, task.precision.value, contents)
 
     def compute_ms(self, task: Task, shards: Sequence[ShardRef]) -> tuple[float, float]:
@@ -77,16 +90,40 @@ class MeasuredCostModel:
         for g, shards in enumerate(devices):
             if shards:
                 out[g, 0], out[g, 1] = self.compute_ms(task, shards)
-                out[g, 2] = self.comm.device_comm_ms(sum(s.dim for s in shards), task.batch_size,
-                                                     task.num_devices, task.precision.bytes)
             if progress is not None:
                 progress(g + 1, len(devices))
+        out[:, 2] = device_comm_ms(task, self.comm, device_volumes(task, devices))
         return out
 
 
+def measure_plan_collectives(task: Task, plan: Plan, comm: AlphaBeta, backend: str = "auto",
+                              repeats: int = 10) -> tuple[CollectiveCost, ...]:
+    """The plan's collectives with the all-to-alls timed on D local processes with the plan's own uneven
+    splits (``hardware.collectives``); each keeps the network model's estimate beside the measurement. The
+    replicas' all-reduce stays modelled."""
+    devices = plan.device_shards(task)
+    modelled = plan_collectives(task, comm, devices)
+    if task.num_devices <= 1:
+        return modelled
+    matrices = collective_matrices(task, device_volumes(task, devices))
+    timed = dict(zip(ALL_TO_ALLS, measure_all_to_alls([matrices[n] for n in ALL_TO_ALLS], backend=backend,
+                                                       repeats=repeats)))
+    return tuple(replace(c, ms=timed[c.name].ms, measured_ms=timed[c.name].ms) if c.name in timed else c
+                 for c in modelled)
+
+
 def evaluate_plan(task: Task, plan: Plan, settings: MeasureSettings | None = None,
-                  comm: AlphaBeta = DEFAULT_COMM, progress: Progress | None = None) -> PlanCost:
-    """Validate ``plan`` against ``task`` (PlanError if it does not fit), then measure every device."""
+                  comm: AlphaBeta = DEFAULT_COMM, progress: Progress | None = None,
+                  collectives: str = "model", backend: str = "auto") -> PlanCost:
+    """Validate ``plan`` against ``task`` (PlanError if it does not fit), then measure every device's kernels;
+    the step's collectives are the network model's (``collectives='model'``) or timed on D processes
+    (``'measure'``)."""
     validate(plan, task)
+    if collectives not in ("model", "measure"):
+        raise AutoshardError(f"collectives {collectives!r}: use 'model' or 'measure'")
     model = MeasuredCostModel(settings, comm)
-    return PlanCost.from_array(model.device_costs(task, plan.device_shards(task), progress), SOURCE)
+    devices = plan.device_shards(task)
+    kernels = model.device_costs(task, devices, progress)
+    steps = (measure_plan_collectives(task, plan, comm, backend) if collectives == "measure"
+             else plan_collectives(task, comm, devices))
+    return compose(kernels, steps, SOURCE)

@@ -234,6 +234,12 @@ def _fused_lookups(task: Task, shards: Sequence[ShardRef], rows: Sequence[int], 
             lk = type(lk)(lk.indices % r, lk.offsets)
         else:
             lk = sample_lookups(table, task.batch_size, seed=seed, rows=r)
+        if s.replica:
+            # a data-parallel replica looks up its own rank's B / D samples only; the fused op needs the
+            # same batch for every table, so the other samples' bags are empty
+            own = -(-task.batch_size // task.num_devices)
+            cut = int(lk.offsets[own])
+            lk = type(lk)(lk.indices[:cut], np.minimum(lk.offsets, cut))
         idx.append(lk.indices)
         off.append(lk.offsets[1:] + base)
         base += int(lk.offsets[-1])

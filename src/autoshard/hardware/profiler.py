@@ -214,6 +214,8 @@ def prepare_dir(pool: TablePool, out_dir: str | Path, config: ProfileConfig) -> 
     manifest = out / MANIFEST_FILE
     if manifest.exists():
         old = read_json(manifest, kind="autoshard.profile")
+        if isinstance(old.get("settings"), dict):  # settings added since (backend) read as their defaults
+            old["settings"] = MeasureSettings.from_json(old["settings"]).to_json()
         if old != config.manifest():
             diff = sorted(k for k in set(old) | set(config.manifest())
                           if old.get(k) != config.manifest().get(k))

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from autoshard.breakdown import PlanCost
 from autoshard.costs.base import CostModel, plan_cost
+from autoshard.costs.step import compose, plan_collectives
 from autoshard.errors import AutoshardError
 from autoshard.io import read_json, write_json
 from autoshard.pipeline.progress import Progress, no_progress
@@ -92,13 +92,14 @@ def measure_task(task: Task, results: Sequence[AlgoResult], make_evaluator: Eval
     index = {k: i for i, k in enumerate(unique)}
     per_round = np.zeros((rounds, len(unique), 3))
     source = "measured"
+    comm = None
     for rnd in range(rounds):
         # Rotate the order each round so no device is always measured first (after an idle gap) or last.
         shift = (rnd * max(1, len(unique) // rounds)) % max(1, len(unique))
         order = unique[shift:] + unique[:shift]
         if order:
             evaluator = make_evaluator()
-            source = getattr(evaluator, "name", source)
+            source, comm = evaluator.name, evaluator.comm
             costs = np.asarray(evaluator.device_costs(task, [list(k) for k in order]), dtype=np.float64)
             for k, row in zip(order, costs):
                 per_round[rnd, index[k]] = row
@@ -111,13 +112,15 @@ def measure_task(task: Task, results: Sequence[AlgoResult], make_evaluator: Eval
             continue
         devs = layouts[r.algorithm]
         med = np.array([median[index[k]] if k else np.zeros(3) for k in devs])
+        collectives = plan_collectives(task, comm, r.plan.device_shards(task)) if comm is not None else ()
+        # each round's step: that round's slowest fwd and bwd, plus the step's collectives
         rounds_ms = tuple(
-            float(max(per_round[rnd, index[k]].sum() if k else 0.0 for k in devs)) for rnd in range(rounds)
-        )
+            compose(np.array([per_round[rnd, index[k]] if k else np.zeros(3) for k in devs]), collectives,
+                    source).plan_ms for rnd in range(rounds))
         device_rounds = tuple(
             tuple((float(per_round[rnd, index[k], 0]), float(per_round[rnd, index[k], 1]))
                   if k else (0.0, 0.0) for k in devs) for rnd in range(rounds))
-        measured = PlanCost.from_array(med, source)
+        measured = compose(med, collectives, source)
         out.append(AlgoResult(r.algorithm, True, r.error, r.plan.with_cost(measured), r.predicted, measured,
                               rounds_ms, device_rounds))
     return out

@@ -3,12 +3,14 @@
 Top to bottom:
 
 1. **Start.** Run every planner in ``starts`` (infeasible ones are skipped) and start from the plan the cost
-   model scores cheapest (plan cost = max over devices of predicted fwd + bwd + comm).
-2. **Descent.** Repeatedly take the bottleneck device ``b`` (the most expensive) and price, in one batched
-   ``device_costs`` call, every move of one of its shards to another device and a seeded sample of swaps of
-   one of its shards with a shard elsewhere (memory respected; column shards of a table stay on distinct
-   devices). Apply the candidate with the lowest (plan cost, sum of squared device costs) if it is lower than
-   the current one; the second key lets the search leave ties between bottleneck devices. Stop when no
+   model scores cheapest (plan cost = the training step's: max fwd + max bwd + the step's collectives,
+   ``autoshard.costs.step``).
+2. **Descent.** Repeatedly take the bottleneck device ``b`` (the largest fwd + bwd + own comm) and price,
+   in one batched ``device_costs`` call, every move of one of its shards to another device and a seeded
+   sample of swaps of one of its shards with a shard elsewhere (memory respected; column shards of a table
+   stay on distinct devices). Apply the candidate with the lowest (plan cost, sum of squared device costs)
+   if it is lower than the current one; the second key lets the search leave ties between bottleneck
+   devices. Stop when no
    candidate improves.
 3. **Kicks.** Until ``kicks`` rounds or the time limit: from the best plan, move ``kick_size`` random shards
    to random devices with room, descend again, and keep the result if the model scores it better.
@@ -31,12 +33,13 @@ import numpy as np
 
 from autoshard.costs.base import CostModel
 from autoshard.costs.loading import resolve_cost_model
+from autoshard.costs.step import device_volumes
 from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.plan import Plan
 from autoshard.planners.base import PlannerOptions, config_from_extra, make_planner
 from autoshard.planners.column_split import Layout, from_plan, shard_memory, to_plan
 from autoshard.planners.neuroshard import NeuroShardConfig, NeuroShardPlanner
-from autoshard.planners.pricing import plan_costs, price_devices
+from autoshard.planners.pricing import plan_costs, price_devices, step_ms
 from autoshard.shards import ShardRef
 from autoshard.tasks import Task
 
@@ -103,15 +106,22 @@ class _State:
             self.devices[r].append(p)
         self.used = np.bincount(self.ranks, weights=self.memory, minlength=d).astype(np.int64)
         self.tables_on = [{self.layout[p].table for p in dev} for dev in self.devices]
-        self.totals = self.model.device_costs(self.task,
-                                              [self.shards(dev) for dev in self.devices]).sum(axis=1)
+        contents = [self.shards(dev) for dev in self.devices]
+        self.costs = np.asarray(self.model.device_costs(self.task, contents), dtype=np.float64)
+        self.volumes = device_volumes(self.task, contents)
+
+    @property
+    def totals(self) -> np.ndarray:
+        """(D,) each device's predicted fwd + bwd + own comm."""
+        return self.costs.sum(axis=1)
 
     def shards(self, positions: list[int]) -> list[ShardRef]:
         return [self.layout[p] for p in positions]
 
-    def objective(self, totals: np.ndarray | None = None) -> tuple[float, float]:
-        t = self.totals if totals is None else totals
-        return float(t.max()), float((t**2).sum())
+    def objective(self) -> tuple[float, float]:
+        """(step cost, sum of squared device totals): the second key lets the search leave ties."""
+        step = float(step_ms(self.task, self.model, self.costs, self.volumes))
+        return step, float((self.totals**2).sum())
 
     def can_move(self, p: int, r: int, leaving: int | None = None) -> bool:
         """Whether shard ``p`` fits on device ``r`` (optionally after shard ``leaving`` leaves ``r``)."""
@@ -134,9 +144,11 @@ class _State:
         for r in changed:
             self.tables_on[r] = {self.layout[p].table for p in self.devices[r]}
         changed_list = sorted(changed)
-        costs = self.model.device_costs(self.task, [self.shards(self.devices[r]) for r in changed_list])
-        self.totals = self.totals.copy()
-        self.totals[changed_list] = costs.sum(axis=1)
+        contents = [self.shards(self.devices[r]) for r in changed_list]
+        self.costs = self.costs.copy()
+        self.costs[changed_list] = self.model.device_costs(self.task, contents)
+        self.volumes = self.volumes.copy()
+        self.volumes[changed_list] = device_volumes(self.task, contents)
 
 
 def _with(positions: list[int], add: int | None = None, remove: int | None = None) -> list[int]:
@@ -182,11 +194,16 @@ def _descend(state: _State, rng: np.random.Generator, samples: int, deadline: fl
         if not cands:
             return steps, False
         devices = [state.shards(c[1]) for c in cands] + [state.shards(c[3]) for c in cands]
-        totals = price_devices(state.task, state.model, devices).reshape(2, len(cands))
-        grid = np.tile(state.totals, (len(cands), 1))
-        grid[:, b] = totals[0]
-        grid[np.arange(len(cands)), [c[2] for c in cands]] = totals[1]
-        maxes, squares = grid.max(axis=1), (grid**2).sum(axis=1)
+        n = len(cands)
+        costs = price_devices(state.task, state.model, devices).reshape(2, n, 3)
+        volumes = device_volumes(state.task, devices).reshape(2, n, -1)
+        other = np.array([c[2] for c in cands])
+        grid = np.tile(state.costs, (n, 1, 1))
+        grid[:, b], grid[np.arange(n), other] = costs[0], costs[1]
+        vgrid = np.tile(state.volumes, (n, 1, 1))
+        vgrid[:, b], vgrid[np.arange(n), other] = volumes[0], volumes[1]
+        maxes = step_ms(state.task, state.model, grid, vgrid)
+        squares = (grid.sum(axis=2)**2).sum(axis=1)
         best = int(np.lexsort((squares, maxes))[0])
         cur_max, cur_sq = state.objective()
         better = maxes[best] < cur_max * (1 - IMPROVEMENT_RTOL) or (

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from autoshard.costs.base import CostModel
+from autoshard.costs.step import VOLUMES, device_volumes, step_cost
 from autoshard.planners.column_split import Layout, device_contents
 from autoshard.shards import ShardRef
 from autoshard.tasks import Task
@@ -66,8 +67,8 @@ class ShardCosts:
 
 
 def price_devices(task: Task, model: CostModel, devices: Sequence[Sequence[ShardRef]]) -> np.ndarray:
-    """Total predicted cost (fwd + bwd + comm) of each device, in one batched call that prices every distinct
-    device content once (candidate plans share most of their devices)."""
+    """(len(devices), 3) predicted fwd, bwd, comm of each device, in one batched call that prices every
+    distinct device content once (candidate plans share most of their devices)."""
     index: dict[tuple[ShardRef, ...], int] = {}
     unique: list[Sequence[ShardRef]] = []
     slots = np.empty(len(devices), dtype=np.int64)
@@ -79,16 +80,24 @@ def price_devices(task: Task, model: CostModel, devices: Sequence[Sequence[Shard
             unique.append(dev)
         slots[j] = slot
     if not unique:
-        return np.zeros(0)
-    return model.device_costs(task, unique).sum(axis=1)[slots]
+        return np.zeros((0, 3))
+    return np.asarray(model.device_costs(task, unique), dtype=np.float64)[slots]
+
+
+def step_ms(task: Task, model: CostModel, costs: np.ndarray, volumes: np.ndarray) -> np.ndarray:
+    """(...,) the training step's cost (``autoshard.costs.step``) of plans whose devices have predicted
+    (..., D, 3) costs and (..., D, 3) traffic volumes: the objective every search planner minimises."""
+    return step_cost(task, model.comm, costs[..., 0], costs[..., 1], volumes).total_ms
 
 
 def plan_costs(task: Task, model: CostModel, candidates: Sequence[tuple[Layout, np.ndarray]]) -> np.ndarray:
-    """Model plan cost (max over devices of fwd + bwd + comm) of each (layout, ranks), in one batched call."""
+    """Predicted step cost of each (layout, ranks), in one batched call."""
     if not candidates:
         return np.zeros(0)
     d = task.num_devices
     devices: list[list[ShardRef]] = []
     for layout, ranks in candidates:
         devices.extend(device_contents(layout, ranks, d))
-    return price_devices(task, model, devices).reshape(len(candidates), d).max(axis=1)
+    costs = price_devices(task, model, devices).reshape(len(candidates), d, 3)
+    volumes = device_volumes(task, devices).reshape(len(candidates), d, len(VOLUMES))
+    return step_ms(task, model, costs, volumes)

@@ -40,20 +40,25 @@ _DIM, _LOG_ROWS, _LOG_POOLING, _LOG_SIZE = (FEATURE_NAMES.index(n) for n in
                                             ("dim", "log10_rows", "log10_1p_pooling", "log10_size_bytes"))
 
 
-def shard_raw_features(full: np.ndarray, dims: np.ndarray, row_fraction: np.ndarray) -> np.ndarray:
+def shard_raw_features(full: np.ndarray, dims: np.ndarray, row_fraction: np.ndarray,
+                       lookup_share: np.ndarray | None = None) -> np.ndarray:
     """Raw features of shards, from their tables' full-size raw features ``full`` (N, NUM_FEATURES): the one
     formula for a shard's features. A column shard has its own dim and size; a row shard holding a fraction
-    ``f`` of the rows has ``f`` x the rows and size, and is looked up ``f`` x the pooling factor per sample
-    (the uniform estimate of its share of the lookups; the access bins stay the table's)."""
+    ``f`` of the rows has ``f`` x the rows and size; a shard serving a share ``s`` of its table's lookups
+    (``lookup_share``, default ``f``: the uniform estimate for a row shard; 1 / D for a data-parallel
+    replica) is looked up ``s`` x the pooling factor per sample. The access bins stay the table's."""
     x = np.array(full, dtype=np.float64, copy=True)
     d = np.asarray(dims, dtype=np.float64)
     f = np.asarray(row_fraction, dtype=np.float64)
+    share = f if lookup_share is None else np.asarray(lookup_share, dtype=np.float64)
     x[:, _DIM] = d
     split = f < 1.0
     if split.any():
         x[split, _LOG_ROWS] += np.log10(f[split])
-        pooling = 10.0 ** x[split, _LOG_POOLING] - 1.0
-        x[split, _LOG_POOLING] = np.log10(1.0 + pooling * f[split])
+    fewer = share < 1.0
+    if fewer.any():
+        pooling = 10.0 ** x[fewer, _LOG_POOLING] - 1.0
+        x[fewer, _LOG_POOLING] = np.log10(1.0 + pooling * share[fewer])
     x[:, _LOG_SIZE] = x[:, _LOG_ROWS] + np.log10(d * FEATURE_SIZE_ELEMENT_BYTES)
     return x
 

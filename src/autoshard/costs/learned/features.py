@@ -25,11 +25,12 @@ def task_raw_features(tables: tuple[Table, ...] | list[Table]) -> np.ndarray:
 
 
 def shard_features(raw: np.ndarray, table_idx: np.ndarray, dims: np.ndarray,
-                   normalizer: FeatureNormalizer, row_fraction: np.ndarray | None = None) -> np.ndarray:
+                   normalizer: FeatureNormalizer, row_fraction: np.ndarray | None = None,
+                   lookup_share: np.ndarray | None = None) -> np.ndarray:
     """Normalised features of shards (table index into ``raw``, shard dim, share of the table's rows), by
     ``autoshard.tables.table.shard_raw_features``, the formula ``Table.raw_features`` uses too."""
     frac = np.ones(len(table_idx)) if row_fraction is None else row_fraction
-    return normalizer.transform(shard_raw_features(raw[table_idx], dims, frac))
+    return normalizer.transform(shard_raw_features(raw[table_idx], dims, frac, lookup_share))
 
 
 @dataclass(frozen=True)

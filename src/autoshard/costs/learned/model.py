@@ -9,8 +9,8 @@ Planner API (all vectorised in torch; no Python loop over tables at prediction t
 - ``plan_costs(task, ranks)``: (P, T) table-wise assignments -> (P, D, 3) ms for P candidate plans at once.
 - ``encode_task(task)`` -> (T, A) additive table vectors (cached per task object); a device's state is the sum
   of the vectors of its tables (``zeros(D, A)`` when empty), so after placing table t on device d, ``acc[d] +=
-  enc[t]``. ``costs_from_acc(task, acc)`` turns any (..., A) states into (..., 3) ms, and
-  ``costs_if_added(task, acc, t)`` gives, for every device, its cost if table t were added (D, 3).
+  enc[t]``. ``costs_from_acc(task, acc, volumes)`` turns any (..., A) states with their traffic volumes
+  (``costs.step``) into (..., 3) ms; ``accumulator(task, n)`` does that bookkeeping for planners.
 - ``plan_head_costs(task, ranks)``: the DreamShard plan-cost head (max over device representations); the max
   over devices of ``plan_costs`` is usually the better estimate (see the benchmark).
 """
@@ -30,6 +30,7 @@ from autoshard import __version__
 from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.learned.features import TargetScaler, shard_features, task_raw_features
 from autoshard.costs.learned.network import CostNet, CostNetConfig, segment_sum
+from autoshard.costs.step import VOLUMES, device_comm_ms, device_volumes, shard_volumes
 from autoshard.errors import AutoshardError
 from autoshard.host import host_info
 from autoshard.io import ARTEFACT_VERSION, atomic_write_bytes
@@ -235,8 +236,9 @@ class LearnedCostModel:
         return self._cache[1]
 
     def _encode(self, raw: np.ndarray, table_idx: np.ndarray, dims: np.ndarray,
-                row_fraction: np.ndarray | None = None) -> torch.Tensor:
-        x = shard_features(raw, table_idx, dims, self.normalizer, row_fraction)
+                row_fraction: np.ndarray | None = None,
+                lookup_share: np.ndarray | None = None) -> torch.Tensor:
+        x = shard_features(raw, table_idx, dims, self.normalizer, row_fraction, lookup_share)
         return self.net.encode(torch.tensor(x, dtype=torch.float32), torch.tensor(dims, dtype=torch.float32))
 
     def encode_task(self, task: Task) -> torch.Tensor:
@@ -248,9 +250,10 @@ class LearnedCostModel:
 
     def encode_shards(self, task: Task, table_idx: Sequence[int] | np.ndarray,
                       dims: Sequence[int] | np.ndarray,
-                      row_fraction: Sequence[float] | np.ndarray | None = None) -> torch.Tensor:
+                      row_fraction: Sequence[float] | np.ndarray | None = None,
+                      lookup_share: Sequence[float] | np.ndarray | None = None) -> torch.Tensor:
         """(N, A) additive vectors of arbitrary shards (column shards at their dim, row shards at their share
-        of the rows)."""
+        of the rows, replicas at their share of the lookups)."""
         self.check_compatible(task)
         table_idx = np.asarray(table_idx, dtype=np.int64)
         dims = np.asarray(dims, dtype=np.int64)
@@ -262,34 +265,34 @@ class LearnedCostModel:
             t = task.tables[int(table_idx[bad[0]])]
             raise AutoshardError(f"shard of table {t.name} has dim {int(dims[bad[0]])}; use 1..{t.dim}")
         frac = None if row_fraction is None else np.asarray(row_fraction, dtype=np.float64)
+        share = None if lookup_share is None else np.asarray(lookup_share, dtype=np.float64)
         with torch.no_grad():
-            return self._encode(raw, table_idx, dims, frac)
+            return self._encode(raw, table_idx, dims, frac, share)
 
     def encode_refs(self, task: Task, shards: Sequence[ShardRef]) -> torch.Tensor:
         """(N, A) additive vectors of ``shards``."""
         idx = np.fromiter((s.table for s in shards), dtype=np.int64, count=len(shards))
         dims = np.fromiter((s.dim for s in shards), dtype=np.int64, count=len(shards))
-        frac = None
-        if any(s.row_start or s.row_end is not None for s in shards):
+        frac = share = None
+        if not all(s.is_whole for s in shards):
             frac = np.array([s.row_fraction(task.tables[s.table].rows) for s in shards])
-        return self.encode_shards(task, idx, dims, frac)
+            share = np.array([s.lookup_share(task.tables[s.table].rows, task.num_devices) for s in shards])
+        return self.encode_shards(task, idx, dims, frac, share)
 
-    def costs_from_acc(self, task: Task, acc: torch.Tensor) -> torch.Tensor:
-        """(..., A) device states -> (..., 3) fwd, bwd, comm ms; an empty device (count 0) costs 0."""
+    def costs_from_acc(self, task: Task, acc: torch.Tensor, volumes: torch.Tensor) -> torch.Tensor:
+        """(..., A) device states and their (..., 3) traffic volumes (``costs.step``) -> (..., 3) fwd, bwd,
+        comm ms; an empty device (count 0) costs 0."""
         with torch.no_grad():
             _, out = self.net.device_forward(acc)
             ms = self.scaler.to_ms(out, slice(0, 2))
-            comm = self._comm(task, acc[..., -1])
+            comm = device_comm_ms(task, self.comm, volumes.to(ms.dtype))
             res = torch.cat([ms, comm[..., None]], dim=-1)
             return torch.where(acc[..., -2:-1] > 0.5, res, torch.zeros_like(res))
 
-    def _comm(self, task: Task, dim_sum: torch.Tensor) -> torch.Tensor:
-        return self.comm.device_comm_ms(dim_sum, task.batch_size, task.num_devices, task.precision.bytes)
-
-    def costs_if_added(self, task: Task, acc: torch.Tensor, table: int) -> torch.Tensor:
-        """(D, 3) cost of every device of state ``acc`` (D, A) if table ``table`` (full dim) were added to
-        it."""
-        return self.costs_from_acc(task, acc + self.encode_task(task)[table])
+    def task_volumes(self, task: Task) -> torch.Tensor:
+        """(T, 3) traffic volumes of every table at its full dim."""
+        whole = [ShardRef(i, t.dim) for i, t in enumerate(task.tables)]
+        return torch.from_numpy(shard_volumes(task, whole))
 
     def device_costs(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> np.ndarray:
         """The ``CostModel`` call: (len(devices), 3) fwd, bwd, comm ms."""
@@ -301,7 +304,8 @@ class LearnedCostModel:
         vec = self.encode_refs(task, flat)
         seg = torch.from_numpy(np.repeat(np.arange(len(devices)), counts))
         acc = segment_sum(vec, seg, len(devices))
-        return self.costs_from_acc(task, acc).double().numpy()
+        volumes = torch.from_numpy(device_volumes(task, devices))
+        return self.costs_from_acc(task, acc, volumes).double().numpy()
 
     def accumulator(self, task: Task, num_envs: int) -> LearnedAccumulator:
         return LearnedAccumulator(self, task, num_envs)
@@ -323,36 +327,45 @@ class LearnedCostModel:
     def plan_costs(self, task: Task, ranks: np.ndarray | torch.Tensor) -> np.ndarray:
         """(P, T) table-wise assignments -> (P, D, 3) per-device fwd, bwd, comm ms (plan cost = max of
         sums)."""
-        return self.costs_from_acc(task, self.plan_acc(task, ranks)).double().numpy()
+        r = torch.as_tensor(np.asarray(ranks), dtype=torch.int64)
+        onehot = torch.nn.functional.one_hot(r if r.ndim == 2 else r[None], task.num_devices).double()
+        volumes = torch.einsum("ptd,tv->pdv", onehot, self.task_volumes(task))
+        return self.costs_from_acc(task, self.plan_acc(task, ranks), volumes).double().numpy()
 
     def plan_head_costs(self, task: Task, ranks: np.ndarray | torch.Tensor) -> np.ndarray:
         """(P,) plan cost from DreamShard's plan head (max over the device representations)."""
         acc = self.plan_acc(task, ranks)
         with torch.no_grad():
             rep, _ = self.net.device_forward(acc)
-            out = self.net.plan_forward(rep, self._comm(task, acc[..., -1]), acc[..., -2] > 0.5)
+            # the plan head was trained with the pooled-output all-to-all as its comm input
+            head_comm = self.comm.device_comm_ms(acc[..., -1], task.batch_size, task.num_devices,
+                                                 task.precision.bytes)
+            out = self.net.plan_forward(rep, head_comm, acc[..., -2] > 0.5)
             return self.scaler.to_ms(out, 2).double().numpy()
 
 
 class LearnedAccumulator:
-    """A device's state is the sum of its shards' vectors, so adding a shard is one addition and every
-    candidate of every episode is priced in one batched network call."""
+    """A device's state is the sum of its shards' vectors (and of their traffic volumes), so adding a shard
+    is one addition and every candidate of every episode is priced in one batched network call."""
 
     def __init__(self, model: LearnedCostModel, task: Task, num_envs: int) -> None:
         self.model, self.task = model, task
         self.enc = model.encode_task(task)
         self.acc = torch.zeros((num_envs, task.num_devices, self.enc.shape[-1]), dtype=self.enc.dtype)
+        self.volumes = torch.zeros((num_envs, task.num_devices, len(VOLUMES)), dtype=torch.float64)
 
     def _vector(self, shard: ShardRef) -> torch.Tensor:
-        if shard.row_start == 0 and shard.row_end is None and shard.dim == self.task.tables[shard.table].dim:
+        if shard.is_whole and shard.dim == self.task.tables[shard.table].dim:
             return self.enc[shard.table]
         return self.model.encode_refs(self.task, [shard])[0]
 
     def costs_if_added(self, shard: ShardRef) -> np.ndarray:
-        return self.model.costs_from_acc(self.task, self.acc + self._vector(shard)).double().numpy()
+        volumes = self.volumes + torch.from_numpy(shard_volumes(self.task, [shard])[0])
+        return self.model.costs_from_acc(self.task, self.acc + self._vector(shard), volumes).double().numpy()
 
     def add(self, env: int, device: int, shard: ShardRef) -> None:
         self.acc[env, device] += self._vector(shard)
+        self.volumes[env, device] += torch.from_numpy(shard_volumes(self.task, [shard])[0])
 
 
 def _plain(obj: Any) -> Any:

@@ -6,8 +6,9 @@ each device would cost with the current table added, and the observation gives t
 current and candidate costs (fwd/bwd/comm), the rise of the plan cost it would cause, its memory left before
 and after, and a summary of the shards it holds; plus the features of the table being placed (which the
 DreamShard prototype's policy never sees). Devices without memory room are masked out. The reward is minus
-the predicted plan cost (max over devices) at the end; ``step_rewards`` gives the shaped per-step version
-(minus the rise of the running max), which telescopes to it.
+the predicted step cost at the end (max fwd + max bwd + the step's collectives, ``autoshard.costs.step``);
+``step_rewards`` gives the shaped per-step version (minus the rise of the running step cost), which
+telescopes to it.
 
 ``num_envs`` episodes of the same task run side by side (samples for a baseline, or best-of-k decoding): each
 step costs one batched cost-model query over num_envs x D candidate devices.
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from autoshard.costs.base import CostModel
+from autoshard.costs.step import VOLUMES, shard_volumes, step_cost
 from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.io import format_bytes
 from autoshard.plan import Plan
@@ -65,6 +67,8 @@ class TaskContext:
     """(D,) device memory in bytes."""
     remaining: np.ndarray
     """(T,) sum of the single-table total costs of the tables from step t on (ms)."""
+    volumes: np.ndarray
+    """(T, 3) each table's traffic volumes (``autoshard.costs.step``), for the step's collectives."""
 
     @staticmethod
     def build(task: Task, cost_model: CostModel, normalizer: FeatureNormalizer) -> TaskContext:
@@ -79,8 +83,9 @@ class TaskContext:
         feats = np.stack([normalizer.features(t) for t in task.tables])
         memory = np.array([task.table_memory(t) for t in task.tables], dtype=np.int64)
         remaining = np.cumsum(total[order][::-1])[::-1].copy()
+        volumes = shard_volumes(task, [ShardRef(i, t.dim) for i, t in enumerate(task.tables)])
         return TaskContext(task, order, single, scale, feats, memory,
-                           np.array(task.device_memory, dtype=np.int64), remaining)
+                           np.array(task.device_memory, dtype=np.int64), remaining, volumes)
 
 
 @dataclass(frozen=True)
@@ -113,6 +118,7 @@ class PlacementEnv:
         self.devices = self.cost_model.accumulator(self.ctx.task, b)
         self.t = 0
         self.costs = np.zeros((b, d, 3))
+        self.volumes = np.zeros((b, d, len(VOLUMES)))
         self.free = np.tile(self.ctx.capacity, (b, 1))
         self.feature_sum = np.zeros((b, d, NUM_FEATURES))
         self.count = np.zeros((b, d))
@@ -135,8 +141,11 @@ class PlacementEnv:
         return int(self.ctx.order[self.t])
 
     def plan_costs(self) -> np.ndarray:
-        """(B,) predicted plan cost in ms (max over devices of fwd+bwd+comm) of the placements so far."""
-        return self.costs.sum(axis=2).max(axis=1)
+        """(B,) predicted step cost in ms (max fwd + max bwd + the step's collectives, ``costs.step``) of
+        the placements so far."""
+        task = self.ctx.task
+        return step_cost(task, self.cost_model.comm, self.costs[..., 0], self.costs[..., 1],
+                         self.volumes).total_ms
 
     def step(self, actions: Sequence[int] | np.ndarray) -> Observation | None:
         """Place the current table on ``actions[b]`` in episode b; the next observation, or None when done.
@@ -152,6 +161,7 @@ class PlacementEnv:
                 raise AutoshardError(f"episode {b}: device {a} is masked "
                                      f"for table {self.ctx.task.tables[i].name}")
             self.costs[b, a] = self._candidates[b, a]
+            self.volumes[b, a] += self.ctx.volumes[i]
             self.free[b, a] -= self.ctx.memory[i]
             self.feature_sum[b, a] += self.ctx.table_features[i]
             self.count[b, a] += 1

@@ -1,0 +1,199 @@
+"""The training step's cost: every device's kernels and the step's collectives, each stage waiting for its
+slowest device. The one place the step is composed; the evaluator and every planner use it.
+
+One step of the sharded embeddings, in order (TorchRec's sparse pipeline, no overlap modelled):
+
+1. **input ids** (forward collective): every rank holds the ids of ``B / D`` samples for every feature; an
+   all-to-all sends each shard's rank the ids and bag lengths of those samples. A column shard receives every
+   id of its table (column splits multiply id traffic); a row shard the ids in its range, but every bag
+   length. Data-parallel tables keep their ids local.
+2. **forward kernels** on every device (measured or predicted; the ``fwd`` of a cost model).
+3. **pooled outputs** (forward collective): each shard's rank sends every other rank the pooled outputs of
+   that rank's samples (row shards: partial sums, a reduce-scatter of the same volume).
+4. **output gradients** (backward collective): the reverse of 3.
+5. **backward kernels** with the fused optimizer update (the ``bwd`` of a cost model).
+6. **replica gradients** (backward collective): data-parallel tables all-reduce their dense gradient.
+
+A collective takes ``alpha + max over ranks of max(bytes sent, bytes received) / bandwidth`` (a rank's link
+carries its sends and its receives; the collective ends when the busiest rank is done; ``AlphaBeta``), and
+costs nothing when no bytes move. So::
+
+    step = ids + max_d fwd_d + outputs + gradients + max_d bwd_d + replicas
+
+which is never below ``max fwd + max bwd`` nor below any device's own ``fwd + bwd``. A device's ``comm`` in
+a cost breakdown is its own time in those collectives (``device_comm_ms``): what it alone would wait for.
+
+Bytes per sample of a shard: ids ``pooling x row share x 8`` (int64) plus one 4-byte length; outputs ``cols x
+4`` (fp32, the kernels' output type). A rank sends the ids of its ``B / D`` samples to every OTHER rank
+holding a shard and receives ``(D - 1) x B / D`` samples' ids for each shard it holds; outputs the other
+way round. So a rank's traffic follows from its own shards and the plan's totals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from autoshard.breakdown import CollectiveCost, PlanCost
+from autoshard.costs.comm import AlphaBeta
+from autoshard.shards import ShardRef
+from autoshard.tasks import Task
+
+INDEX_BYTES = 8
+"""Bytes of one id in the input distribution (int64, TorchRec's KeyedJaggedTensor default)."""
+LENGTH_BYTES = 4
+"""Bytes of one bag length (int32)."""
+OUTPUT_BYTES = 4
+"""Bytes of one pooled output element (fp32: the kernels' output dtype, whatever the weights' precision)."""
+
+COLLECTIVES: tuple[tuple[str, str], ...] = (
+    ("input_ids", "fwd"), ("pooled_outputs", "fwd"), ("output_grads", "bwd"), ("replica_grads", "bwd"))
+"""The step's collectives in order, with the stage each belongs to."""
+
+VOLUMES = ("ids", "outputs", "replicas")
+"""Per-device volumes (last axis of ``device_volumes``): id bytes per sample of its sharded shards, output
+bytes per sample of its sharded shards, and bytes of the data-parallel replicas it holds (whole tables)."""
+
+
+def shard_volumes(task: Task, shards: Sequence[ShardRef]) -> np.ndarray:
+    """(len(shards), 3) ids/sample, outputs/sample and replica bytes of each shard (``VOLUMES``)."""
+    n = len(shards)
+    out = np.zeros((n, len(VOLUMES)))
+    if n == 0:
+        return out
+    table = np.fromiter((s.table for s in shards), dtype=np.int64, count=n)
+    dims = np.fromiter((s.dim for s in shards), dtype=np.float64, count=n)
+    pooling = np.array([t.pooling_factor for t in task.tables])[table]
+    replica = np.fromiter((s.replica for s in shards), dtype=bool, count=n)
+    share = np.ones(n)
+    whole = np.fromiter((s.is_whole for s in shards), dtype=bool, count=n)
+    if not whole.all():
+        share = np.array([s.row_fraction(task.tables[s.table].rows) for s in shards])
+    out[:, 0] = np.where(replica, 0.0, pooling * share * INDEX_BYTES + LENGTH_BYTES)
+    out[:, 1] = np.where(replica, 0.0, dims * OUTPUT_BYTES)
+    if replica.any():
+        rows = np.array([s.num_rows(task.tables[s.table].rows) for s in shards], dtype=np.float64)
+        out[:, 2] = np.where(replica, rows * dims * OUTPUT_BYTES, 0.0)
+    return out
+
+
+def device_volumes(task: Task, devices: Sequence[Sequence[ShardRef]]) -> np.ndarray:
+    """(len(devices), 3) volumes of each device: the sums of its shards' (``shard_volumes``)."""
+    counts = np.fromiter((len(d) for d in devices), dtype=np.int64, count=len(devices))
+    flat = [s for d in devices for s in d]
+    if not flat:
+        return np.zeros((len(devices), len(VOLUMES)))
+    owner = np.repeat(np.arange(len(devices)), counts)
+    vol = shard_volumes(task, flat)
+    return np.stack([np.bincount(owner, weights=vol[:, k], minlength=len(devices))
+                     for k in range(len(VOLUMES))], axis=1)
+
+
+def collective_bytes(task: Task, volumes: np.ndarray) -> dict[str, tuple[Any, Any]]:
+    """Bytes every rank sends and receives in each collective, from the (..., D, 3) device volumes of complete
+    plans (the plan's totals are the sums over its devices): name -> (sent, received), each (..., D)."""
+    b, d = task.batch_size, task.num_devices
+    local = b / d
+    ids, outs, reps = volumes[..., 0], volumes[..., 1], volumes[..., 2]
+    total_ids = ids.sum(axis=-1, keepdims=True)
+    total_outs = outs.sum(axis=-1, keepdims=True)
+    ids_recv = (d - 1) * local * ids
+    ids_sent = local * (total_ids - ids)
+    out_sent = (d - 1) * local * outs
+    out_recv = local * (total_outs - outs)
+    # ring all-reduce of the replicas' dense gradient: every replica holder sends and receives 2 (D-1)/D of it
+    rep = 2.0 * (d - 1) / d * reps.max(axis=-1, keepdims=True) * (reps > 0)
+    return {"input_ids": (ids_sent, ids_recv), "pooled_outputs": (out_sent, out_recv),
+            "output_grads": (out_recv, out_sent), "replica_grads": (rep, rep)}
+
+
+ALL_TO_ALLS = ("input_ids", "pooled_outputs", "output_grads")
+"""The collectives that are all-to-alls (measured with the plan's own splits); replica_grads is an
+all-reduce."""
+
+
+def collective_matrices(task: Task, volumes: np.ndarray) -> dict[str, np.ndarray]:
+    """(D, D) bytes rank ``src`` sends rank ``dst`` (entry [src, dst]) in each all-to-all of one plan with
+    (D, 3) device volumes; their row and column sums are ``collective_bytes``'s sent and received."""
+    d = task.num_devices
+    local = task.batch_size / d
+    off = 1.0 - np.eye(d)
+    ids = off * (local * volumes[:, 0])[None, :]  # every rank sends the owner its samples' ids
+    outs = off * (local * volumes[:, 1])[:, None]  # the owner sends every rank its samples' outputs
+    return {"input_ids": ids, "pooled_outputs": outs, "output_grads": outs.T.copy()}
+
+
+def collective_ms(comm: AlphaBeta, sent: np.ndarray, received: np.ndarray) -> np.ndarray:
+    """(...,) time of each collective: the busiest rank's bytes over the link; 0 when nothing moves."""
+    busiest = np.maximum(sent, received).max(axis=-1)
+    return np.where(busiest > 0, comm.alpha_ms + busiest / comm.bytes_per_ms, 0.0)
+
+
+def device_comm_ms(task: Task, comm: AlphaBeta, volumes: Any) -> Any:
+    """(...,) a device's own time in the step's collectives from its (..., 3) volumes alone: receiving its
+    shards' ids, sending their outputs, receiving their gradients, all-reducing its replicas (what it would
+    wait for if every other rank were idle). 0 on one device or with nothing placed. ``volumes`` may be a
+    numpy array or a torch tensor (the learned model's batched path); the result is of the same kind."""
+    d = task.num_devices
+    if d <= 1:
+        return volumes[..., 0] * 0.0
+    local = task.batch_size / d
+    parts = ((d - 1) * local * volumes[..., 0], (d - 1) * local * volumes[..., 1],
+             (d - 1) * local * volumes[..., 1], 2.0 * (d - 1) / d * volumes[..., 2])
+    return sum((v > 0) * (comm.alpha_ms + v / comm.bytes_per_ms) for v in parts)
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """A step's composition for P candidate plans (leading axis) or one plan (no leading axis)."""
+
+    fwd_ms: np.ndarray
+    """max over devices of the forward kernels."""
+    bwd_ms: np.ndarray
+    """max over devices of the backward kernels."""
+    collectives_ms: dict[str, np.ndarray]
+    """Each collective's time, by name (``COLLECTIVES``)."""
+
+    @property
+    def comm_ms(self) -> np.ndarray:
+        return sum(self.collectives_ms.values())
+
+    @property
+    def total_ms(self) -> np.ndarray:
+        return self.fwd_ms + self.bwd_ms + self.comm_ms
+
+
+def step_cost(task: Task, comm: AlphaBeta, fwd: np.ndarray, bwd: np.ndarray, volumes: np.ndarray) -> StepCost:
+    """The step cost of plans whose devices have kernel times ``fwd``/``bwd`` (..., D) and volumes
+    (..., D, 3)."""
+    if task.num_devices <= 1:
+        zero = np.zeros(np.shape(fwd)[:-1])
+        coll = {name: zero for name, _ in COLLECTIVES}
+    else:
+        coll = {name: collective_ms(comm, sent, recv)
+                for name, (sent, recv) in collective_bytes(task, volumes).items()}
+    return StepCost(np.max(fwd, axis=-1), np.max(bwd, axis=-1), coll)
+
+
+def plan_collectives(task: Task, comm: AlphaBeta, devices: Sequence[Sequence[ShardRef]]
+                     ) -> tuple[CollectiveCost, ...]:
+    """The step's collectives of one plan (its devices' shards), every rank's bytes and the modelled time."""
+    volumes = device_volumes(task, devices)
+    if task.num_devices <= 1:
+        zero = tuple(0.0 for _ in devices)
+        return tuple(CollectiveCost(name, stage, 0.0, zero, zero, 0.0) for name, stage in COLLECTIVES)
+    traffic = collective_bytes(task, volumes)
+    out = []
+    for name, stage in COLLECTIVES:
+        sent, recv = traffic[name]
+        ms = float(collective_ms(comm, sent, recv))
+        out.append(CollectiveCost(name, stage, ms, tuple(map(float, sent)), tuple(map(float, recv)), ms))
+    return tuple(out)
+
+
+def compose(device_costs: np.ndarray, collectives: Sequence[CollectiveCost], source: str) -> PlanCost:
+    """A plan's cost from its devices' (D, 3) fwd/bwd/comm and the step's collectives."""
+    return PlanCost.from_array(device_costs, source, collectives)

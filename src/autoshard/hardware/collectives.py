@@ -1,0 +1,140 @@
+"""Time the all-to-alls of one training step as a plan has them: uneven splits, real processes.
+
+What is measured: each collective is a (D, D) byte matrix whose entry ``[src, dst]`` is what rank ``src``
+sends rank ``dst`` (the diagonal is ignored: a rank's traffic to itself is a local copy, not communication).
+D processes on this host (``autoshard.hardware.multiprocess``: gloo over 127.0.0.1 on CPU, NCCL with one GPU
+per rank) each allocate, once per matrix, a uint8 send buffer of their row's bytes and a receive buffer of
+their column's bytes on their device, then run ``dist.all_to_all_single(out, inp, output_split_sizes,
+input_split_sizes)`` ``warmup + repeats`` times; before every run the ranks meet at a barrier so they start
+together, and each rank times its own call with ``time.perf_counter`` (CUDA synchronized before and after).
+Per rank the median over the timed runs is reported; the collective's time in a step is the slowest rank's
+in each run (every rank waits for the last one), median over runs. On a host with fewer cores than D (CPU
+processes under gloo) the processes share cores, so the measured times include that contention and can be
+slower than D separate devices would be. A training step has three such collectives, each one matrix: the
+input-id distribution (each rank sends the ids of its local batch to the ranks owning the tables they look
+up), the all-to-all of pooled outputs (each rank sends every other rank, for the shards it holds, the pooled
+rows of the receiver's local batch), and, in backward, the gradient all-to-all (the pooled-output matrix
+transposed).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from autoshard.errors import AutoshardError
+from autoshard.hardware.multiprocess import (
+    DEFAULT_TIMEOUT_S,
+    RankContext,
+    check_world,
+    resolve_backend,
+    run_on_ranks,
+)
+
+
+@dataclass(frozen=True)
+class CollectiveTiming:
+    """The measured time of one uneven all-to-all (one byte matrix)."""
+
+    matrix_bytes_total: int
+    """Bytes moved between ranks: the sum of the matrix off the diagonal (rounded to whole bytes)."""
+    per_rank_ms: tuple[float, ...]
+    """Each rank's median time in the call, rank order."""
+    ms: float
+    """The collective's time in a step: median over runs of the slowest rank's time."""
+    runs_ms: tuple[float, ...]
+    """The slowest rank's time in each timed run."""
+
+
+def _check_matrices(matrices: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The matrices as int64 (D, D) arrays with a zero diagonal; one-line AutoshardError on anything wrong."""
+    out: list[np.ndarray] = []
+    size = None
+    for i, m in enumerate(matrices):
+        try:
+            a = np.asarray(m, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise AutoshardError(f"collective {i}: the byte matrix is not numeric") from None
+        if a.ndim != 2 or a.shape[0] != a.shape[1]:
+            raise AutoshardError(f"collective {i}: the byte matrix must be square (D, D), not {a.shape}")
+        if a.shape[0] < 1:
+            raise AutoshardError(f"collective {i}: the byte matrix is empty; it needs at least 1 rank")
+        if size is not None and a.shape[0] != size:
+            raise AutoshardError(f"collective {i}: the byte matrix is {a.shape[0]}x{a.shape[0]} but "
+                                 f"collective 0 is {size}x{size}; all collectives of a step need the same D")
+        if not np.all(np.isfinite(a)) or np.any(a < 0):
+            raise AutoshardError(f"collective {i}: byte counts must be finite and non-negative")
+        size = a.shape[0]
+        b = np.rint(a).astype(np.int64)
+        np.fill_diagonal(b, 0)  # a rank's bytes to itself are a local copy, not communication
+        out.append(b)
+    return out
+
+
+def _worker(ctx: RankContext, matrices: list[list[list[int]]], warmup: int,
+            repeats: int) -> list[list[float]]:
+    """One rank: time every matrix's all-to-all; this rank's ms of each timed run, per matrix."""
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    device, r = ctx.device, ctx.rank
+    cuda = device.type == "cuda"
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize(device)
+
+    times: list[list[float]] = []
+    for m in matrices:
+        send = [int(m[r][j]) for j in range(ctx.world_size)]  # diagonal already 0
+        recv = [int(m[i][r]) for i in range(ctx.world_size)]
+        inp = torch.ones(sum(send), dtype=torch.uint8, device=device)  # allocated once per matrix
+        out = torch.zeros(sum(recv), dtype=torch.uint8, device=device)  # zeros: pages touched before timing
+        runs: list[float] = []
+        for k in range(warmup + repeats):
+            dist.barrier()
+            sync()
+            t0 = time.perf_counter()
+            dist.all_to_all_single(out, inp, recv, send)
+            sync()
+            t1 = time.perf_counter()
+            if k >= warmup:
+                runs.append((t1 - t0) * 1e3)
+        times.append(runs)
+        del inp, out
+    dist.barrier()  # no rank leaves while another is still in the last collective
+    return times
+
+
+def measure_all_to_alls(matrices: Sequence[np.ndarray], *, backend: str = "auto", warmup: int = 2,
+                        repeats: int = 10, timeout_s: float = DEFAULT_TIMEOUT_S) -> list[CollectiveTiming]:
+    """Time each byte matrix's all-to-all on D local processes (one start for all); one timing per matrix.
+
+    ``matrices[k][src, dst]`` is the bytes rank ``src`` sends rank ``dst`` in collective ``k`` (the diagonal
+    is ignored; fractional bytes are rounded). All matrices must be (D, D) with the same D; on D == 1 nothing
+    is communicated and every time is 0 without starting processes. ``timeout_s`` limits the whole run.
+    """
+    if warmup < 0 or repeats < 1:
+        raise AutoshardError(f"warmup {warmup} must be >= 0 and repeats {repeats} >= 1")
+    mats = _check_matrices(matrices)
+    if not mats:
+        return []
+    world = mats[0].shape[0]
+    if world == 1:
+        return [CollectiveTiming(0, (0.0,), 0.0, (0.0,) * repeats) for _ in mats]
+    backend = resolve_backend(backend)
+    check_world(backend, world)
+    per_rank = run_on_ranks(_worker, world, ([m.tolist() for m in mats], warmup, repeats), backend=backend,
+                            timeout_s=timeout_s, what=f"uneven all-to-all on {world} ranks",
+                            timeout_hint="try fewer or smaller collectives")
+    timings = []
+    for k, m in enumerate(mats):
+        arr = np.array([per_rank[r][k] for r in range(world)], dtype=np.float64)  # (ranks, runs)
+        slowest = arr.max(axis=0)
+        timings.append(CollectiveTiming(int(m.sum()), tuple(float(x) for x in np.median(arr, axis=1)),
+                                        float(np.median(slowest)), tuple(float(x) for x in slowest)))
+    return timings
