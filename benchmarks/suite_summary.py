@@ -7,9 +7,14 @@ Reads the ``results.json`` that ``autoshard bench`` writes (one per suite) and p
      know it, and the minimum of six noisy measurements is biased low), and
    - the best *fixed* heuristic of that suite (the one heuristic with the lowest geometric-mean cost, which
      is what a user would deploy);
-2. per suite: tasks, the best fixed heuristic, its gap to the measured lower bound, the median round-to-round
-   spread of plan costs (noise), and the host load while measuring;
-3. ``--per-task ALGO``: that algorithm's ratio to the per-task best heuristic on every task (the issue's
+2. per suite and algorithm, the ratio to the per-task best heuristic and to TorchRec's planner (where it
+   ran) with the number of tasks, the 95% bootstrap interval and the verdict of
+   ``autoshard.bench.summary.compare`` (tasks and each task's measurement rounds resampled; "better" only
+   when the whole interval is below 1, "worse" only when above 1, else "no clear difference");
+3. per suite: tasks, the best fixed heuristic, its cost over the estimate (``lower_bound_ms``, which is an
+   estimate, not a bound: the tasks where a measured plan came in below it are counted), the median
+   round-to-round spread of plan costs (noise), and the host load while measuring;
+4. ``--per-task ALGO``: that algorithm's ratio to the per-task best heuristic on every task (the issue's
    transfer table for ``rl``).
 
     .venv/bin/python benchmarks/suite_summary.py /tmp/suites/*/bench/results.json [--per-task rl]
@@ -26,7 +31,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from autoshard.bench.summary import geomean, is_heuristic
+from autoshard.bench.summary import (
+    FEW_TASKS,
+    TORCHREC,
+    Comparison,
+    compare,
+    estimate_summary,
+    geomean,
+    is_heuristic,
+    task_costs_from_json,
+)
 
 
 def _first(load: Any) -> float:
@@ -58,8 +72,17 @@ def summarise(r: dict[str, Any]) -> dict[str, Any]:
         out["vs_fixed"][a] = geomean([c / f for c, _, f in ok])
         if len(ok) < len(measured):
             out.setdefault("partial", {})[a] = f"{len(ok)}/{len(measured)}"
-    gaps = [m[best_fixed] / t["lower_bound_ms"] for m, t in zip(measured, tasks) if t.get("lower_bound_ms")]
-    out["best_gap_to_bound"] = (geomean(gaps) - 1) if gaps else None
+    costs = [task_costs_from_json(t) for t in tasks]
+    compared = {h for c in costs for h in c if is_heuristic(h)}
+    torchrec = any(TORCHREC in c for c in costs)
+    out["vs_best_heuristic"] = {a: compare(costs, a, compared, "best heuristic") for a in algos if compared}
+    out["vs_torchrec"] = {a: compare(costs, a, {TORCHREC}, TORCHREC) for a in algos
+                          if torchrec and a != TORCHREC}
+    estimates = [t.get("lower_bound_ms") for t in tasks]
+    ratios = [m[best_fixed] / e for m, e in zip(measured, estimates) if e and best_fixed in m]
+    out["best_fixed_to_estimate"] = geomean(ratios)
+    est = estimate_summary(costs, estimates)
+    out["estimate_tasks"], out["below_estimate"] = est.tasks, est.tasks_below
     spreads = []
     for t in tasks:
         for x in t["results"]:
@@ -67,7 +90,7 @@ def summarise(r: dict[str, Any]) -> dict[str, Any]:
             if x["ok"] and len(rounds) > 1:
                 spreads.append((max(rounds) - min(rounds)) / sorted(rounds)[len(rounds) // 2])
     out["noise"] = sorted(spreads)[len(spreads) // 2] if spreads else None
-    loads = [_first(t.get("load_average")) for t in tasks if t.get("load_average") is not None]
+    loads = [_first(t["load_average"]) for t in tasks if t.get("load_average") not in (None, [], ())]
     out["load"] = (min(loads), max(loads)) if loads else None
     out["algos"] = algos
     return out
@@ -79,11 +102,19 @@ def _cell(v: float | None, partial: str | None = None) -> str:
     return f"{v:.3f}" + (f" ({partial})" if partial else "")
 
 
+def _comparison(c: Comparison | None) -> list[str]:
+    """Tasks, ratio, interval and verdict cells of one comparison."""
+    if c is None or c.ratio is None:
+        return ["-"] * 4
+    iv = "-" if c.low is None or c.high is None else f"[{c.low:.3f}, {c.high:.3f}]"
+    return [str(c.tasks), f"{c.ratio:.3f}", iv, c.verdict]
+
+
 def render(suites: list[dict[str, Any]], per_task: str | None) -> str:
     algos: list[str] = []
     for s in suites:
         algos += [a for a in s["algos"] if a not in algos]
-    head = "| algorithm | " + " | ".join(s["name"] for s in suites) + " |"
+    head = "| algorithm | " + " | ".join(f"{s['name']}, {s['tasks']} tasks" for s in suites) + " |"
     rule = "|---|" + "---|" * len(suites)
     lines = ["Ratio to the per-task best heuristic (oracle pick), geometric mean; below 1 is better:", "",
              head, rule]
@@ -94,23 +125,41 @@ def render(suites: list[dict[str, Any]], per_task: str | None) -> str:
               "", head, rule]
     for a in algos:
         lines.append(f"| {a} | " + " | ".join(_cell(s["vs_fixed"].get(a)) for s in suites) + " |")
-    lines += ["",
-              "| suite | test tasks | best fixed heuristic | its gap to lower bound | noise | load average |",
-              "|---|---|---|---|---|---|"]
+    lines += ["", ("Against the per-task best heuristic and TorchRec's planner: geometric-mean ratio, 95% "
+                   "bootstrap interval (tasks and rounds resampled) and verdict (better: interval below 1; "
+                   "worse: above 1; else no clear difference):"), "",
+              ("| suite | algorithm | tasks | ratio to best heuristic | 95% interval | verdict "
+               "| tasks with torchrec | ratio to torchrec | 95% interval | verdict |"),
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for s in suites:
-        gap = "-" if s["best_gap_to_bound"] is None else f"{s['best_gap_to_bound'] * 100:+.1f}%"
+        for a in s["algos"]:
+            cells = _comparison(s["vs_best_heuristic"].get(a)) + _comparison(s["vs_torchrec"].get(a))
+            lines.append(f"| {s['name']} | {a} | " + " | ".join(cells) + " |")
+    few = [s["name"] for s in suites if s["tasks"] < FEW_TASKS]
+    if few:
+        lines += ["", f"Fewer than {FEW_TASKS} tasks: the interval is wide ({', '.join(few)})."]
+    lines += ["",
+              ("| suite | test tasks | best fixed heuristic | its cost / estimate (not a bound) "
+               "| estimate above a measured plan | noise | load average |"),
+              "|---|---|---|---|---|---|---|"]
+    for s in suites:
+        ratio = _cell(s["best_fixed_to_estimate"])
+        below = f"{s['below_estimate']} of {s['estimate_tasks']} tasks" if s["estimate_tasks"] else "-"
         noise = "-" if s["noise"] is None else f"{s['noise'] * 100:.1f}%"
         load = "-" if s["load"] is None else f"{s['load'][0]:.1f}-{s['load'][1]:.1f}"
-        lines.append(f"| {s['name']} | {s['tasks']} | {s['best_fixed']} | {gap} | {noise} | {load} |")
+        lines.append(f"| {s['name']} | {s['tasks']} | {s['best_fixed']} | {ratio} | {below} | {noise} "
+                     f"| {load} |")
     if per_task:
         lines += ["", f"`{per_task}` per task, ratio to the per-task best heuristic:", "",
-                  "| suite | per task | geometric mean |", "|---|---|---|"]
+                  "| suite | per task | geometric mean | tasks | 95% interval | verdict |",
+                  "|---|---|---|---|---|---|"]
         for s in suites:
             xs = s["per_task"].get(per_task)
             if xs is None:
                 continue
+            tasks, _, iv, word = _comparison(s["vs_best_heuristic"].get(per_task))
             lines.append(f"| {s['name']} | " + ", ".join("-" if math.isnan(x) else f"{x:.3f}" for x in xs)
-                         + f" | {_cell(s['vs_oracle'].get(per_task))} |")
+                         + f" | {_cell(s['vs_oracle'].get(per_task))} | {tasks} | {iv} | {word} |")
     return "\n".join(lines)
 
 

@@ -138,6 +138,11 @@ def test_summary_ratios_geomeans_and_wins():
     assert (s["x"].tasks_ok, s["x"].tasks_total, s["x"].errors) == (1, 2, ("no room",))
     assert (s["x"].wins, s["random"].wins, s["size_greedy"].wins) == (1, 1, 0)
     assert s["x"].geomean_gap_to_lower_bound == pytest.approx(8.0 / 5.0 - 1)
+    assert s["x"].geomean_ratio_to_estimate == pytest.approx(8.0 / 5.0) and s["x"].below_estimate == 0
+    # the interval needs 2 tasks: x has one, so no interval and no verdict
+    x = s["x"]
+    assert (x.vs_best_heuristic.tasks, x.ratio_interval, x.verdict) == (1, None, "no clear difference")
+    assert s["random"].vs_best_heuristic.tasks == 2 and s["random"].vs_torchrec is None
     assert s["size_greedy"].noise == pytest.approx(0.1 / 1.05)
     # x (8.0, 8.8) vs the best heuristic size_greedy (10.0, 11.0) on task a: every round below
     assert (s["x"].clear_wins, s["x"].clear_losses) == (1, 0)
@@ -167,8 +172,11 @@ def test_run_bench_resumes_from_per_task_files_and_reports(tmp_path):
     md = files["report_md"].read_text()
     assert "autoshard bench --suite unit" in md and "| size_greedy (heuristic) |" in md
     assert "- rl: not registered" in md and "no non-heuristic algorithm ran" in md
+    assert "2 test tasks (fewer than 10 tasks: the interval is wide)" in md and "(2 tasks)" in md
     raw = json.loads(files["results_json"].read_text())
     assert raw["kind"] == "autoshard.bench" and len(raw["tasks"]) == 2
+    first_summary = raw["summary"][0]
+    assert first_summary["vs_best_heuristic"]["tasks"] == 2 and "geomean_gap_to_lower_bound" in first_summary
     assert raw["tasks"][0]["results"][0]["measured"]["plan_ms"] > 0
     for role in ("devices_png", "costs_png", "predicted_png"):
         assert files[role].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

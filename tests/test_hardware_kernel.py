@@ -82,3 +82,16 @@ def test_cuda_without_gpu_is_a_clear_error() -> None:
         pytest.skip("a GPU is present")
     with pytest.raises(AutoshardError, match="cuda"):
         measure_shard(_task(), [ShardRef(0, 16)], MeasureSettings(device="cuda"))
+
+
+def test_a_skewed_tables_hot_row_range_costs_more_than_a_cold_one_of_the_same_size() -> None:
+    # ids numbered by frequency (row 0 the hottest): the first quarter of the rows serves most lookups
+    spec = LookupSpec(LookupKind.POWER_LAW, seed=3, alpha=1.2, sorted_ids=True)
+    table = Table("skewed", 64, 400_000, 40.0, lookups=spec)
+    task = Task((table,), (10**10,) * 4, batch_size=2048, name="skew")
+    quarter = table.rows // 4
+    settings = MeasureSettings(warmup=1, repeats=5, max_cv=10.0, max_tries=1, num_batches=2)
+    hot = measure_shard(task, [ShardRef(0, 64, 0, quarter)], settings)
+    cold = measure_shard(task, [ShardRef(0, 64, 3 * quarter, table.rows)], settings)
+    assert hot.rows == cold.rows == (quarter,)
+    assert hot.fwd_ms + hot.bwd_ms > 1.5 * (cold.fwd_ms + cold.bwd_ms)

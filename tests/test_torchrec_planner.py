@@ -9,9 +9,9 @@ from conftest import make_tables
 
 from autoshard.cli.main import main
 from autoshard.errors import AutoshardError
-from autoshard.plan import Plan, ShardingType, validate
+from autoshard.plan import COLUMN_SHARD_MULTIPLE, Plan, ShardingType, validate
 from autoshard.planners.base import PlannerOptions, make_planner, run_planner
-from autoshard.tables import TablePool
+from autoshard.tables import LookupKind, LookupSpec, Table, TablePool
 from autoshard.tasks import Task
 
 
@@ -31,7 +31,8 @@ def test_torchrec_baseline_respects_tight_memory_and_names():
     validate(plan, task)
     assert {p.table for p in plan.placements} == {t.name for t in task.tables}
     assert plan.algorithm == "torchrec"
-    allowed = (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE)
+    # what TorchRec proposes on a cpu topology (no row-based types there)
+    allowed = (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE, ShardingType.DATA_PARALLEL)
     assert all(p.sharding_type in allowed for p in plan.placements)
     assert max(plan.memory_used(task)) <= memory
 
@@ -48,10 +49,115 @@ def test_cli_plan_algo_torchrec_writes_valid_plan(tmp_path, capsys):
 
 
 def test_torchrec_baseline_bad_settings():
-    with pytest.raises(AutoshardError, match="row_wise"):
+    # TorchRec proposes row_wise on cuda topologies only (its sharder leaves row-based types out on cpu)
+    with pytest.raises(AutoshardError, match="proposes none of.*row_wise.*compute_device=cuda"):
         make_planner("torchrec", PlannerOptions(extra={"sharding_types": "row_wise"}))
+    make_planner("torchrec", PlannerOptions(extra={"sharding_types": "row_wise", "compute_device": "cuda"}))
+    with pytest.raises(AutoshardError, match="table_row_wise: a task has no host grouping"):
+        make_planner("torchrec", PlannerOptions(extra={"sharding_types": "table_wise,table_row_wise",
+                                                       "compute_device": "cuda"}))
     with pytest.raises(AutoshardError, match="unknown setting"):
         make_planner("torchrec", PlannerOptions(extra={"beam": 3}))
+    with pytest.raises(AutoshardError, match="min_partition"):
+        make_planner("torchrec", PlannerOptions(extra={"min_partition": "wide"}))
+    with pytest.raises(AutoshardError, match="min_partition"):
+        make_planner("torchrec", PlannerOptions(extra={"min_partition": "0"}))
+
+
+def test_torchrec_baseline_offers_what_torchrec_proposes_per_device():
+    from autoshard.torchrec.baseline import (
+        ALLOWED_SHARDING_TYPES,
+        TorchRecBaselineConfig,
+        offered_sharding_types,
+    )
+
+    default = make_planner("torchrec", PlannerOptions()).config
+    assert default.min_partition == COLUMN_SHARD_MULTIPLE
+    assert set(default.sharding_types) == set(ALLOWED_SHARDING_TYPES) == {
+        "table_wise", "column_wise", "row_wise", "data_parallel"}
+    own = make_planner("torchrec", PlannerOptions(extra={"min_partition": "none"}))
+    assert own.config.min_partition is None
+    assert set(offered_sharding_types(TorchRecBaselineConfig(compute_device="cpu"))) == {
+        "table_wise", "column_wise", "data_parallel"}
+    assert set(offered_sharding_types(TorchRecBaselineConfig(compute_device="cuda"))) == set(
+        ALLOWED_SHARDING_TYPES)
+
+
+def _table(i: int, rows: int, pooling: float, dim: int = 16) -> Table:
+    return Table(name=f"t{i}", dim=dim, rows=rows, pooling_factor=pooling,
+                 lookups=LookupSpec(LookupKind.POWER_LAW, seed=i, alpha=1.0))
+
+
+def _hot_task() -> Task:
+    """8 devices, 16 dim-16 tables; t0 is looked up 100x as often per row of the batch as the rest."""
+    tables = [_table(0, 1_000_000, 200.0)] + [_table(i, 100_000, 2.0) for i in range(1, 16)]
+    return Task(tuple(tables), (10**9,) * 8, name="hot")
+
+
+def test_default_torchrec_baseline_column_splits_the_hot_table():
+    task = _hot_task()
+    plan = run_planner(make_planner("torchrec", PlannerOptions()), task)
+    validate(plan, task)
+    hot = plan.placements[0]
+    assert hot.table == "t0" and hot.sharding_type is ShardingType.COLUMN_WISE and len(hot.shards) > 1
+    assert all(s.cols % COLUMN_SHARD_MULTIPLE == 0 for s in hot.shards)
+
+
+def test_torchrec_baseline_replans_column_shards_it_scatters_on_one_rank(caplog):
+    """On 6 devices TorchRec 1.8 cuts the cold dim-16 tables into 4-column blocks and puts two non-adjacent
+    ones on one rank; those tables are planned again without column_wise."""
+    task = _hot_task()
+    task = Task(task.tables, (10**9,) * 6, name="hot6")
+    with caplog.at_level("INFO", logger="autoshard.torchrec.baseline"):
+        plan = run_planner(make_planner("torchrec", PlannerOptions()), task)
+    validate(plan, task)
+    assert "re-planning them without column_wise" in caplog.text
+    assert plan.placements[0].sharding_type is ShardingType.COLUMN_WISE and len(plan.placements[0].shards) > 1
+
+
+def test_torchrec_baseline_with_torchrecs_min_partition_does_not_split_dim_16():
+    task = _hot_task()
+    plan = run_planner(make_planner("torchrec", PlannerOptions(extra={"min_partition": "128"})), task)
+    validate(plan, task)
+    assert all(len(p.shards) == 1 for p in plan.placements)
+
+
+def _oversize_task() -> Task:
+    """t0 (128 MB) fits no 50 MB device alone; all tables (138 MB) fit the four."""
+    tables = [_table(0, 2_000_000, 10.0)] + [_table(i, 50_000, 5.0) for i in range(1, 4)]
+    task = Task(tuple(tables), (50 * 10**6,) * 4, name="oversize")
+    assert task.table_memory(task.tables[0]) > 50 * 10**6
+    return task
+
+
+def test_torchrec_baseline_row_splits_a_table_larger_than_a_device_on_cuda():
+    """Planning only (meta tensors), so a cuda topology needs no GPU; TorchRec proposes row_wise there."""
+    task = _oversize_task()
+    plan = run_planner(make_planner("torchrec", PlannerOptions(extra={"compute_device": "cuda"})), task)
+    validate(plan, task)
+    big = plan.placements[0]
+    assert big.sharding_type is ShardingType.ROW_WISE and len(big.shards) > 1
+    assert all(s.cols == 16 and s.splits_rows for s in big.shards)
+    assert max(plan.memory_used(task)) <= 50 * 10**6
+
+
+def test_torchrec_baseline_column_splits_a_table_larger_than_a_device_on_cpu():
+    """On cpu TorchRec proposes no row_wise; it places the table whole by splitting its columns."""
+    task = _oversize_task()
+    plan = run_planner(make_planner("torchrec", PlannerOptions()), task)
+    validate(plan, task)
+    big = plan.placements[0]
+    assert big.sharding_type is ShardingType.COLUMN_WISE and len(big.shards) > 1
+
+
+def test_torchrec_baseline_data_parallel_comes_back_as_replicas():
+    task = _small_task(10**9)
+    plan = run_planner(make_planner("torchrec", PlannerOptions(extra={"sharding_types": "data_parallel"})),
+                       task)
+    validate(plan, task)
+    assert all(p.sharding_type is ShardingType.DATA_PARALLEL and p.ranks == (0, 1) for p in plan.placements)
+    whole = sum(task.table_memory(t) for t in task.tables)
+    assert plan.memory_used(task) == [whole, whole]
 
 
 def _two_collection_model():

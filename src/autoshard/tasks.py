@@ -74,16 +74,16 @@ class Task:
         return self.table_memory(t, shard.dim, shard.num_rows(t.rows))
 
     def check_fits(self) -> None:
-        """Fail early, naming the table, if some table fits on no device even alone (table-wise)."""
-        cap = max(self.device_memory)
-        for t in self.tables:
-            need = self.table_memory(t)
-            if need > cap:
-                raise InfeasibleError(
-                    f"table {t.name} needs {format_bytes(need)} "
-                    f"but the largest device has {format_bytes(cap)} "
-                    f"(short by {format_bytes(need - cap)}); give more memory per device"
-                )
+        """Fail early, naming the bytes missing, if the devices together cannot hold the tables. A table
+        larger than any one device is not an error: planners split it by rows
+        (``autoshard.planners.row_split``)."""
+        need = sum(self.table_memory(t) for t in self.tables)
+        have = sum(self.device_memory)
+        if need > have:
+            raise InfeasibleError(
+                f"task {self.name}: the tables need {format_bytes(need)} but the {self.num_devices} devices "
+                f"have {format_bytes(have)} in all (short by {format_bytes(need - have)}); give more memory "
+                "or more devices")
 
     def to_json(self) -> dict[str, Any]:
         return {

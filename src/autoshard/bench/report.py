@@ -14,15 +14,23 @@ from typing import Any
 
 import numpy as np
 
-from autoshard.bench.summary import AlgoSummary, geomean, is_heuristic
+from autoshard.bench.summary import (
+    BETTER,
+    FEW_TASKS,
+    WORSE,
+    AlgoSummary,
+    Comparison,
+    estimate_summary,
+    geomean,
+    is_heuristic,
+    task_costs,
+)
 from autoshard.io import ARTEFACT_VERSION, atomic_write_bytes, write_json
 from autoshard.pipeline.results import TaskResult
 
 log = logging.getLogger(__name__)
 
-TIE_TOLERANCE = 0.02
-"""Ratios within 2% of 1 are called a tie: run-to-run noise of plan costs on this shared CPU is of that order
-(the report prints the measured spread next to it)."""
+FEW_TASKS_NOTE = f"fewer than {FEW_TASKS} tasks: the interval is wide"
 
 
 def _fmt(v: float | None, spec: str = ".3f", suffix: str = "") -> str:
@@ -35,8 +43,37 @@ def _pct(v: float | None, signed: bool = True) -> str:
     return f"{v * 100:+.1f}%" if signed else f"{v * 100:.1f}%"
 
 
+def _tasks(n: int) -> str:
+    return f"{n} task" if n == 1 else f"{n} tasks"
+
+
+def _interval(c: Comparison) -> str:
+    if c.low is None or c.high is None:
+        return f"no interval from {_tasks(c.tasks)}"
+    return f"{c.level:.0%} interval [{c.low:.3f}, {c.high:.3f}]"
+
+
+def _cell(c: Comparison | None, with_verdict: bool = False) -> str:
+    """Ratio [interval] (verdict,) n tasks, for a table cell."""
+    if c is None or c.ratio is None:
+        return "-"
+    iv = "" if c.low is None or c.high is None else f" [{c.low:.3f}, {c.high:.3f}]"
+    return f"{c.ratio:.3f}{iv}" + (f" {c.verdict}" if with_verdict else "") + f" ({_tasks(c.tasks)})"
+
+
+def comparison_sentence(c: Comparison, reference: str) -> str:
+    """'vs REF: **better** over N tasks (ratio R, 95% interval [L, H], all below 1)' and the like."""
+    why = {BETTER: ", all below 1", WORSE: ", all above 1"}.get(c.verdict, "")
+    if not why and c.low is not None:
+        why = ", contains 1"
+    return (f"vs {reference}: **{c.verdict}** over {_tasks(c.tasks)} (ratio {_fmt(c.ratio)}, "
+            f"{_interval(c)}{why})")
+
+
 def verdict_lines(summaries: Sequence[AlgoSummary]) -> list[str]:
-    """Plain sentences: which non-heuristic algorithm beats, ties or loses to the best heuristic."""
+    """Plain sentences: whether each non-heuristic algorithm is better, worse or not clearly different
+    from the best heuristic (and from TorchRec's planner), by the bootstrap interval of its geometric-mean
+    ratio."""
     lines = []
     for s in summaries:
         if s.heuristic:
@@ -44,20 +81,30 @@ def verdict_lines(summaries: Sequence[AlgoSummary]) -> list[str]:
         if s.tasks_ok == 0:
             lines.append(f"- **{s.algorithm}** produced no plan ({'; '.join(s.errors) or 'no result'}).")
             continue
-        r = s.geomean_ratio_to_best_heuristic
-        if r is None:
+        c = s.vs_best_heuristic
+        if c is None or c.ratio is None:
             continue
-        if r < 1 - TIE_TOLERANCE:
-            word = f"beats the best heuristic by {(1 - r) * 100:.1f}% (geometric mean)"
-        elif r > 1 + TIE_TOLERANCE:
-            word = f"is **worse** than the best heuristic by {(r - 1) * 100:.1f}% (geometric mean)"
-        else:
-            word = f"ties with the best heuristic (within {TIE_TOLERANCE:.0%}; ratio {r:.3f})"
         partial = ("" if s.tasks_ok == s.tasks_total
-                   else f" on the {s.tasks_ok}/{s.tasks_total} tasks it planned")
-        lines.append(f"- **{s.algorithm}** {word}{partial}; cheapest plan on {s.wins}/{s.tasks_total} tasks; "
-                     f"beyond the round-to-round spread, better than the best heuristic on {s.clear_wins} "
-                     f"and worse on {s.clear_losses}.")
+                   else f" (it planned {s.tasks_ok}/{s.tasks_total} tasks)")
+        t = s.vs_torchrec
+        vs_torchrec = ("" if t is None or t.ratio is None
+                       else "; " + comparison_sentence(t, "TorchRec's planner"))
+        lines.append(f"- **{s.algorithm}** {comparison_sentence(c, 'the best heuristic')}{partial}"
+                     f"{vs_torchrec}; cheapest plan on {s.wins}/{s.tasks_total} tasks; beyond the "
+                     f"round-to-round spread, better than the best heuristic on {s.clear_wins} and worse on "
+                     f"{s.clear_losses} of {_tasks(s.tasks_ok)}.")
+    return lines
+
+
+def estimate_lines(results: Sequence[TaskResult]) -> list[str]:
+    """What the measured plans say about the estimate (``lower_bound_ms``): ratios, never a gap."""
+    est = estimate_summary([task_costs(tr) for tr in results], [tr.lower_bound_ms for tr in results])
+    if not est.tasks:
+        return []
+    lines = [(f"Estimate (not a bound): cheapest measured plan / estimate, geometric mean "
+              f"{_fmt(est.geomean_best_ratio)} over {_tasks(est.tasks)}.")]
+    if est.tasks_below:
+        lines.append(f"Estimate above a measured plan on {_tasks(est.tasks_below)}.")
     return lines
 
 
@@ -66,8 +113,15 @@ def markdown(title: str, command: str, summaries: Sequence[AlgoSummary], results
     """The report as markdown: command, hardware, the comparison table, verdicts and skipped algorithms."""
     host = meta.get("host", {})
     loads = [x for tr in results for x in tr.load_average]
-    lb_models = sorted({tr.lower_bound_model for tr in results if tr.lower_bound_ms})
+    lb_models = sorted({tr.lower_bound_model for tr in results if tr.lower_bound_ms and tr.lower_bound_model})
+    has_estimate = any(tr.lower_bound_ms for tr in results)
+    lb_model = ", ".join(lb_models) + " " if lb_models else ""
     lb_notes = sorted({tr.lower_bound_note for tr in results if tr.lower_bound_note})
+    n = len(results)
+    comparisons = [c for s in summaries for c in (s.vs_best_heuristic, s.vs_torchrec) if c is not None]
+    resamples = comparisons[0].resamples if comparisons else 0
+    level = comparisons[0].level if comparisons else 0.95
+    few = n < FEW_TASKS or any(c.tasks < FEW_TASKS for c in comparisons)
     out = [
         f"## {title}", "",
         f"Command: `{command}`", "",
@@ -76,32 +130,43 @@ def markdown(title: str, command: str, summaries: Sequence[AlgoSummary], results
         + (f", GPU {host['gpu']}" if host.get("gpu") else "") + ".",
         (f"Evaluator: {meta.get('evaluator', '?')}. Planning cost model: {meta.get('cost_model', '?')}. "
          f"Policy: {meta.get('policy', '-')}."),
-        f"{len(results)} test tasks; every plan of a task measured back-to-back in {meta.get('rounds', '?')} "
-        "rounds, median kept."
+        f"{n} test tasks" + (f" ({FEW_TASKS_NOTE})" if n < FEW_TASKS else "")
+        + f"; every plan of a task measured back-to-back in {meta.get('rounds', '?')} rounds, median kept."
         + (f" Host load average (1 min) while measuring: {min(loads):.1f} to {max(loads):.1f} on "
            f"{host.get('cpu_count', '?')} CPUs (other processes slow timings down)." if loads else ""), "",
-        ("| algorithm | planned | cost ms (geomean) | ratio to best heuristic | wins "
-         "| clearly better / worse | gap to lower bound | planning s (mean / max) "
-         "| prediction error | noise |"),
-        "|---|---|---|---|---|---|---|---|---|---|",
+        (f"| algorithm | planned | cost ms (geomean) "
+         f"| ratio to best heuristic [{level:.0%} interval] (tasks) | verdict "
+         "| vs torchrec [interval] verdict (tasks) | wins | clearly better / worse "
+         "| cost / estimate (not a bound) | planning s (mean / max) | prediction error | noise |"),
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in summaries:
         name = s.algorithm + (" (heuristic)" if s.heuristic else "")
+        c = s.vs_best_heuristic
         out.append(
             f"| {name} | {s.tasks_ok}/{s.tasks_total} | {_fmt(s.geomean_ms, '.2f')} "
-            f"| {_fmt(s.geomean_ratio_to_best_heuristic)} | {s.wins} | {s.clear_wins} / {s.clear_losses} "
-            f"| {_pct(s.geomean_gap_to_lower_bound)} "
+            f"| {_cell(c)} | {'-' if c is None else c.verdict} | {_cell(s.vs_torchrec, True)} "
+            f"| {s.wins} | {s.clear_wins} / {s.clear_losses} "
+            f"| {_fmt(s.geomean_ratio_to_estimate)} "
             f"| {_fmt(s.mean_planning_s, '.3f')} / {_fmt(s.max_planning_s, '.3f')} "
             f"| {_pct(s.prediction_error, False)} | {_pct(s.noise, False)} |"
         )
     out += [
         "",
         "Ratio to best heuristic: per task, the plan's measured cost over the cheapest heuristic plan of "
-        "that task (an oracle pick among all heuristics), then the geometric mean; below 1 is better. "
-        "Gap to lower bound: geometric mean of cost / bound - 1"
-        + (f" (bound: autoshard.planners.exact.lower_bound with the {', '.join(lb_models)} cost of every "
-           "table alone, linearised; measured separately from the plans, so noise or non-additive kernels "
-           "can make a gap negative)" if lb_models else " (no bound available)")
+        "that task (an oracle pick among all heuristics), then the geometric mean over the tasks counted; "
+        f"below 1 is better. Interval: {level:.0%} percentile bootstrap of that geometric mean over "
+        f"{resamples} resamples of the tasks (with replacement) and, within every drawn task, of its "
+        "measurement rounds (the best heuristic re-picked on each draw). Verdict: better only when the whole "
+        "interval is below 1, worse only when it is above 1, otherwise no clear difference. With fewer than "
+        f"{FEW_TASKS} tasks the interval is wide, and a bootstrap over very few tasks still tends to "
+        "understate the uncertainty. "
+        "vs torchrec: the same against TorchRec's planner, on the tasks where it produced a plan. "
+        "Cost / estimate: geometric mean of the measured cost over the task's estimate (not a bound)"
+        + (f": autoshard.planners.exact.lower_bound with the {lb_model}cost of every table alone, "
+           "linearised, of the slowest device's fwd + bwd + own comm; it is computed separately from "
+           "the plans and leaves out what the measured step adds or saves, so a measured plan can come in "
+           "below it" if has_estimate else ": none available")
         + ". Prediction error: mean |predicted - measured| / measured of the plan cost by the planning "
         "model. "
         "Wins: tasks where its plan measured cheapest of all. Clearly better / worse: tasks where every "
@@ -109,9 +174,14 @@ def markdown(title: str, command: str, summaries: Sequence[AlgoSummary], results
         "within the measurement spread). Noise: median spread (max - min) / median of a plan's cost across "
         "rounds.", "",
     ]
+    estimate = estimate_lines(results)
+    if estimate:
+        out += [*estimate, ""]
     verdicts = verdict_lines(summaries)
     if verdicts:
         out += ["Verdict:", "", *verdicts, ""]
+        if few:
+            out += [f"Note: {FEW_TASKS_NOTE}.", ""]
     else:
         out += [("Verdict: no non-heuristic algorithm ran, so nothing here compares autoshard's learned or "
                  "searching planners with the heuristics."), ""]
@@ -122,7 +192,7 @@ def markdown(title: str, command: str, summaries: Sequence[AlgoSummary], results
     if failures:
         out += ["Planner errors:", "", *[f"- {s.algorithm}: {e}" for s in failures for e in s.errors[:3]], ""]
     if lb_notes:
-        out += [f"Lower bound: {'; '.join(lb_notes)}", ""]
+        out += [f"Estimate: {'; '.join(lb_notes)}", ""]
     return "\n".join(out)
 
 

@@ -8,6 +8,8 @@ Reads top to bottom:
 3. ``measure_task``: the distinct device contents of all plans of the task are timed back-to-back by the same
    evaluator, in ``rounds`` rounds with the order rotated; the median per device and component is kept. Plans
    that put the same tables on a device share its measurement, so identical devices compare identically.
+   The step's collectives are the evaluator's comm model or, with ``collectives='measure'``, every plan's
+   all-to-alls timed with its own splits on D processes (``measure_collectives``).
 4. ``run_bench``: loops over the tasks, writing one JSON per task as it goes (a re-run resumes); the summary
    and report are ``autoshard.bench``'s.
 """
@@ -17,14 +19,17 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
+from autoshard.breakdown import CollectiveCost
 from autoshard.costs.base import CostModel, plan_cost
-from autoshard.costs.step import compose, plan_collectives
+from autoshard.costs.comm import AlphaBeta
+from autoshard.costs.step import ALL_TO_ALLS, collective_matrices, compose, device_volumes, plan_collectives
 from autoshard.errors import AutoshardError
+from autoshard.hardware.collectives import measure_all_to_alls
 from autoshard.io import read_json, write_json
 from autoshard.pipeline.progress import Progress, no_progress
 from autoshard.pipeline.results import AlgoResult, TaskResult
@@ -81,9 +86,36 @@ EvaluatorFactory = Callable[[], CostModel]
 round gets a new instance: the same evaluator (class and settings), measuring again."""
 
 
+def measure_collectives(task: Task, results: Sequence[AlgoResult], comm: AlphaBeta,
+                        backend: str = "auto") -> dict[str, tuple[CollectiveCost, ...]]:
+    """Every planned result's collectives with its all-to-alls timed with the plan's own splits on D local
+    processes, all plans of the task in one process group (``hardware.collectives``); the network model's
+    estimate is kept beside each measurement."""
+    planned = [r for r in results if r.ok and r.plan is not None]
+    modelled = {r.algorithm: plan_collectives(task, comm, r.plan.device_shards(task)) for r in planned}
+    if task.num_devices <= 1 or not planned:
+        return modelled
+    matrices = []
+    for r in planned:
+        m = collective_matrices(task, device_volumes(task, r.plan.device_shards(task)))
+        matrices.extend(m[name] for name in ALL_TO_ALLS)
+    timings = iter(measure_all_to_alls(matrices, backend=backend))
+    out = {}
+    for r in planned:
+        timed = {name: next(timings).ms for name in ALL_TO_ALLS}
+        out[r.algorithm] = tuple(replace(c, ms=timed[c.name], measured_ms=timed[c.name]) if c.name in timed
+                                 else c for c in modelled[r.algorithm])
+    return out
+
+
 def measure_task(task: Task, results: Sequence[AlgoResult], make_evaluator: EvaluatorFactory, rounds: int,
-                 progress: Progress = no_progress) -> list[AlgoResult]:
-    """Measure every planned result of ``task`` in ``rounds`` interleaved rounds, a fresh evaluator each."""
+                 progress: Progress = no_progress, collectives: str = "model",
+                 backend: str = "auto") -> list[AlgoResult]:
+    """Measure every planned result of ``task``: its devices' kernels in ``rounds`` interleaved rounds, a
+    fresh evaluator each, and the step's collectives from the evaluator's comm model (``collectives=
+    'model'``) or timed on D processes (``'measure'``)."""
+    if collectives not in ("model", "measure"):
+        raise AutoshardError(f"collectives {collectives!r}: use 'model' or 'measure'")
     if rounds < 1:
         raise AutoshardError(f"rounds {rounds} must be >= 1")
     planned = [r for r in results if r.ok and r.plan is not None]
@@ -105,6 +137,8 @@ def measure_task(task: Task, results: Sequence[AlgoResult], make_evaluator: Eval
                 per_round[rnd, index[k]] = row
         progress("measure", rnd + 1, rounds)
     median = np.median(per_round, axis=0)
+    timed = (measure_collectives(task, results, comm, backend)
+             if collectives == "measure" and comm is not None else {})
     out = []
     for r in results:
         if r.algorithm not in layouts:
@@ -112,15 +146,16 @@ def measure_task(task: Task, results: Sequence[AlgoResult], make_evaluator: Eval
             continue
         devs = layouts[r.algorithm]
         med = np.array([median[index[k]] if k else np.zeros(3) for k in devs])
-        collectives = plan_collectives(task, comm, r.plan.device_shards(task)) if comm is not None else ()
+        steps = timed.get(r.algorithm) or (plan_collectives(task, comm, r.plan.device_shards(task))
+                                            if comm is not None else ())
         # each round's step: that round's slowest fwd and bwd, plus the step's collectives
         rounds_ms = tuple(
-            compose(np.array([per_round[rnd, index[k]] if k else np.zeros(3) for k in devs]), collectives,
+            compose(np.array([per_round[rnd, index[k]] if k else np.zeros(3) for k in devs]), steps,
                     source).plan_ms for rnd in range(rounds))
         device_rounds = tuple(
             tuple((float(per_round[rnd, index[k], 0]), float(per_round[rnd, index[k], 1]))
                   if k else (0.0, 0.0) for k in devs) for rnd in range(rounds))
-        measured = compose(med, collectives, source)
+        measured = compose(med, steps, source)
         out.append(AlgoResult(r.algorithm, True, r.error, r.plan.with_cost(measured), r.predicted, measured,
                               rounds_ms, device_rounds))
     return out
@@ -148,6 +183,11 @@ class BenchConfig:
     'planning': with the planning cost model (compared with predicted costs); 'none': skip."""
     key: str = ""
     """Identity of the run's settings and models, stored with each task's result for resuming."""
+    collectives: str = "model"
+    """'measure': time every plan's all-to-alls with its own splits on D local processes; 'model': the
+    evaluator's comm model (alpha-beta), labelled modelled in the results."""
+    comm_backend: str = "auto"
+    """Process-group backend for measured collectives (auto: NCCL with one GPU per rank, else gloo)."""
 
 
 def run_bench(tasks: Sequence[Task], config: BenchConfig, make_evaluator: EvaluatorFactory,
@@ -167,7 +207,8 @@ def run_bench(tasks: Sequence[Task], config: BenchConfig, make_evaluator: Evalua
         planned = plan_task(task, config.algorithms, config.options, config.options.cost_model)
         load_before = _load_average()
         measured = measure_task(task, planned, make_evaluator, config.rounds,
-                                lambda w, d, t, name=task.name: progress(f"measure {name}", d, t))
+                                lambda w, d, t, name=task.name: progress(f"measure {name}", d, t),
+                                config.collectives, config.comm_backend)
         lb, note, lb_model = None, "", ""
         if config.lower_bound_on == "evaluator":
             evaluator = make_evaluator()

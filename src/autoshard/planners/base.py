@@ -15,6 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 from autoshard.costs.base import CostModel
 from autoshard.errors import AutoshardError
 from autoshard.plan import Plan, validate
+from autoshard.planners.row_split import split_oversize
 from autoshard.tasks import Task
 
 
@@ -23,7 +24,7 @@ class Planner(Protocol):
     name: str
 
     def plan(self, task: Task) -> Plan:
-        """A valid plan for ``task``, or InfeasibleError naming the table that does not fit."""
+        """A valid plan for ``task``, or InfeasibleError naming what does not fit."""
         ...
 
 
@@ -68,8 +69,8 @@ PLANNERS: dict[str, tuple[str, str]] = {
     "ilp": ("autoshard.planners.exact:ilp_planner",
             "exact min-max table-wise placement (CP-SAT) over per-table predicted costs; reports the gap"),
     "torchrec": ("autoshard.torchrec.baseline:torchrec_planner",
-                 ("TorchRec's EmbeddingShardingPlanner (table/column-wise, fused) on the task's memory, "
-                  "read back")),
+                 ("TorchRec's EmbeddingShardingPlanner (table/column/row-wise, data-parallel) on the task's "
+                  "memory, read back")),
 }
 
 
@@ -121,10 +122,14 @@ def _parse(name: str, text: str, kind: type) -> object:
 
 def run_planner(planner: Planner, task: Task) -> Plan:
     """Plan ``task``, record the wall time, and validate the result (a planner bug never yields a bad
-    plan)."""
+    plan). Tables larger than any device are cut into row pieces for the planner and merged into row-wise
+    shards after (``row_split``), unless the planner plans rows itself (``plans_rows = True``)."""
     task.check_fits()
     start = time.perf_counter()
-    plan = planner.plan(task)
+    pieces = None if getattr(planner, "plans_rows", False) else split_oversize(task)
+    plan = planner.plan(task if pieces is None else pieces.task)
+    if pieces is not None:
+        plan = pieces.merge(plan)
     elapsed = time.perf_counter() - start
     validate(plan, task)
     return replace(plan, planning_time_s=elapsed, task_name=task.name)

@@ -52,6 +52,7 @@ from autoshard.planners.column_split import (
     to_plan,
 )
 from autoshard.planners.pricing import ShardCosts, plan_costs
+from autoshard.planners.row_split import is_piece
 from autoshard.tasks import Task
 
 log = logging.getLogger(__name__)
@@ -168,7 +169,10 @@ class NeuroShardPlanner:
         """Positions of the shards a child may halve: splittable, table not yet on every device, and among the
         ``candidates`` largest by memory or costliest by predicted cost."""
         counts = shards_per_table(layout, task.num_tables)
-        ok = [p for p, s in enumerate(layout) if can_halve(s.dim) and counts[s.table] < task.num_devices]
+        # row pieces of a table larger than a device (``row_split``) stay whole: a row range is never
+        # column-split too
+        ok = [p for p, s in enumerate(layout) if can_halve(s.dim) and counts[s.table] < task.num_devices
+              and not is_piece(task, task.tables[s.table].name)]
         if len(ok) <= self.config.candidates:
             return ok
         load, memory = costs.load(layout)[ok], costs.memory(layout)[ok]

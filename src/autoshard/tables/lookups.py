@@ -78,7 +78,8 @@ def sample_lookups(table: Table, batch_size: int, seed: int = 0, rows: int | Non
     np.cumsum(lengths, out=offsets[1:])
     vocab = table.rows if spec.vocab is None else max(1, min(int(spec.vocab), table.rows))
     ranks = _power_law_ranks(rng, int(offsets[-1]), vocab, spec.alpha)
-    indices = _rank_to_row(ranks, table.rows, spec.seed) % n_rows
+    rows = ranks if spec.sorted_ids else _rank_to_row(ranks, table.rows, spec.seed)
+    indices = rows % n_rows
     return Lookups(indices.astype(np.int64), offsets)
 
 

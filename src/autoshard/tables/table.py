@@ -99,6 +99,9 @@ class LookupSpec:
     vocab: int | None = None
     """Number of distinct rows the power law is drawn over (POWER_LAW only): the table's active vocabulary,
     scattered over all rows; None = all rows."""
+    sorted_ids: bool = False
+    """POWER_LAW only: ids numbered by frequency (row 0 the hottest, as vocabularies built by count are),
+    instead of the hot rows scattered over the table. Row shards of such a table are strongly unequal."""
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"kind": self.kind.value, "seed": self.seed}
@@ -106,6 +109,8 @@ class LookupSpec:
             d.update(alpha=self.alpha, pooling_cv=self.pooling_cv)
             if self.vocab is not None:
                 d.update(vocab=self.vocab)
+            if self.sorted_ids:
+                d.update(sorted_ids=True)
         else:
             d.update(trace_path=self.trace_path, trace_table=self.trace_table)
         return d
@@ -126,6 +131,7 @@ class LookupSpec:
             trace_path=d.get("trace_path"),
             trace_table=d.get("trace_table"),
             vocab=int(d["vocab"]) if d.get("vocab") is not None else None,
+            sorted_ids=bool(d.get("sorted_ids", False)),
         )
 
 

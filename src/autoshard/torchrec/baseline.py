@@ -1,12 +1,44 @@
 """TorchRec's own ``EmbeddingShardingPlanner`` as a baseline on an autoshard task.
 
 The task's tables become an EmbeddingBagCollection on ``meta`` (nothing allocated, real row counts). TorchRec
-plans it on a ``Topology`` of ``task.num_devices`` ranks whose per-device memory is ``task.device_memory``,
-with its default proposers, perf model and GreedyPerfPartitioner, allowed ``table_wise`` and ``column_wise``
-and the ``fused`` kernel only (what an autoshard plan can hold), and its plan is read back into a ``Plan``.
+plans it on a ``Topology`` of ``task.num_devices`` ranks on one host whose per-device memory is
+``task.device_memory``, with its default proposers, perf model and GreedyPerfPartitioner, and its plan is read
+back into a ``Plan`` (``autoshard.torchrec.export.from_sharding_plan``).
+
+What TorchRec is offered: every sharding type a Plan can hold and autoshard's step model prices, with the
+``fused`` kernel (``dense`` for data_parallel), less what TorchRec's sharder does not propose on the compute
+device or the task cannot express. Checked with TorchRec 1.8 (``EmbeddingBagCollectionSharder``):
+
+- ``table_wise``, ``column_wise``: proposed on ``cpu`` and ``cuda`` topologies, ``fused`` kernel.
+- ``data_parallel``: proposed on both, but only with the ``dense`` kernel (the sharder lists no other for it;
+  constrained to ``fused`` alone TorchRec finds no option for the table). So every table's constraint allows
+  ``fused`` and ``dense``; TorchRec's kernel filter keeps ``fused`` for the sharded types (where ``dense`` is
+  not offered) and ``dense`` for data_parallel, which is what ``to_sharding_plan`` writes back.
+- ``row_wise``: proposed on ``cuda`` only. The sharder's ``sharding_types("cpu")`` leaves the row-based types
+  out (TorchRec issue 1252: gloo lacked reduce-scatter), so the enumerator never builds a row-wise option on
+  a ``cpu`` topology, not even for planning alone (constrained to row_wise alone, TorchRec finds no option for
+  the table). So on ``cpu`` the baseline drops it from what it offers (and refuses a setting of row_wise
+  alone). Planning is pure Python on meta tensors, so ``compute_device='cuda'`` plans with row_wise on any
+  host (perf model and memory tier of a GPU; see ``make_topology``).
+- ``table_row_wise``: not offered. It splits rows over the ranks of one host and needs a topology with hosts
+  (``local_world_size < world_size``); a task has no host grouping, so its topology is one host, where
+  TorchRec's table_row_wise is row_wise over all ranks under another name.
+- ``table_column_wise`` and ``grid_shard`` are not offered: a Plan cannot hold them.
+
+``column_wise`` is offered only for tables whose dim is a multiple of ``COLUMN_SHARD_MULTIPLE``: TorchRec cuts
+columns into blocks of a multiple of 4 or leaves the table one block, which a Plan holds only if its dim is a
+multiple of 4.
+
+A table larger than any device is handed to TorchRec whole (``TorchRecPlanner.plans_rows``: ``run_planner``
+does not cut it into row pieces first), so TorchRec splits it its own way: row_wise on ``cuda``, column_wise
+on either (on ``cpu`` that is all it can do, so a table that does not fit in ``dim / 4`` column blocks of one
+device each finds no plan there; plan with ``compute_device=cuda``).
 
 What is held equal, so the comparison is fair and TorchRec's plan passes ``autoshard.plan.validate``:
 
+- Column splits. autoshard's planners split columns in multiples of ``COLUMN_SHARD_MULTIPLE`` (4); TorchRec's
+  ``min_partition`` (smallest column block; TorchRec's default is 128, so a table of dim < 256 is never split)
+  defaults here to the same 4. ``min_partition`` may be set (e.g. 128 for TorchRec's own default).
 - Memory. TorchRec's default storage estimate of a training shard is its weights, optimizer state as TorchRec
   infers it from the sharder's fused_params (none by default, whatever the task says), plus input/output
   buffers; and HeuristicalStorageReservation keeps 15% of every device back. Measured with TorchRec 1.8 on a
@@ -14,16 +46,19 @@ What is held equal, so the comparison is fair and TorchRec's plan passes ``autos
   pooling 20: 1.033x our ``task.table_memory``; 1M x 64: 1.003x; 4M x 128: 1.001x; 10k x 16, pooling 10: 1.46x
   (~0.3-0.85 MB of buffers per table). Close for real tables, but with the 15% reserve TorchRec would refuse
   tasks autoshard places, and with optimizer state its plans could overflow the task. So every shard's storage
-  here is exactly ``task.table_memory(table, shard_cols)`` (``TaskStorageEstimator``) and nothing is reserved
+  here is exactly ``task.table_memory(table, shard_cols, shard_rows)`` (``TaskStorageEstimator``; a row shard
+  holds fewer rows, a data_parallel replica the whole table) and nothing is reserved
   (``FixedPercentageStorageReservation(0)``): both planners see the same capacity and the same sizes. The
   capacity goes to the tier the fused kernel uses: DDR for compute device ``cpu``, HBM for ``cuda``.
 - Batch. ``task.batch_size`` is what each device's kernels process; TorchRec's ``batch_size`` is per rank and
-  its kernels see ``batch_size x world_size`` under table-wise sharding, so it gets ``ceil(batch_size / D)``.
+  its kernels see ``batch_size x world_size`` under table-, column- and row-wise sharding (a data_parallel
+  replica sees its rank's ``batch_size``, as autoshard prices it), so it gets ``ceil(batch_size / D)``.
 - Pooling. Each table's ``pooling_factor`` is passed as TorchRec's ``pooling_factors`` constraint.
 - Names. Table (and feature) names are the task's, so TorchRec's plan is keyed by them.
 
 A column-wise split TorchRec makes with two non-adjacent column blocks on one rank cannot be held by a Plan;
-that table is then constrained to ``table_wise`` and TorchRec plans again (``MAX_REPLANS`` times at most).
+that table is then no longer offered ``column_wise`` (its other offered types stay) and TorchRec plans again
+(``MAX_REPLANS`` times at most).
 """
 
 from __future__ import annotations
@@ -34,18 +69,29 @@ from dataclasses import dataclass
 from typing import Any
 
 from autoshard.errors import AutoshardError, InfeasibleError, PlanError
-from autoshard.plan import Plan, ShardingType
+from autoshard.plan import COLUMN_SHARD_MULTIPLE, Plan, ShardingType
 from autoshard.planners.base import PlannerOptions
 from autoshard.tasks import Task
 
 logger = logging.getLogger(__name__)
 
-ALLOWED_SHARDING_TYPES = (ShardingType.TABLE_WISE.value, ShardingType.COLUMN_WISE.value)
-"""What a Plan can hold; TorchRec's row_wise, table_row_wise, grid_shard and data_parallel are not offered."""
+ALLOWED_SHARDING_TYPES = (ShardingType.TABLE_WISE.value, ShardingType.COLUMN_WISE.value,
+                          ShardingType.ROW_WISE.value, ShardingType.DATA_PARALLEL.value)
+"""What TorchRec may be offered (and is, by default): a Plan's types less table_row_wise (the task has no
+hosts; see the module docstring). row_wise takes effect on a ``cuda`` topology only."""
+
+NOT_OFFERED = {
+    ShardingType.TABLE_ROW_WISE.value: "a task has no host grouping; on its one-host topology TorchRec's "
+                                       "table_row_wise is row_wise",
+}
+"""Sharding types a Plan can hold that the baseline does not offer, and why."""
+
+DEFAULT_MIN_PARTITION = COLUMN_SHARD_MULTIPLE
+"""Smallest column block TorchRec may cut: autoshard's column-shard multiple, not TorchRec's 128."""
 
 MAX_REPLANS = 3
-"""Re-plans after forcing tables whose column shards TorchRec split non-adjacently onto one rank to
-table_wise."""
+"""Re-plans after no longer offering column_wise to tables whose column shards TorchRec split non-adjacently
+onto one rank."""
 
 COMPUTE_DEVICES = ("cpu", "cuda")
 
@@ -58,8 +104,9 @@ class TorchRecBaselineConfig:
     """TorchRec's compute device; it picks the perf model's bandwidths and which memory tier holds the
     shards."""
     sharding_types: tuple[str, ...] = ALLOWED_SHARDING_TYPES
-    """Sharding types TorchRec may use (a subset of table_wise, column_wise)."""
-    min_partition: int | None = None
+    """Sharding types TorchRec may use (a subset of ``ALLOWED_SHARDING_TYPES``; those TorchRec does not
+    propose on the compute device are dropped, e.g. row_wise on cpu)."""
+    min_partition: int | None = DEFAULT_MIN_PARTITION
     """Smallest column-wise shard width TorchRec may use (None: TorchRec's default, 128 columns)."""
     timeout_seconds: int | None = None
     """TorchRec planner time limit (None: no limit)."""
@@ -93,7 +140,8 @@ def per_rank_batch(task: Task) -> int:
 
 
 class TaskStorageEstimator:
-    """A TorchRec ShardEstimator giving every shard the task's own memory size (weights + optimizer state)."""
+    """A TorchRec ShardEstimator giving every shard the task's own memory size (weights + optimizer state) for
+    its rows and columns."""
 
     def __init__(self, task: Task, compute_device: str) -> None:
         self._tables = {t.name: t for t in task.tables}
@@ -106,31 +154,60 @@ class TaskStorageEstimator:
         for option in sharding_options:
             table = self._tables[option.name]
             for shard in option.shards:
-                need = self._task.table_memory(table, int(shard.size[1]))
+                need = self._task.table_memory(table, int(shard.size[1]), int(shard.size[0]))
                 shard.storage = Storage(hbm=0, ddr=need) if self._cpu else Storage(hbm=need, ddr=0)
 
 
+def proposed_sharding_types(compute_device: str) -> tuple[str, ...]:
+    """Sharding types TorchRec's EmbeddingBagCollectionSharder proposes on ``compute_device`` (of those a Plan
+    can hold)."""
+    from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
+
+    proposed = set(EmbeddingBagCollectionSharder().sharding_types(compute_device))
+    return tuple(t.value for t in ShardingType if t.value in proposed)
+
+
+def offered_sharding_types(config: TorchRecBaselineConfig) -> tuple[str, ...]:
+    """``config.sharding_types`` that TorchRec proposes on ``config.compute_device``; AutoshardError if
+    none."""
+    proposed = proposed_sharding_types(config.compute_device)
+    offered = tuple(t for t in config.sharding_types if t in proposed)
+    if not offered:
+        raise AutoshardError(f"TorchRec proposes none of {list(config.sharding_types)} on compute device "
+                             f"{config.compute_device!r} (it proposes {', '.join(proposed)}); offer one of "
+                             "those, or plan with compute_device=cuda for row_wise")
+    return offered
+
+
+def _table_types(offered: tuple[str, ...], dim: int, no_column_wise: bool) -> list[str]:
+    types = [t for t in offered if t != ShardingType.COLUMN_WISE.value
+             or not no_column_wise and dim % COLUMN_SHARD_MULTIPLE == 0]
+    return types or [ShardingType.TABLE_WISE.value]
+
+
 def torchrec_constraints(
-    task: Task, config: TorchRecBaselineConfig, table_wise_only: set[str]
+    task: Task, config: TorchRecBaselineConfig, no_column_wise: set[str]
 ) -> dict[str, Any]:
-    """TorchRec ParameterConstraints per table: allowed sharding types, fused kernel, pooling factor."""
+    """TorchRec ParameterConstraints per table: offered sharding types (column_wise not for tables in
+    ``no_column_wise`` nor of a dim it cannot split in multiples of 4), kernels, min_partition, pooling."""
     from torchrec.distributed.planner.types import ParameterConstraints
 
-    from autoshard.torchrec.export import FUSED_KERNEL
+    from autoshard.torchrec.export import DENSE_KERNEL, FUSED_KERNEL
 
-    return {
-        t.name: ParameterConstraints(
-            sharding_types=[ShardingType.TABLE_WISE.value] if t.name in table_wise_only else list(
-                config.sharding_types),
-            compute_kernels=[FUSED_KERNEL],
-            min_partition=config.min_partition,
-            pooling_factors=[float(t.pooling_factor)],
-        )
-        for t in task.tables
-    }
+    offered = offered_sharding_types(config)
+    constraints = {}
+    for t in task.tables:
+        types = _table_types(offered, t.dim, t.name in no_column_wise)
+        # one list for all the table's types: TorchRec keeps of it what the sharder lists for each type
+        # (fused for the sharded types, dense for data_parallel)
+        kernels = sorted({DENSE_KERNEL if ShardingType(st).replicates else FUSED_KERNEL for st in types})
+        constraints[t.name] = ParameterConstraints(sharding_types=types, compute_kernels=kernels,
+                                                   min_partition=config.min_partition,
+                                                   pooling_factors=[float(t.pooling_factor)])
+    return constraints
 
 
-def torchrec_sharding_plan(task: Task, config: TorchRecBaselineConfig, table_wise_only: set[str]) -> Any:
+def torchrec_sharding_plan(task: Task, config: TorchRecBaselineConfig, no_column_wise: set[str]) -> Any:
     """Run TorchRec's EmbeddingShardingPlanner on ``task``; returns its ShardingPlan."""
     from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
     from torchrec.distributed.planner import EmbeddingShardingPlanner
@@ -144,7 +221,7 @@ def torchrec_sharding_plan(task: Task, config: TorchRecBaselineConfig, table_wis
 
     topology = make_topology(task, config.compute_device)
     batch = per_rank_batch(task)
-    constraints = torchrec_constraints(task, config, table_wise_only)
+    constraints = torchrec_constraints(task, config, no_column_wise)
     enumerator = EmbeddingEnumerator(
         topology=topology, batch_size=batch, constraints=constraints,
         estimator=[EmbeddingPerfEstimatorFactory.create(DEFAULT_PERF_ESTIMATOR, topology=topology,
@@ -168,6 +245,9 @@ class TorchRecPlanner:
     """``--algo torchrec``: TorchRec's EmbeddingShardingPlanner on the task, its plan read back."""
 
     name = "torchrec"
+    plans_rows = True
+    """TorchRec gets every table whole, also one larger than a device, and splits it itself (row_wise on a
+    cuda topology, column_wise on either); ``run_planner`` does not cut it into row pieces beforehand."""
 
     def __init__(self, config: TorchRecBaselineConfig | None = None) -> None:
         self.config = config or TorchRecBaselineConfig()
@@ -176,20 +256,32 @@ class TorchRecPlanner:
 
         bad = [s for s in self.config.sharding_types if s not in ALLOWED_SHARDING_TYPES]
         if bad or not self.config.sharding_types:
+            why = f" ({bad[0]}: {NOT_OFFERED[bad[0]]})" if bad and bad[0] in NOT_OFFERED else ""
             raise AutoshardError(f"sharding types {list(self.config.sharding_types)}: use a non-empty "
-                                 f"subset of {list(ALLOWED_SHARDING_TYPES)}")
+                                 f"subset of {list(ALLOWED_SHARDING_TYPES)}{why}")
+        if self.config.min_partition is not None and self.config.min_partition < 1:
+            raise AutoshardError(f"min_partition {self.config.min_partition} must be a positive number of "
+                                 "columns")
+        if self.config.compute_device not in COMPUTE_DEVICES:
+            raise AutoshardError(f"compute device {self.config.compute_device!r} unknown; "
+                                 f"use one of {', '.join(COMPUTE_DEVICES)}")
+        dropped = [s for s in self.config.sharding_types if s not in offered_sharding_types(self.config)]
+        if dropped:
+            logger.debug("TorchRec does not propose %s on compute device %s; not offered", dropped,
+                        self.config.compute_device)
 
     def plan(self, task: Task) -> Plan:
         from autoshard.torchrec.export import from_sharding_plan, placement_from_parameter_sharding
 
-        table_wise_only: set[str] = set()
+        dims = {t.name: t.dim for t in task.tables}
+        no_column_wise: set[str] = set()
         for _ in range(MAX_REPLANS + 1):
-            sharding_plan = torchrec_sharding_plan(task, self.config, table_wise_only)
+            sharding_plan = torchrec_sharding_plan(task, self.config, no_column_wise)
             module_plan = next(iter(sharding_plan.plan.values()))
             split = set()
             for name, ps in module_plan.items():
                 try:
-                    placement_from_parameter_sharding(name, ps)
+                    placement_from_parameter_sharding(name, ps, dims.get(name))
                 except PlanError:
                     if ps.sharding_type != ShardingType.COLUMN_WISE.value:
                         raise
@@ -197,15 +289,16 @@ class TorchRecPlanner:
             if not split:
                 return from_sharding_plan(sharding_plan, task, algorithm=self.name)
             logger.info("torchrec put non-adjacent column shards of %s on one rank; "
-                        "re-planning them table_wise", sorted(split))
-            table_wise_only |= split
-        raise PlanError(f"torchrec kept splitting tables {sorted(table_wise_only)} into column shards "
-                        "autoshard cannot hold; plan with sharding_types=('table_wise',)")
+                        "re-planning them without column_wise", sorted(split))
+            no_column_wise |= split
+        raise PlanError(f"torchrec kept splitting tables {sorted(no_column_wise)} into column shards "
+                        "autoshard cannot hold; plan without column_wise in sharding_types")
 
 
 def torchrec_planner(options: PlannerOptions) -> TorchRecPlanner:
-    """Registry factory; ``options.extra`` may set compute_device, sharding_types, min_partition,
-    timeout_seconds. ``options.time_limit_s`` is not applied: TorchRec's planner has no anytime result."""
+    """Registry factory; ``options.extra`` may set compute_device, sharding_types, min_partition (default
+    ``DEFAULT_MIN_PARTITION``; ``none``: TorchRec's own), timeout_seconds. ``options.time_limit_s`` is not
+    applied: TorchRec's planner has no anytime result."""
     extra = dict(options.extra)
     known = {"compute_device", "sharding_types", "min_partition", "timeout_seconds"}
     unknown = sorted(set(extra) - known)
@@ -218,6 +311,16 @@ def torchrec_planner(options: PlannerOptions) -> TorchRecPlanner:
     return TorchRecPlanner(TorchRecBaselineConfig(
         compute_device=str(extra.get("compute_device", "cpu")),
         sharding_types=tuple(st),
-        min_partition=int(extra["min_partition"]) if extra.get("min_partition") is not None else None,
+        min_partition=_min_partition(extra.get("min_partition", DEFAULT_MIN_PARTITION)),
         timeout_seconds=int(extra["timeout_seconds"]) if extra.get("timeout_seconds") is not None else None,
     ))
+
+
+def _min_partition(value: Any) -> int | None:
+    if value is None or str(value).strip().lower() == "none":
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise AutoshardError(f"torchrec planner: min_partition {value!r} is not a whole number of columns "
+                             "(or none for TorchRec's default)") from None

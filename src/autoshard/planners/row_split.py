@@ -1,0 +1,102 @@
+"""Tables larger than any device: split into row pieces before planning, merged into row-wise shards after.
+
+Every planner places whole tables (or column shards of them). A table that fits on no device is therefore
+cut, before the planner runs, into ``k`` equal row pieces, ``k = ceil(memory / (PIECE_FILL x largest
+device))``, each a table of its own in a derived task (rows ``1 / k`` of the table's, looked up ``1 / k`` of
+its pooling: the uniform share a row shard gets, the estimate every cost model makes of a row shard, see
+``autoshard.shards.ShardRef.lookup_share``). The planner places the pieces like any table, under the same
+memory constraint, so every planner (heuristics, search, ilp, rl) handles such tables the same way and no
+planner needs to know about row sharding. Afterwards the pieces on each rank are merged into one contiguous
+row range (pieces are interchangeable, so any assignment of pieces to ranks is one of contiguous ranges:
+ranks in ascending order take consecutive pieces) and the table becomes a ``row_wise`` placement with even
+or uneven ranges. Pieces are never column-split (``Task.meta['row_pieces']`` marks them).
+
+``PIECE_FILL`` < 1 leaves room on a device for other tables beside a piece; a task whose total memory is
+short is refused before any planning, naming the bytes missing (``Task.check_fits``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from autoshard.errors import InfeasibleError
+from autoshard.plan import Plan, ShardingType, TablePlacement
+from autoshard.shards import Shard
+from autoshard.tasks import Task
+
+PIECE_FILL = 0.5
+"""A piece takes at most this share of the largest device, so other tables still fit beside it."""
+
+PIECES_KEY = "row_pieces"
+"""``Task.meta`` key of the derived task: {piece table name: (table name, first row, end row)}."""
+
+
+@dataclass(frozen=True)
+class RowPieces:
+    """The derived task and how its pieces map back to the original tables' rows."""
+
+    task: Task
+    """The task with every oversize table replaced by its pieces."""
+    original: Task
+    pieces: dict[str, tuple[str, int, int]]
+    """Piece name -> (table name, first row, end row)."""
+
+    def merge(self, plan: Plan) -> Plan:
+        """The plan of the derived task as a plan of the original: pieces merged per rank into row ranges."""
+        by_table: dict[str, list[tuple[int, int]]] = {}  # table -> [(rank, rows)]
+        placements = []
+        for p in plan.placements:
+            if p.table not in self.pieces:
+                placements.append(p)
+                continue
+            name, start, end = self.pieces[p.table]
+            by_table.setdefault(name, []).append((p.shards[0].rank, end - start))
+        for t in self.original.tables:
+            if t.name not in by_table:
+                continue
+            rows_on: dict[int, int] = {}
+            for rank, n in by_table[t.name]:
+                rows_on[rank] = rows_on.get(rank, 0) + n
+            shards, start = [], 0
+            for rank in sorted(rows_on):
+                shards.append(Shard(rank, 0, t.dim, start, start + rows_on[rank]))
+                start += rows_on[rank]
+            placements.append(TablePlacement(t.name, ShardingType.ROW_WISE, tuple(shards)))
+        order = {t.name: i for i, t in enumerate(self.original.tables)}
+        placements.sort(key=lambda p: order[p.table])
+        return replace(plan, placements=tuple(placements), task_name=self.original.name)
+
+
+def pieces_needed(task: Task, need: int) -> int:
+    return max(2, math.ceil(need / (PIECE_FILL * max(task.device_memory))))
+
+
+def split_oversize(task: Task) -> RowPieces | None:
+    """The derived task if some table fits on no device alone, else None."""
+    cap = max(task.device_memory)
+    if all(task.table_memory(t) <= cap for t in task.tables):
+        return None
+    tables, pieces = [], {}
+    for t in task.tables:
+        need = task.table_memory(t)
+        if need <= cap:
+            tables.append(t)
+            continue
+        k = min(pieces_needed(task, need), t.rows)
+        bounds = [t.rows * i // k for i in range(k + 1)]
+        for i in range(k):
+            name = f"{t.name}@rows{bounds[i]}-{bounds[i + 1]}"
+            share = (bounds[i + 1] - bounds[i]) / t.rows
+            tables.append(replace(t, name=name, rows=bounds[i + 1] - bounds[i],
+                                  pooling_factor=t.pooling_factor * share))
+            pieces[name] = (t.name, bounds[i], bounds[i + 1])
+    if len({n for n in pieces}) != len(pieces) or any(t.name in pieces for t in task.tables):
+        raise InfeasibleError("row pieces' names collide with table names; rename the tables")
+    meta = {**task.meta, PIECES_KEY: pieces}
+    return RowPieces(replace(task, tables=tuple(tables), meta=meta), task, pieces)
+
+
+def is_piece(task: Task, table_name: str) -> bool:
+    """Whether ``table_name`` is a row piece of a derived task (never to be column-split)."""
+    return table_name in task.meta.get(PIECES_KEY, {})

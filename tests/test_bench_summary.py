@@ -1,0 +1,201 @@
+"""The bench summary's statistics: the bootstrap interval and verdict of a geometric-mean ratio, the estimate
+(``lower_bound_ms``) reported as a ratio, and the report and suite table that state them."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import make_tables
+
+from autoshard.bench.report import markdown, raw_json
+from autoshard.bench.summary import (
+    BETTER,
+    NO_CLEAR_DIFFERENCE,
+    WORSE,
+    AlgoSummary,
+    Comparison,
+    compare,
+    summarize,
+    task_costs_from_json,
+    verdict,
+)
+from autoshard.breakdown import PlanCost
+from autoshard.pipeline.results import AlgoResult, TaskResult
+from autoshard.tasks import Task
+
+SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "suite_summary.py"
+TABLES = tuple(make_tables(4, dims=(8,), max_rows=1000))
+
+
+def _res(algo: str, rounds: list[float]) -> AlgoResult:
+    ms = float(np.median(rounds))
+    return AlgoResult(algo, True, measured=PlanCost.from_array(np.array([[ms, 0.0, 0.0]]), "measured"),
+                      rounds_ms=tuple(rounds))
+
+
+def _tasks(n: int, ratio: float, task_noise: float, round_noise: float, seed: int = 0,
+           lower_bound: float | None = None, torchrec: float | None = None) -> list[TaskResult]:
+    """``n`` tasks where ``x`` costs ``ratio`` times the best heuristic (size_greedy; random is 30% dearer),
+    each task's ratio off by ``task_noise`` times +1, -1, +1/2, -1/2 (in turn) and each of 3 rounds by up to
+    ``round_noise`` (uniformly at random, seeded)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        base = 10.0 + i
+
+        def rounds(ms: float) -> list[float]:
+            return [ms * (1 + round_noise * rng.uniform(-1, 1)) for _ in range(3)]
+
+        off = task_noise * (1, -1, 0.5, -0.5)[i % 4]
+        plans = [_res("size_greedy", rounds(base)), _res("random", rounds(1.3 * base)),
+                 _res("x", rounds(base * ratio * (1 + off)))]
+        if torchrec is not None:
+            plans.append(_res("torchrec", rounds(base * torchrec)))
+        task = Task(tables=TABLES, device_memory=(10**9,), batch_size=64, name=f"t{i}")
+        out.append(TaskResult(task, tuple(plans), lower_bound_ms=lower_bound))
+    return out
+
+
+def _by_name(results: list[TaskResult], algos=("size_greedy", "random", "x")) -> dict[str, AlgoSummary]:
+    return {s.algorithm: s for s in summarize(results, list(algos))}
+
+
+def test_verdict_needs_the_whole_interval_on_one_side_of_one():
+    assert verdict(0.8, 0.99) == BETTER and verdict(1.01, 1.2) == WORSE
+    assert verdict(0.8, 1.0) == verdict(0.97, 1.05) == verdict(None, None) == NO_CLEAR_DIFFERENCE
+
+
+def test_interval_of_a_constant_ratio_is_that_point():
+    # no rounds at all, and rounds where the plan's rounds are the reference's times 0.9 (paired rounds)
+    flat = [{"h": (10.0 + i, ()), "a": (9.0 + 0.9 * i, ())} for i in range(5)]
+    paired = [{"h": (10.0 * (i + 1), (9.0 * (i + 1), 10.0 * (i + 1), 12.0 * (i + 1))),
+               "a": (9.0 * (i + 1), (8.1 * (i + 1), 9.0 * (i + 1), 10.8 * (i + 1)))} for i in range(5)]
+    for tasks in (flat, paired):
+        c = compare(tasks, "a", {"h"})
+        assert c.ratio == pytest.approx(0.9)
+        assert c.low == pytest.approx(0.9) and c.high == pytest.approx(0.9)
+        assert (c.tasks, c.verdict, c.resamples) == (5, BETTER, 2000)
+    # one task gives no interval, and so no verdict
+    one = compare(flat[:1], "a", {"h"})
+    assert (one.tasks, one.low, one.high, one.verdict) == (1, None, None, NO_CLEAR_DIFFERENCE)
+
+
+def test_interval_is_deterministic_and_resamples_rounds():
+    results = _tasks(6, 0.95, 0.05, 0.1)
+    first, again = _by_name(results), _by_name(results)
+    assert first == again
+    c = first["x"].vs_best_heuristic
+    assert c is not None and c.low < c.ratio < c.high
+    # the same tasks without round-to-round noise: a narrower interval (rounds resampled too)
+    quiet = [{a: (ms, ()) for a, (ms, _) in t.items()}
+             for t in (task_costs_from_json(tr.to_json()) for tr in results)]
+    q = compare(quiet, "x", {"size_greedy", "random"})
+    assert q.ratio == pytest.approx(c.ratio) and q.high - q.low < c.high - c.low
+
+
+def test_clearly_better_algorithm_is_better():
+    s = _by_name(_tasks(12, 0.8, 0.02, 0.02))
+    x = s["x"]
+    assert x.vs_best_heuristic.tasks == 12 and x.verdict == BETTER
+    assert x.ratio_interval[1] < 1 and x.ratio_interval[0] <= x.geomean_ratio_to_best_heuristic
+    assert x.clear_wins == 12 and x.clear_losses == 0  # the per-task round-spread counts are kept
+    assert s["random"].verdict == WORSE and s["random"].vs_best_heuristic.low > 1
+
+
+def test_two_percent_with_ten_percent_noise_on_four_tasks_is_no_clear_difference():
+    for seed in range(5):
+        x = _by_name(_tasks(4, 0.98, 0.10, 0.10, seed=seed))["x"]
+        assert x.vs_best_heuristic.tasks == 4 and x.verdict == NO_CLEAR_DIFFERENCE, seed
+        assert x.ratio_interval[0] < 1 < x.ratio_interval[1]
+
+
+def test_comparison_with_torchrec_where_it_ran():
+    results = _tasks(12, 0.8, 0.02, 0.02, torchrec=1.0)
+    s = _by_name(results, ("size_greedy", "x", "torchrec"))
+    assert s["x"].vs_torchrec.reference == "torchrec" and s["x"].vs_torchrec.verdict == BETTER
+    assert s["torchrec"].vs_torchrec is None and s["torchrec"].vs_best_heuristic is not None
+    # not run: no comparison
+    assert _by_name(_tasks(3, 0.8, 0.02, 0.02))["x"].vs_torchrec is None
+
+
+def test_summary_json_round_trips_and_older_summaries_still_read():
+    s = _by_name(_tasks(5, 0.9, 0.02, 0.02, torchrec=1.1))["x"]
+    d = json.loads(json.dumps(s.to_json()))
+    assert d["vs_best_heuristic"]["verdict"] == s.verdict and d["vs_best_heuristic"]["tasks"] == 5
+    assert AlgoSummary.from_json(d) == s
+    old = {k: v for k, v in d.items() if k not in
+           ("vs_best_heuristic", "vs_torchrec", "geomean_ratio_to_estimate", "below_estimate")}
+    legacy = AlgoSummary.from_json(old)
+    assert legacy.vs_best_heuristic is None and legacy.verdict == NO_CLEAR_DIFFERENCE
+    assert Comparison.from_json(d["vs_torchrec"]) == s.vs_torchrec
+
+
+def test_estimate_is_a_ratio_never_a_negative_gap():
+    # every plan measures below the estimate on every task
+    results = _tasks(4, 0.98, 0.10, 0.10, lower_bound=100.0)
+    s = _by_name(results)
+    assert s["x"].below_estimate == 4 and s["x"].geomean_ratio_to_estimate < 1
+    assert s["x"].geomean_gap_to_lower_bound < 0  # the old field, kept for older readers, is not printed
+    md = markdown("unit", "autoshard bench --suite unit", list(s.values()), results, {"rounds": 3})
+    assert "Estimate (not a bound)" in md and "estimate above a measured plan on 4 tasks" in md.lower()
+    assert not re.search(r"-\d+(\.\d+)?%", md), "a negative gap was printed"
+    assert "gap to lower bound" not in md
+
+
+def test_report_states_verdicts_and_task_counts():
+    few = _tasks(4, 0.98, 0.10, 0.10)
+    md = markdown("unit", "cmd", summarize(few, ["size_greedy", "random", "x"]), few, {"rounds": 3})
+    assert "4 test tasks (fewer than 10 tasks: the interval is wide)" in md
+    assert "**x** vs the best heuristic: **no clear difference** over 4 tasks" in md
+    assert "| no clear difference |" in md and "(4 tasks)" in md and "beats" not in md
+    many = _tasks(12, 0.8, 0.02, 0.02, torchrec=1.0)
+    summaries = summarize(many, ["size_greedy", "random", "x", "torchrec"])
+    md = markdown("unit", "cmd", summaries, many, {"rounds": 3})
+    assert "12 test tasks;" in md and "fewer than 10 tasks: the interval is wide" not in md.lower()
+    assert "**x** vs the best heuristic: **better** over 12 tasks (ratio 0." in md
+    assert "vs TorchRec's planner: **better** over 12 tasks" in md
+    assert "| worse |" in md  # random, a heuristic, in the table
+    assert "Estimate (not a bound)" not in md  # no estimate computed
+
+
+def _load_suite_summary():
+    spec = importlib.util.spec_from_file_location("_suite_summary_under_test", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.modules.pop(spec.name, None)
+    return module
+
+
+def test_suite_summary_prints_interval_and_verdict_columns(tmp_path, capsys):
+    results = _tasks(4, 0.98, 0.10, 0.10, lower_bound=100.0, torchrec=1.0)
+    algos = ["size_greedy", "random", "x", "torchrec"]
+    raw = raw_json(summarize(results, algos), results, {"suite": {"name": "unit", "num_tables": 4,
+                                                                  "num_devices": 1}})
+    (tmp_path / "new.json").write_text(json.dumps(raw))
+    # an older results.json: no rounds, no new summary fields
+    for t in raw["tasks"]:
+        for x in t["results"]:
+            x.pop("rounds_ms")
+    raw["summary"] = [{k: v for k, v in s.items() if k not in ("vs_best_heuristic", "vs_torchrec")}
+                      for s in raw["summary"]]
+    raw["suite"] = {"name": "old", "num_tables": 4, "num_devices": 1}
+    (tmp_path / "old.json").write_text(json.dumps(raw))
+    suite_summary = _load_suite_summary()
+    files = [str(tmp_path / "new.json"), str(tmp_path / "old.json")]
+    assert suite_summary.main([*files, "--per-task", "x"]) == 0
+    out = capsys.readouterr().out
+    assert "| 95% interval | verdict |" in out and "| ratio to torchrec |" in out
+    row = r"\| unit \| x \| 4 \| 0\.\d{3} \| \[0\.\d{3}, 1\.\d{3}\] \| no clear difference \|"
+    assert re.search(row, out)
+    assert "| old | x | 4 |" in out and "unit, 4 tasks" in out
+    assert "Fewer than 10 tasks: the interval is wide" in out
+    assert "4 of 4 tasks" in out and not re.search(r"-\d+(\.\d+)?%", out)

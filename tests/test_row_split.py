@@ -1,0 +1,67 @@
+"""Tables larger than any device: every planner splits them by rows (autoshard.planners.row_split)."""
+
+from __future__ import annotations
+
+import pytest
+
+from autoshard.costs.analytical import AnalyticalCostModel
+from autoshard.errors import InfeasibleError
+from autoshard.plan import Plan, ShardingType, TablePlacement, validate
+from autoshard.planners.base import PlannerOptions, available_planners, make_planner, run_planner
+from autoshard.planners.row_split import split_oversize
+from autoshard.tables import LookupKind, LookupSpec, Table
+from autoshard.tasks import Task
+
+MODEL = AnalyticalCostModel()
+GB = 10**9
+
+
+def _task(devices: int = 8, memory: int = 16 * GB) -> Task:
+    """Two 40M-row dim-128 tables (20.48 GB each) beside smaller ones, on 16 GB devices: production sizes."""
+    spec = LookupSpec(LookupKind.POWER_LAW, seed=1, alpha=1.1)
+    big = [Table(f"big{i}", 128, 40_000_000, 30.0 + i, lookups=spec) for i in range(2)]
+    small = [Table(f"t{i}", 64, 2_000_000 * (i + 1), 5.0 + i, lookups=spec) for i in range(8)]
+    return Task(tuple(big + small), (memory,) * devices, name="oversize")
+
+
+@pytest.mark.parametrize("algo", [a for a in available_planners() if a != "torchrec"])
+def test_every_planner_row_splits_tables_larger_than_any_device(algo):
+    task = _task()
+    options = PlannerOptions(cost_model=MODEL, time_limit_s=2, seed=0)
+    plan = run_planner(make_planner(algo, options), task)
+    validate(plan, task)
+    for name in ("big0", "big1"):
+        p = plan.placement(name)
+        assert p.sharding_type is ShardingType.ROW_WISE and len(p.shards) >= 2
+        assert all(s.cols == 128 for s in p.shards)
+    assert all(u <= c for u, c in zip(plan.memory_used(task), task.device_memory))
+
+
+def test_pieces_on_one_rank_merge_into_one_contiguous_range():
+    task = _task(devices=4)
+    pieces = split_oversize(task)
+    assert pieces is not None
+    names = [n for n in pieces.pieces if pieces.pieces[n][0] == "big0"]
+    assert len(names) >= 2
+    ranks = [3, 1] + [3] * (len(names) - 2)  # pieces 0 and 2.. on rank 3, piece 1 on rank 1
+    placements = [TablePlacement.table_wise(n, r, 128) for n, r in zip(names, ranks)]
+    placements += [TablePlacement.table_wise(t.name, 0, t.dim) for t in pieces.task.tables
+                   if t.name not in names]
+    merged = pieces.merge(Plan(tuple(placements), 4, "hand"))
+    p = merged.placement("big0")
+    assert p.sharding_type is ShardingType.ROW_WISE
+    assert [s.rank for s in p.shards] == [1, 3]
+    rows = [s.row_end - s.row_start for s in p.shards]
+    assert sum(rows) == 40_000_000 and p.shards[0].row_start == 0
+    assert p.shards[0].row_end == p.shards[1].row_start
+
+
+def test_no_split_when_every_table_fits_a_device():
+    assert split_oversize(_task(memory=16 * GB)) is not None
+    assert split_oversize(_task(memory=60 * GB)) is None
+
+
+def test_short_total_memory_names_the_bytes_missing():
+    task = _task(devices=2)
+    with pytest.raises(InfeasibleError, match=r"short by [\d.]+GB"):
+        run_planner(make_planner("size_lookup_greedy", PlannerOptions()), task)
