@@ -13,9 +13,8 @@ from autoshard.pipeline.cache import code_version
 from autoshard.planners.base import PLANNERS
 from autoshard.tables import TablePool
 
-pytestmark = pytest.mark.slow
 
-
+@pytest.mark.slow  # real kernels, every registered planner, a policy trained
 def test_tiny_suite_runs_end_to_end_then_resumes_from_cache(tmp_path, capsys):
     tables = tmp_path / "tables.json"
     TablePool.from_tables(make_tables(20, dims=(8, 16, 32), max_rows=5000)).save(str(tables))
@@ -76,6 +75,11 @@ def test_bad_arguments_are_one_line_errors(tmp_path, capsys):
     assert main(["bench", "--suite", "tiny", "-o", str(tmp_path), "--algos", "size_greedy,nope"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "unknown algorithm(s) nope" in err
+    with pytest.raises(SystemExit) as exc:  # a parser error
+        main(["bench", "--suite", "tiny", "-o", str(tmp_path), "--backend", "nope"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--backend" in err
     assert main(["quickstart", "-o", str(tmp_path), "--tables", str(tmp_path / "missing.json")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--tables" in err and "no such file" in err

@@ -141,3 +141,18 @@ def test_replicas_count_whole_on_every_rank(task):
     tw = _plan(task)
     extra = [a - b for a, b in zip(plan.memory_used(task), tw.memory_used(task))]
     assert sorted(extra)[1:] == [task.table_memory(t)] * 3
+
+
+def test_table_row_wise_stays_on_one_host(tables):
+    from autoshard.topology import Topology
+
+    task = Task(tables=tuple(tables), device_memory=(10**9,) * 4, name="hosts", topology=Topology(hosts=2))
+    t = task.tables[0]
+    half = t.rows // 2
+    ok = _rows_plan(task, TablePlacement.row_wise(t.name, [2, 3], [half, t.rows - half], t.dim,
+                                                  ShardingType.TABLE_ROW_WISE))
+    validate(ok, task)
+    across = _rows_plan(task, TablePlacement.row_wise(t.name, [1, 2], [half, t.rows - half], t.dim,
+                                                      ShardingType.TABLE_ROW_WISE))
+    with pytest.raises(PlanError, match="one host"):
+        validate(across, task)

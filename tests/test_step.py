@@ -106,3 +106,25 @@ def test_replicas_all_reduce_their_gradient_and_keep_their_ids_local():
     assert replica == [ShardRef(0, t.dim, replica=True)]
     # ranks 1-3 hold only the replica: they receive no ids
     assert cols["input_ids"].received_bytes[1:] == (0.0, 0.0, 0.0)
+
+
+def test_inter_host_bytes_go_at_the_slower_link():
+    from autoshard.topology import Topology
+
+    one = _task(8, 8)
+    two = Task(one.tables, one.device_memory, batch_size=one.batch_size, name="2x4",
+               topology=Topology(hosts=2, inter_bytes_per_ms=MODEL.comm.bytes_per_ms / 10))
+    plan = Plan.from_ranks(one, list(range(8)), "spread")
+    flat = plan_cost(MODEL, one, plan)
+    hosts = plan_cost(MODEL, two, plan)
+    for a, b in zip(flat.collectives, hosts.collectives):
+        assert a.sent_bytes == b.sent_bytes  # the same bytes move
+        if a.ms > 0 and a.name != "replica_grads":
+            assert b.ms > a.ms  # but half of them cross the 10x slower link
+    # inter-host bytes: rank 0's ids go to the 4 ranks of the other host
+    from autoshard.costs.step import inter_host_bytes
+
+    volumes = device_volumes(two, plan.device_shards(two))
+    sent, _ = inter_host_bytes(two, volumes)["input_ids"]
+    local = two.batch_size / 8
+    np.testing.assert_allclose(sent[0], local * volumes[4:, 0].sum())

@@ -217,6 +217,11 @@ def validate(plan: Plan, task: Task) -> None:
         seen.add(p.table)
         t = tables[p.table]
         check_shards(p.table, t.rows, t.dim, p.sharding_type, p.shards, plan.num_devices)
+        if p.sharding_type is ShardingType.TABLE_ROW_WISE:
+            hosts = {task.topology.host_of(r, task.num_devices) for r in p.ranks}
+            if len(hosts) != 1:
+                raise PlanError(f"table {p.table}: table_row_wise shards must be on one host's ranks, got "
+                                f"ranks {list(p.ranks)} on hosts {sorted(hosts)} of {task.topology.hosts}")
     missing = [n for n in tables if n not in seen]
     if missing:
         raise PlanError(f"plan does not place {len(missing)} table(s), e.g. {missing[0]}")

@@ -16,6 +16,7 @@ from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.io import ARTEFACT_VERSION, check_finite, format_bytes, read_json, write_json
 from autoshard.shards import ShardRef
 from autoshard.tables.table import Precision, Table, TablePool, check_unique_names
+from autoshard.topology import Topology
 
 DEFAULT_BATCH_SIZE = 2048
 """Per-device batch size the costs refer to. The papers time batch 65536 on GPUs; on this CPU one table at
@@ -39,6 +40,8 @@ class Task:
     batch_size: int = DEFAULT_BATCH_SIZE
     name: str = "task"
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    topology: Topology = field(default_factory=Topology)
+    """Hosts x local devices and their links (one host by default)."""
 
     def __post_init__(self) -> None:
         if not self.tables:
@@ -54,6 +57,7 @@ class Task:
         if self.optimizer_bytes_per_element < 0:
             raise AutoshardError("optimizer_bytes_per_element must be >= 0")
         check_unique_names(self.tables, f"task {self.name}")
+        self.topology.local_size(len(self.device_memory))  # devices split evenly over the hosts
 
     @property
     def num_devices(self) -> int:
@@ -93,6 +97,7 @@ class Task:
             "optimizer_bytes_per_element": self.optimizer_bytes_per_element,
             "batch_size": self.batch_size,
             "meta": self.meta,
+            **({"topology": self.topology.to_json()} if self.topology != Topology() else {}),
             "tables": [t.to_json() for t in self.tables],
         }
 
@@ -111,6 +116,7 @@ class Task:
                 batch_size=int(d.get("batch_size", DEFAULT_BATCH_SIZE)),
                 name=str(d.get("name", "task")),
                 meta=dict(d.get("meta", {})),
+                topology=Topology.from_json(d["topology"]) if d.get("topology") else Topology(),
             )
         except KeyError as e:
             raise AutoshardError(f"a task lacks the field {e}; each needs tables and device_memory") from None

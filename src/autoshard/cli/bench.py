@@ -12,6 +12,8 @@ import shlex
 import sys
 from typing import Any
 
+from autoshard.cli.common import add_device_args, check_backend, check_device
+
 QUICKSTART_DIR = "autoshard-quickstart"
 """Default output directory of ``autoshard quickstart``."""
 
@@ -47,6 +49,11 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--time-limit", type=float, help="override the searching planners' seconds per task")
     p.add_argument("--profile-samples", type=int, help="override the shards profiled to train the cost model")
     p.add_argument("--policy-iterations", type=int, help="override the policy's training iterations")
+    g = p.add_argument_group("measurement (overrides the suite's; part of every stage key)")
+    add_device_args(g)
+    g.add_argument("--allow-other-hardware", action="store_true",
+                   help="plan with a --cost-model trained on other hardware or measure settings (device, "
+                        "backend, optimizer, threads) anyway")
 
 
 class _Bars:
@@ -104,9 +111,13 @@ def _run(args: argparse.Namespace, suite_name: str, out: str, command: str) -> i
     suite = with_overrides(suite, num_test_tasks=args.test_tasks, time_limit_s=args.time_limit, eval=ev,
                            training=training)
     algos = tuple(a.strip() for a in args.algos.split(",") if a.strip()) if args.algos else None
-    _check_inputs(args, algos)
+    check_device(args.device)
+    check_backend(args.backend)
     config = PipelineConfig(suite=suite, tables_path=args.tables, cost_model_path=args.cost_model,
-                            policy_path=args.policy, comm_path=args.comm, algorithms=algos, command=command)
+                            policy_path=args.policy, comm_path=args.comm, algorithms=algos, command=command,
+                            device=args.device, backend=args.backend,
+                            allow_other_hardware=args.allow_other_hardware)
+    _check_inputs(args, algos, config)
     bars = _Bars()
     try:
         result = run_suite(config, out, say=_say, progress=bars)
@@ -117,11 +128,13 @@ def _run(args: argparse.Namespace, suite_name: str, out: str, command: str) -> i
     return 0
 
 
-def _check_inputs(args: argparse.Namespace, algos: tuple[str, ...] | None) -> None:
-    """Fail before any stage runs on a typo: unknown algorithms, or input files that are not there."""
+def _check_inputs(args: argparse.Namespace, algos: tuple[str, ...] | None, config: Any) -> None:
+    """Fail before any stage runs on a typo: unknown algorithms, input files that are not there, or a cost
+    model trained on kernels timed otherwise than this run's (``evaluation.load_planning_model``)."""
     from pathlib import Path
 
     from autoshard.errors import AutoshardError
+    from autoshard.pipeline.evaluation import load_planning_model
     from autoshard.pipeline.measure import select_algorithms
     from autoshard.pipeline.models import MEASURED_SPEC
 
@@ -134,6 +147,8 @@ def _check_inputs(args: argparse.Namespace, algos: tuple[str, ...] | None) -> No
             continue
         if value is not None and value != keyword and not Path(value).is_file():
             raise AutoshardError(f"{flag} {value}: no such file; check the path")
+    if args.cost_model is not None:
+        load_planning_model(args.cost_model, config.measure_settings(), args.allow_other_hardware)
 
 
 def _command(prog: str, argv: list[str]) -> str:
@@ -168,4 +183,9 @@ def _reconstruct(args: argparse.Namespace, out: str) -> list[str]:
                         ("--policy-iterations", args.policy_iterations)):
         if value is not None:
             argv += [flag, str(value)]
+    for flag, value, default in (("--device", args.device, "cpu"), ("--backend", args.backend, "fbgemm")):
+        if value != default:
+            argv += [flag, value]
+    if args.allow_other_hardware:
+        argv.append("--allow-other-hardware")
     return argv

@@ -27,3 +27,46 @@ def device_memory(text: str, num_devices: int) -> tuple[int, ...]:
         raise AutoshardError(f"--memory lists {len(parts)} sizes for {num_devices} devices; "
                              "give one or one per device")
     return tuple(parse_bytes(p) for p in parts)
+
+
+DEVICES = ("cpu", "cuda")
+"""``--device``: where the embedding kernels run."""
+KERNEL_BACKENDS = ("fbgemm", "torch")
+"""``--backend``: FBGEMM's fused TBE, or the torch-only equivalent (no fbgemm_gpu needed)."""
+
+
+def add_device_args(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--device`` and ``--backend``, the same for profile, evaluate, bench and quickstart."""
+    p.add_argument("--device", choices=DEVICES, default="cpu",
+                   help="where kernels run: cpu, or cuda (one GPU, one device's shards at a time) "
+                        "(default cpu)")
+    p.add_argument("--backend", choices=KERNEL_BACKENDS, default="fbgemm",
+                   help="kernel timed: fbgemm (FBGEMM's fused TBE, what TorchRec runs) or torch (the same "
+                        "fused op in plain torch, for hosts without fbgemm-gpu) (default fbgemm)")
+
+
+def check_device(device: str) -> None:
+    """Refuse ``--device cuda`` in one line when torch sees no CUDA device, before anything runs."""
+    if device != "cuda":
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        raise AutoshardError("--device cuda but torch sees no CUDA device (CPU-only torch, no GPU or no "
+                             "driver); use --device cpu")
+
+
+def check_backend(backend: str) -> None:
+    """Refuse ``--backend fbgemm`` in one line when fbgemm_gpu is not installed, before anything runs (the
+    kernel would say so only at the first measurement, after the stages before it)."""
+    if backend != "fbgemm":
+        return
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("fbgemm_gpu") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise AutoshardError("--backend fbgemm needs fbgemm_gpu, which is not installed here; install "
+                             "fbgemm-gpu (or fbgemm-gpu-cpu), or time with --backend torch")

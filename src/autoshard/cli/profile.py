@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any
 
-from autoshard.cli.common import positive_int
+from autoshard.cli.common import add_device_args, check_backend, check_device, positive_int
 from autoshard.errors import AutoshardError
 
 
@@ -24,7 +24,7 @@ def _add_measure_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-shard-bytes", default="2GiB",
                    help="most weight bytes one shard allocates; rows are capped further to fit "
                         "(default 2GiB)")
-    g.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where kernels run (default cpu)")
+    add_device_args(g)
     g.add_argument("--max-cv", type=float, default=0.10,
                    help="re-measure when CV is above this (default 0.10)")
     g.add_argument("--max-tries", type=positive_int, default=3, help="most tries per measurement (default 3)")
@@ -41,8 +41,8 @@ def _settings(args: argparse.Namespace) -> Any:
     return MeasureSettings(optimizer=args.optimizer, threads=args.threads, warmup=args.warmup,
                            repeats=args.repeats, rows_cap=args.rows_cap,
                            max_shard_bytes=parse_bytes(args.max_shard_bytes), device=args.device,
-                           max_cv=args.max_cv, max_tries=args.max_tries, flush_cache=not args.no_flush,
-                           statistic=args.statistic)
+                           backend=args.backend, max_cv=args.max_cv, max_tries=args.max_tries,
+                           flush_cache=not args.no_flush, statistic=args.statistic)
 
 
 def _env_int(name: str, default: int) -> int:
@@ -118,8 +118,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="time the plan's all-to-alls on D processes (default) or take the comm model's "
                         "estimate (labelled modelled)")
     e.add_argument("--comm-backend", choices=["auto", "gloo", "nccl"], default="auto",
-                   help="process-group backend for --collectives measure (auto: NCCL with one GPU per rank, "
-                        "else gloo)")
+                   help="process-group backend for --collectives measure (auto: NCCL with --device cuda and "
+                        "one GPU per rank, else gloo: CPU processes)")
     _add_measure_args(e)
     e.set_defaults(func=run_evaluate)
 
@@ -130,6 +130,8 @@ def run_profile(args: argparse.Namespace) -> int:
     from autoshard.hardware.profiler import ProfileConfig, check_rank, pending_samples, prepare_dir, profile
     from autoshard.tables.table import Precision, TablePool
 
+    check_device(args.device)
+    check_backend(args.backend)
     rank = args.rank if args.rank is not None else _env_int("RANK", 0)
     world = args.world_size if args.world_size is not None else _env_int("WORLD_SIZE", 1)
     check_rank(rank, world)
@@ -213,9 +215,12 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from autoshard.hardware.evaluator import evaluate_plan
     from autoshard.host import host_info
     from autoshard.io import ARTEFACT_VERSION, write_json
+    from autoshard.pipeline.context import comm_backend
     from autoshard.plan import Plan, format_report, validate
     from autoshard.tables.table import Precision
 
+    check_device(args.device)
+    check_backend(args.backend)
     plan = Plan.load(args.plan)
     args.devices = plan.num_devices
     task = load_task(args)
@@ -226,16 +231,23 @@ def run_evaluate(args: argparse.Namespace) -> int:
     validate(plan, task)  # before any measuring, so a bad plan is one line and nothing else
     comm = AlphaBeta.load(args.comm_model) if args.comm_model else DEFAULT_COMM
     settings = _settings(args)
+    backend, why = (args.comm_backend, f"--comm-backend {args.comm_backend}")
+    if backend == "auto":  # not NCCL merely because CUDA is visible: it needs one GPU per rank
+        backend, why = comm_backend(args.device, plan.num_devices)
     with tqdm(total=plan.num_devices, unit="device", desc="measure", dynamic_ncols=True) as bar:
         cost = evaluate_plan(task, plan, settings, comm, progress=lambda done, total: bar.update(1),
-                             collectives=args.collectives, backend=args.comm_backend)
+                             collectives=args.collectives, backend=backend)
     print(format_report(plan.with_cost(cost), task))
     print(f"comm model: {comm.source}")
+    if args.collectives == "measure" and plan.num_devices > 1:
+        print(f"collectives timed with {why}")
     if args.json:
         write_json(args.json, {"kind": "autoshard.evaluation", "version": ARTEFACT_VERSION, "plan": args.plan,
                                "algorithm": plan.algorithm, "task": task.name, "batch_size": task.batch_size,
                                "precision": task.precision.value, "cost": cost.to_json(),
                                "settings": settings.to_json(), "comm_model": comm.to_json(),
+                               "collectives": args.collectives,
+                               "comm_backend": backend if args.collectives == "measure" else None,
                                "host": host_info(settings.device.value)})
         print(f"wrote {args.json}", file=sys.stderr)
     return 0

@@ -110,6 +110,31 @@ def collective_bytes(task: Task, volumes: np.ndarray) -> dict[str, tuple[Any, An
             "output_grads": (out_recv, out_sent), "replica_grads": (rep, rep)}
 
 
+def inter_host_bytes(task: Task, volumes: np.ndarray) -> dict[str, tuple[Any, Any]]:
+    """The part of ``collective_bytes`` that crosses hosts (``task.topology``; zeros on one host): rank r
+    exchanges with the ``D - L`` ranks of other hosts, ``L`` devices per host. The replicas' ring all-reduce
+    crosses hosts whole when there is more than one (a ring over all ranks runs at its slowest link)."""
+    d, hosts = task.num_devices, task.topology.hosts
+    local_n = task.topology.local_size(d)
+    local = task.batch_size / d
+    ids, outs = volumes[..., 0], volumes[..., 1]
+    if hosts <= 1:
+        zero = np.zeros_like(ids)
+        return {name: (zero, zero) for name, _ in COLLECTIVES}
+
+    def others(v: np.ndarray) -> np.ndarray:  # per rank: the sum over ranks of other hosts
+        per_host = v.reshape(v.shape[:-1] + (hosts, local_n)).sum(axis=-1)
+        return np.repeat(v.sum(axis=-1, keepdims=True) - per_host, local_n, axis=-1)
+
+    ids_recv = (d - local_n) * local * ids
+    ids_sent = local * others(ids)
+    out_sent = (d - local_n) * local * outs
+    out_recv = local * others(outs)
+    rep = collective_bytes(task, volumes)["replica_grads"][0]
+    return {"input_ids": (ids_sent, ids_recv), "pooled_outputs": (out_sent, out_recv),
+            "output_grads": (out_recv, out_sent), "replica_grads": (rep, rep)}
+
+
 ALL_TO_ALLS = ("input_ids", "pooled_outputs", "output_grads")
 """The collectives that are all-to-alls (measured with the plan's own splits); replica_grads is an
 all-reduce."""
@@ -126,10 +151,22 @@ def collective_matrices(task: Task, volumes: np.ndarray) -> dict[str, np.ndarray
     return {"input_ids": ids, "pooled_outputs": outs, "output_grads": outs.T.copy()}
 
 
-def collective_ms(comm: AlphaBeta, sent: np.ndarray, received: np.ndarray) -> np.ndarray:
-    """(...,) time of each collective: the busiest rank's bytes over the link; 0 when nothing moves."""
-    busiest = np.maximum(sent, received).max(axis=-1)
-    return np.where(busiest > 0, comm.alpha_ms + busiest / comm.bytes_per_ms, 0.0)
+def collective_ms(comm: AlphaBeta, sent: np.ndarray, received: np.ndarray,
+                  inter: tuple[np.ndarray, np.ndarray] | None = None,
+                  inter_bytes_per_ms: float = 1.0) -> np.ndarray:
+    """(...,) time of each collective: the busiest rank's bytes over its links; 0 when nothing moves.
+
+    Within a host the bytes go at ``comm``'s bandwidth (fitted to measured all-to-alls, or declared); the part
+    that crosses hosts (``inter``: sent, received) at ``inter_bytes_per_ms`` (the topology's, declared)."""
+    if inter is None:
+        busiest = np.maximum(sent, received).max(axis=-1)
+        return np.where(busiest > 0, comm.alpha_ms + busiest / comm.bytes_per_ms, 0.0)
+    inter_sent, inter_recv = inter
+    intra = np.maximum(sent - inter_sent, received - inter_recv) / comm.bytes_per_ms
+    across = np.maximum(inter_sent, inter_recv) / inter_bytes_per_ms
+    busiest = (intra + across).max(axis=-1)
+    moved = np.maximum(sent, received).max(axis=-1)
+    return np.where(moved > 0, comm.alpha_ms + busiest, 0.0)
 
 
 def device_comm_ms(task: Task, comm: AlphaBeta, volumes: Any) -> Any:
@@ -144,6 +181,15 @@ def device_comm_ms(task: Task, comm: AlphaBeta, volumes: Any) -> Any:
     parts = ((d - 1) * local * volumes[..., 0], (d - 1) * local * volumes[..., 1],
              (d - 1) * local * volumes[..., 1], 2.0 * (d - 1) / d * volumes[..., 2])
     return sum((v > 0) * (comm.alpha_ms + v / comm.bytes_per_ms) for v in parts)
+
+
+def _collectives_ms(task: Task, comm: AlphaBeta, volumes: np.ndarray) -> dict[str, np.ndarray]:
+    traffic = collective_bytes(task, volumes)
+    if task.topology.hosts <= 1:
+        return {name: collective_ms(comm, sent, recv) for name, (sent, recv) in traffic.items()}
+    inter = inter_host_bytes(task, volumes)
+    bw = task.topology.inter_bytes_per_ms
+    return {name: collective_ms(comm, sent, recv, inter[name], bw) for name, (sent, recv) in traffic.items()}
 
 
 @dataclass(frozen=True)
@@ -173,8 +219,7 @@ def step_cost(task: Task, comm: AlphaBeta, fwd: np.ndarray, bwd: np.ndarray, vol
         zero = np.zeros(np.shape(fwd)[:-1])
         coll = {name: zero for name, _ in COLLECTIVES}
     else:
-        coll = {name: collective_ms(comm, sent, recv)
-                for name, (sent, recv) in collective_bytes(task, volumes).items()}
+        coll = _collectives_ms(task, comm, volumes)
     return StepCost(np.max(fwd, axis=-1), np.max(bwd, axis=-1), coll)
 
 
@@ -186,10 +231,11 @@ def plan_collectives(task: Task, comm: AlphaBeta, devices: Sequence[Sequence[Sha
         zero = tuple(0.0 for _ in devices)
         return tuple(CollectiveCost(name, stage, 0.0, zero, zero, 0.0) for name, stage in COLLECTIVES)
     traffic = collective_bytes(task, volumes)
+    times = _collectives_ms(task, comm, volumes)
     out = []
     for name, stage in COLLECTIVES:
         sent, recv = traffic[name]
-        ms = float(collective_ms(comm, sent, recv))
+        ms = float(times[name])
         out.append(CollectiveCost(name, stage, ms, tuple(map(float, sent)), tuple(map(float, recv)), ms))
     return tuple(out)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from autoshard.costs.comm import DEFAULT_COMM, AlphaBeta
 from autoshard.hardware.comm import COMM_MODEL_FILE
-from autoshard.hardware.kernel import MeasureSettings
+from autoshard.hardware.kernel import DeviceKind, MeasureSettings
 from autoshard.pipeline.cache import StageCache
 from autoshard.pipeline.progress import Progress, Say, log_line, no_progress
 from autoshard.pipeline.suite import Suite
@@ -31,6 +31,38 @@ class PipelineConfig:
     """Algorithms to benchmark; None = every registered planner."""
     command: str = ""
     """The command line, recorded with the results so their report can be regenerated."""
+    device: str = "cpu"
+    """Where the evaluator (and the profile behind a cost model trained here) runs the kernels: ``cpu``, or
+    ``cuda``: one GPU, one device's shards at a time (``MeasureSettings.device``). Overrides the suite's
+    ``EvalConfig``; it is in the measure settings, hence in the profile and bench keys."""
+    backend: str = "fbgemm"
+    """Which fused kernel is timed: ``fbgemm`` or ``torch`` (``MeasureSettings.backend``); keyed like
+    ``device``."""
+    allow_other_hardware: bool = False
+    """Plan with a given cost model even if it was trained on other hardware or measure settings."""
+
+    def measure_settings(self) -> MeasureSettings:
+        """How the evaluator (and the profile a cost model is trained on) times kernels: the suite's
+        ``EvalConfig`` with this run's device and backend."""
+        e = self.suite.eval
+        return MeasureSettings(warmup=e.warmup, repeats=e.repeats, rows_cap=e.rows_cap,
+                               device=self.device, backend=self.backend)  # checked there, one line
+
+
+def comm_backend(device: str, num_devices: int) -> tuple[str, str]:
+    """The process-group backend that measures a ``num_devices``-rank all-to-all here, and a line saying
+    what it measured. NCCL only for cuda kernels with one GPU per rank (NCCL refuses two ranks on one GPU);
+    otherwise gloo over CPU processes, whose fit then stands for the GPUs' interconnect too."""
+    if device != DeviceKind.CUDA.value:
+        return "gloo", f"gloo: {num_devices} CPU processes"
+    import torch
+
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if gpus >= num_devices:
+        return "nccl", f"nccl: {num_devices} processes, one GPU each"
+    return "gloo", (f"gloo: the CPU processes' fit ({num_devices} CPU processes; {gpus} GPU(s) visible for "
+                    f"{num_devices} ranks, so no NCCL); the GPUs' interconnect is not measured, pass --comm "
+                    "FILE (profile-comm on the GPUs, or --topology) for it")
 
 
 class Context(StageCache):
@@ -45,8 +77,22 @@ class Context(StageCache):
 
     def measure_settings(self) -> MeasureSettings:
         """How the evaluator (and the profile a cost model is trained on) times kernels."""
-        e = self.suite.eval
-        return MeasureSettings(warmup=e.warmup, repeats=e.repeats, rows_cap=e.rows_cap)
+        return self.config.measure_settings()
+
+    def comm_backend(self) -> tuple[str, str]:
+        """The comm stage's process-group backend and what its fit is (``comm_backend``)."""
+        return comm_backend(self.config.device, self.suite.num_devices)
+
+    def comm_description(self) -> str:
+        """Where the evaluator's all-to-all model comes from, for the report."""
+        given = self.config.comm_path
+        if given == "default":
+            return "the uncalibrated default (--comm default)"
+        if given:
+            return f"given (--comm {given})"
+        if not (self.out / "costs" / COMM_MODEL_FILE).is_file():
+            return "the uncalibrated default (no comm fit in this run)"
+        return f"fitted here, {self.comm_backend()[1]}"
 
     def comm_model(self) -> AlphaBeta:
         """The all-to-all model of the evaluator: given, measured by the comm stage, or the default."""

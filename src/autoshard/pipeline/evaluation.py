@@ -4,25 +4,96 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from autoshard.costs.base import CostModel
+from autoshard.errors import AutoshardError
 from autoshard.hardware.evaluator import MeasuredCostModel
+from autoshard.hardware.kernel import DeviceKind, KernelBackend, MeasureSettings
 from autoshard.host import host_info
 from autoshard.pipeline.cache import code_version, file_key, stage_key
 from autoshard.pipeline.context import Context
 from autoshard.pipeline.measure import BenchConfig, run_bench, select_algorithms
-from autoshard.pipeline.models import MEASURED_SPEC, load_cost_model
+from autoshard.pipeline.models import is_measured, load_cost_model
 from autoshard.pipeline.results import TaskResult
-from autoshard.planners.base import PlannerOptions
+from autoshard.planners.base import PLANNERS, PlannerOptions
 from autoshard.tasks import load_tasks
 
 log = logging.getLogger(__name__)
 
 BENCH_DIR = "bench"
 """Where the measured tasks (``bench/tasks/<task>.json``) and the report built from them go."""
+
+TORCHREC = "torchrec"
+"""TorchRec's planner (``autoshard.torchrec.baseline``), the one planner told the kernels' compute device."""
+
+KERNELS = {KernelBackend.FBGEMM: "FBGEMM", KernelBackend.TORCH: "torch-backend (plain torch, no FBGEMM)"}
+"""How the report names the timed kernels."""
+
+
+def load_planning_model(spec: str, settings: MeasureSettings,
+                        allow_other_hardware: bool = False) -> CostModel:
+    """The planning cost model of ``spec`` (``models.load_cost_model``; ``measured`` times with ``settings``),
+    refused in one line when a learned model was trained on kernels timed otherwise than ``settings``
+    (``SETTING_KEYS``: optimizer, threads, device, backend) or on other hardware, unless allowed."""
+    if is_measured(spec):
+        return MeasuredCostModel(settings)
+    if allow_other_hardware and spec != "analytical":
+        from autoshard.costs.learned import LearnedCostModel
+
+        return LearnedCostModel.load(spec, allow_other_hardware=True)
+    model = load_cost_model(spec)
+    check = getattr(model, "check_compatible", None)
+    if callable(check):
+        check(settings=settings)
+        trained = dict(getattr(model, "trained_on", {}).get("settings", {}))
+        if "backend" not in trained and settings.backend is not KernelBackend.FBGEMM:
+            # settings recorded before the backend existed are FBGEMM timings (MeasureSettings.backend)
+            raise AutoshardError(f"cost model {spec} was trained on FBGEMM timings but backend="
+                                 f"{settings.backend.value!r} was asked; retrain with those settings, or "
+                                 "allow other hardware (--allow-other-hardware)")
+    return model
+
+
+def planner_extras(settings: MeasureSettings) -> dict[str, dict[str, Any]]:
+    """Per-algorithm ``PlannerOptions.extra`` of the bench: TorchRec's planner is told the compute device the
+    kernels run on (its own estimates differ for cpu and cuda). The others get none: ``extra`` is shared by
+    all planners, and keys a planner does not know are errors for it."""
+    if settings.device is DeviceKind.CUDA:
+        return {TORCHREC: {"compute_device": "cuda"}}
+    return {}
+
+
+def torchrec_cuda_planner(options: PlannerOptions) -> Any:
+    """TorchRec's planner (``autoshard.torchrec.baseline.torchrec_planner``) planning for cuda."""
+    from autoshard.torchrec.baseline import torchrec_planner  # TorchRec only when torchrec is built
+
+    return torchrec_planner(replace(options, extra={**options.extra, "compute_device": "cuda"}))
+
+
+@contextmanager
+def per_algorithm_extra(extras: Mapping[str, Mapping[str, Any]]) -> Iterator[None]:
+    """While the bench runs, build each algorithm of ``extras`` (``planner_extras``) with its own settings.
+
+    ``measure.BenchConfig`` has one ``PlannerOptions`` for every planner, so TorchRec's registry entry is
+    pointed at ``torchrec_cuda_planner`` meanwhile (the entry, an import path, is restored afterwards); the
+    other planners are built as ever."""
+    cuda = {TORCHREC: {"compute_device": "cuda"}}
+    if extras and {a: dict(x) for a, x in extras.items()} != cuda:
+        raise AutoshardError(f"per-algorithm planner settings {dict(extras)} unsupported; only {cuda}")
+    saved = PLANNERS.get(TORCHREC)
+    if not extras or saved is None:
+        yield
+        return
+    PLANNERS[TORCHREC] = (f"{__name__}:torchrec_cuda_planner", saved[1])
+    try:
+        yield
+    finally:
+        PLANNERS[TORCHREC] = saved
 
 
 @dataclass(frozen=True)
@@ -49,6 +120,7 @@ def stage_evaluate(ctx: Context, k_comm: str, k_cost: str, cost_spec: str, k_pol
         skipped["rl"] = "no trained policy (pass --policy or let the pipeline train one)"
     comm = ctx.comm_model()
     settings = ctx.measure_settings()
+    extras = {a: x for a, x in planner_extras(settings).items() if a in algorithms}
 
     def make_evaluator() -> CostModel:
         return MeasuredCostModel(settings, comm)
@@ -58,10 +130,10 @@ def stage_evaluate(ctx: Context, k_comm: str, k_cost: str, cost_spec: str, k_pol
     # Every planner prices the all-to-all with the suite's fit at its D, as the evaluator does: a model
     # trained elsewhere carries the comm fitted there (the shipped one: 4 processes), and on this host the
     # fit for 8 processes had ~0.6x that bandwidth and ~2.3x its latency (costs/comm_model.json of runs).
-    if cost_spec == MEASURED_SPEC:
+    if is_measured(cost_spec):
         cost_model = make_evaluator()
     else:
-        cost_model = load_cost_model(cost_spec).with_comm(comm)
+        cost_model = load_planning_model(cost_spec, settings, ctx.config.allow_other_hardware).with_comm(comm)
     options = PlannerOptions(seed=s.seed, cost_model=cost_model, policy_path=policy_path,
                              time_limit_s=s.time_limit_s)
     # What a measured task depends on (not e.g. the suite's description), with the models' file contents, so
@@ -70,18 +142,25 @@ def stage_evaluate(ctx: Context, k_comm: str, k_cost: str, cost_spec: str, k_pol
     # keep the ones measured.
     bench_key = stage_key({"algorithms": algorithms, "seed": s.seed, "time_limit_s": s.time_limit_s,
                            "rounds": s.eval.rounds, "measure": settings.to_json(), "comm": comm.to_json(),
-                           "models": [file_key(cost_spec), file_key(policy_path or "")]},
+                           "models": [file_key(cost_spec), file_key(policy_path or "")],
+                           **({"planner_extra": extras} if extras else {})},
                           [k_comm, k_cost, k_policy])
-    config = BenchConfig(tuple(algorithms), options, rounds=s.eval.rounds, key=bench_key)
+    # measured collectives (if asked) on the comm stage's processes: NCCL only with a GPU per rank
+    config = BenchConfig(tuple(algorithms), options, rounds=s.eval.rounds, key=bench_key,
+                         comm_backend=ctx.comm_backend()[0])
     tasks = load_tasks(str(ctx.out / "test_tasks.json"))
     ctx.say(f"[bench] {len(tasks)} test tasks x {len(algorithms)} algorithms: {', '.join(algorithms)}")
     bench_dir = ctx.out / BENCH_DIR
-    results = run_bench(tasks, config, make_evaluator, bench_dir, ctx.progress)
+    with per_algorithm_extra(extras):
+        results = run_bench(tasks, config, make_evaluator, bench_dir, ctx.progress)
+    comm_fit = ctx.comm_description()
     meta = {
         "suite": s.settings(), "host": host_info(settings.device.value),
-        "evaluator": f"{MeasuredCostModel.name} (real FBGEMM kernels, settings "
-                     f"{json.dumps(settings.to_json())}; comm: alpha-beta {comm.source})",
-        "measure_settings": settings.to_json(), "comm": comm.to_json(),
+        "evaluator": f"{MeasuredCostModel.name} (real {KERNELS[settings.backend]} kernels on "
+                     f"{settings.device.value}, device by device, settings {json.dumps(settings.to_json())}; "
+                     f"comm: alpha-beta {comm.source}; comm model {comm_fit})",
+        "measure_settings": settings.to_json(), "comm": comm.to_json(), "comm_fit": comm_fit,
+        "planner_extra": extras,
         "cost_model": f"{cost_model.name} ({cost_spec}; comm: the evaluator's)",
         "policy": policy_path or "-",
         "rounds": s.eval.rounds, "skipped": skipped, "stages": dict(ctx.status),

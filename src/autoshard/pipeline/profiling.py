@@ -8,6 +8,7 @@ from autoshard.errors import AutoshardError
 from autoshard.hardware.comm import (
     COMM_MODEL_FILE,
     DEFAULT_DIM_SUMS,
+    CommRecord,
     fit_alpha_beta,
     load_comm_records,
     profile_comm,
@@ -21,22 +22,37 @@ from autoshard.tables import TablePool
 
 def stage_comm(ctx: Context) -> str:
     """``costs/comm_model.json``: the all-to-all model the evaluator (and a cost model trained here) uses,
-    measured with D processes on this host (``autoshard.hardware.comm``) and fitted; or the one given."""
+    measured with D processes on this host (``autoshard.hardware.comm``) and fitted; or the one given.
+
+    The processes are gloo ones on the CPU unless the kernels run on cuda with a GPU per rank (then NCCL):
+    NCCL is not picked merely because CUDA is visible (``context.comm_backend``)."""
     s = ctx.suite
     if ctx.config.comm_path:
         ctx.skip("comm", f"comm model given (--comm {ctx.config.comm_path})")
         return file_key(ctx.config.comm_path)
-    settings = {"num_devices": s.num_devices, "batch_size": s.batch_size}
+    backend, what = ctx.comm_backend()
+    settings: dict[str, object] = {"num_devices": s.num_devices, "batch_size": s.batch_size}
+    if backend != "gloo":  # the gloo fit is keyed as before this choice existed, so it stays cached
+        settings["backend"] = backend
 
     def make(resume: bool) -> None:
         costs = ctx.out / "costs"
         n = len(DEFAULT_DIM_SUMS)
-        done = len(load_comm_records(costs))
-        for k, _ in enumerate(profile_comm(costs, s.num_devices, batch_size=s.batch_size), start=1):
+        done = len(_own_records(costs, s.num_devices, s.batch_size, backend))
+        ctx.say(f"[comm] all-to-all over {what}")
+        for k, _ in enumerate(profile_comm(costs, s.num_devices, batch_size=s.batch_size, backend=backend),
+                              start=1):
             ctx.progress("comm sizes", min(done + k, n), n)
-        fit_alpha_beta(load_comm_records(costs)).save(str(costs / COMM_MODEL_FILE))
+        records = _own_records(costs, s.num_devices, s.batch_size, backend)
+        fit_alpha_beta(records).save(str(costs / COMM_MODEL_FILE))
 
     return ctx.stage("comm", settings, [], [f"costs/{COMM_MODEL_FILE}"], make)
+
+
+def _own_records(costs: Path, num_devices: int, batch_size: int, backend: str) -> list[CommRecord]:
+    """The records of this D, batch and backend (a directory may hold others: a cuda run after a cpu one)."""
+    return [r for r in load_comm_records(costs)
+            if (r.num_devices, r.batch_size, r.backend) == (num_devices, batch_size, backend)]
 
 
 def stage_profile(ctx: Context, k_split: str) -> str:

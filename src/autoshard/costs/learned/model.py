@@ -46,7 +46,7 @@ HARDWARE_KEYS = ("device", "cpu", "gpu", "llc_bytes")
 """Host fields (``autoshard.host.host_info``) that identify the hardware a cost refers to; hostname
 and library versions are recorded but don't make a model invalid."""
 
-SETTING_KEYS = ("optimizer", "threads", "device")
+SETTING_KEYS = ("optimizer", "threads", "device", "backend")
 """Measurement settings that change kernel cost (rows_cap, repeats etc. only change the measurement)."""
 
 
