@@ -51,6 +51,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policy-iterations", type=int, help="override the policy's training iterations")
     g = p.add_argument_group("measurement (overrides the suite's; part of every stage key)")
     add_device_args(g)
+    g.add_argument("--collectives", choices=["measure", "model"], default="measure",
+                   help="the step's all-to-alls: timed with every plan's own splits on D local processes "
+                        "(default), or the comm model's estimate (labelled modelled)")
     g.add_argument("--allow-other-hardware", action="store_true",
                    help="plan with a --cost-model trained on other hardware or measure settings (device, "
                         "backend, optimizer, threads) anyway")
@@ -115,7 +118,7 @@ def _run(args: argparse.Namespace, suite_name: str, out: str, command: str) -> i
     check_backend(args.backend)
     config = PipelineConfig(suite=suite, tables_path=args.tables, cost_model_path=args.cost_model,
                             policy_path=args.policy, comm_path=args.comm, algorithms=algos, command=command,
-                            device=args.device, backend=args.backend,
+                            device=args.device, backend=args.backend, collectives=args.collectives,
                             allow_other_hardware=args.allow_other_hardware)
     _check_inputs(args, algos, config)
     bars = _Bars()

@@ -40,6 +40,9 @@ class PipelineConfig:
     ``device``."""
     allow_other_hardware: bool = False
     """Plan with a given cost model even if it was trained on other hardware or measure settings."""
+    collectives: str = "measure"
+    """The step's all-to-alls in the bench: ``measure`` (every plan's own splits timed on D local processes)
+    or ``model`` (the comm model's estimate, labelled modelled). Part of the bench key."""
 
     def measure_settings(self) -> MeasureSettings:
         """How the evaluator (and the profile a cost model is trained on) times kernels: the suite's

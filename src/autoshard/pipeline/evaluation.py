@@ -143,11 +143,12 @@ def stage_evaluate(ctx: Context, k_comm: str, k_cost: str, cost_spec: str, k_pol
     bench_key = stage_key({"algorithms": algorithms, "seed": s.seed, "time_limit_s": s.time_limit_s,
                            "rounds": s.eval.rounds, "measure": settings.to_json(), "comm": comm.to_json(),
                            "models": [file_key(cost_spec), file_key(policy_path or "")],
+                           "collectives": ctx.config.collectives,
                            **({"planner_extra": extras} if extras else {})},
                           [k_comm, k_cost, k_policy])
     # measured collectives (if asked) on the comm stage's processes: NCCL only with a GPU per rank
     config = BenchConfig(tuple(algorithms), options, rounds=s.eval.rounds, key=bench_key,
-                         comm_backend=ctx.comm_backend()[0])
+                         collectives=ctx.config.collectives, comm_backend=ctx.comm_backend()[0])
     tasks = load_tasks(str(ctx.out / "test_tasks.json"))
     ctx.say(f"[bench] {len(tasks)} test tasks x {len(algorithms)} algorithms: {', '.join(algorithms)}")
     bench_dir = ctx.out / BENCH_DIR
@@ -158,7 +159,11 @@ def stage_evaluate(ctx: Context, k_comm: str, k_cost: str, cost_spec: str, k_pol
         "suite": s.settings(), "host": host_info(settings.device.value),
         "evaluator": f"{MeasuredCostModel.name} (real {KERNELS[settings.backend]} kernels on "
                      f"{settings.device.value}, device by device, settings {json.dumps(settings.to_json())}; "
-                     f"comm: alpha-beta {comm.source}; comm model {comm_fit})",
+                     f"comm: alpha-beta {comm.source}; comm model {comm_fit}); step = max fwd + forward "
+                     f"collectives + max bwd + backward collectives; all-to-alls "
+                     + ("timed with every plan's own splits on D local processes"
+                        if ctx.config.collectives == "measure" else "modelled (alpha-beta)"),
+        "collectives": ctx.config.collectives,
         "measure_settings": settings.to_json(), "comm": comm.to_json(), "comm_fit": comm_fit,
         "planner_extra": extras,
         "cost_model": f"{cost_model.name} ({cost_spec}; comm: the evaluator's)",
