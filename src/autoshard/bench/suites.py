@@ -64,9 +64,19 @@ TINY = Suite(
 )
 """For the tests: seconds end to end."""
 
+OVERSIZE = Suite(
+    name="oversize-22-8", num_tables=22, num_devices=8, device_memory=16 * 10**9, dims=(128,),
+    num_test_tasks=10, pool_tables=160, pool_overrides=(("rows_mean", 5.0e6), ("rows_std", 1.0e7)),
+    description="22 dim-128 tables (rows gamma mean 5M, std 10M: 8 of the first 10 test tasks hold a "
+                "32-46M-row table of 16-24 GB) onto 8 devices of 16 GB: tables larger than a device, "
+                "split by rows",
+)
+"""The production shape of the row-wise issue: TorchRec plans such tasks; a table-wise planner cannot."""
+
 SUITES: dict[str, Suite] = {
     "quick": QUICK,
     "tiny": TINY,
+    "oversize-22-8": OVERSIZE,
     **{f"dlrm-{t}-{d}": _dlrm(t, d) for t in SUITE_TABLE_COUNTS for d in SUITE_DEVICE_COUNTS},
 }
 

@@ -22,10 +22,12 @@ def stage_pool(ctx: Context) -> str:
                          lambda resume: TablePool.load(src).save(str(ctx.out / "pool.json")))
     settings = {"generator": "autoshard.tables.synth.synthesize_pool", "num_tables": s.pool_tables,
                 "generator_version": GENERATOR_VERSION,
-                "seed": s.seed, "dims": list(s.dims), "stats_batch_size": s.stats_batch_size}
+                "seed": s.seed, "dims": list(s.dims), "stats_batch_size": s.stats_batch_size,
+                **({"overrides": dict(s.pool_overrides)} if s.pool_overrides else {})}
 
     def make(resume: bool) -> None:
-        kwargs = {} if s.stats_batch_size is None else {"stats_batch_size": s.stats_batch_size}
+        kwargs: dict = {} if s.stats_batch_size is None else {"stats_batch_size": s.stats_batch_size}
+        kwargs.update(dict(s.pool_overrides))
         pool = synthesize_pool(s.pool_tables, seed=s.seed, dims=s.dims,
                                progress=lambda k: ctx.progress("pool tables", k, s.pool_tables), **kwargs)
         pool.save(str(ctx.out / "pool.json"))

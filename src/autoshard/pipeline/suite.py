@@ -85,6 +85,9 @@ class Suite:
     stats_batch_size: int | None = None
     """Batch the synthetic tables' access bins are computed at (None = the generator's default, the published
     65536); smaller is faster but shifts the bins, so only the test-sized suite lowers it."""
+    pool_overrides: tuple[tuple[str, float], ...] = ()
+    """Synthetic-generator settings other than the published ones (``SynthConfig`` fields, e.g. a larger
+    ``rows_mean`` for tables larger than a device)."""
     description: str = ""
     eval: EvalConfig = EvalConfig()
     training: TrainingConfig = TrainingConfig()
