@@ -70,11 +70,12 @@ def test_row_ranges_round_trip_through_validate_cost_model_and_torchrec():
     # a shard with a row range goes plan -> validate -> cost model -> ShardingPlan -> Plan unchanged
     task = _task(4, 3)
     t = task.tables
-    third = t[2].rows // 3
+    # TorchRec's split: even blocks of ceil(rows / 3) on ranks 0, 1, 2
+    block1, block2 = -(-t[1].rows // 3), -(-t[2].rows // 3)
     plan = Plan((
         TablePlacement.table_wise(t[0].name, 0, t[0].dim),
-        TablePlacement.row_wise(t[1].name, [2, 0], [t[1].rows - 7, 7], t[1].dim),
-        TablePlacement.row_wise(t[2].name, [0, 1, 2], [third, third, t[2].rows - 2 * third], t[2].dim,
+        TablePlacement.row_wise(t[1].name, [0, 1, 2], [block1, block1, t[1].rows - 2 * block1], t[1].dim),
+        TablePlacement.row_wise(t[2].name, [0, 1, 2], [block2, block2, t[2].rows - 2 * block2], t[2].dim,
                                 ShardingType.TABLE_ROW_WISE),
         TablePlacement.data_parallel(t[3].name, [0, 1, 2], t[3].dim),
     ), task.num_devices, "manual", task.name)
@@ -83,11 +84,25 @@ def test_row_ranges_round_trip_through_validate_cost_model_and_torchrec():
     assert costs.shape == (3, 3) and (costs > 0).all()
     sp = to_sharding_plan(plan, task)
     rw = sp.plan[""][t[1].name].sharding_spec.shards
-    assert [s.shard_offsets for s in rw] == [[0, 0], [t[1].rows - 7, 0]]
-    assert [s.shard_sizes for s in rw] == [[t[1].rows - 7, t[1].dim], [7, t[1].dim]]
+    assert [s.shard_offsets for s in rw] == [[0, 0], [block1, 0], [2 * block1, 0]]
+    assert [s.shard_sizes for s in rw] == [[block1, t[1].dim]] * 2 + [[t[1].rows - 2 * block1, t[1].dim]]
     back = from_sharding_plan(sp, task, algorithm="manual")
     assert back.placements == plan.placements
     validate(back, task)
+
+
+def test_row_splits_torchrec_cannot_execute_are_refused():
+    # TorchRec 1.8 bucketises ids by even blocks of ceil(rows / ranks) whatever the plan says: an uneven
+    # split (or one over a subset of the ranks) would run silently wrong in DistributedModelParallel
+    task = _task(2, 3)
+    t = task.tables
+    half = t[1].rows // 2
+    for ranks, rows in (([0, 1, 2], [t[1].rows - 7, 4, 3]), ([2, 0], [half, t[1].rows - half])):
+        plan = Plan((TablePlacement.table_wise(t[0].name, 0, t[0].dim),
+                     TablePlacement.row_wise(t[1].name, ranks, rows, t[1].dim)), 3, "uneven", task.name)
+        validate(plan, task)
+        with pytest.raises(PlanError, match="not TorchRec's split"):
+            to_sharding_plan(plan, task)
 
 
 def test_unrepresentable_torchrec_shardings_are_refused():

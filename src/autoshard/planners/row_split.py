@@ -1,8 +1,8 @@
 """Tables larger than any device: split into row pieces before planning, merged into row-wise shards after.
 
 Every planner places whole tables (or column shards of them). A table that fits on no device is therefore
-cut, before the planner runs, into ``k`` equal row pieces, ``k = ceil(memory / (PIECE_FILL x largest
-device))``, each a table of its own in a derived task (rows ``1 / k`` of the table's, looked up ``1 / k`` of
+cut, before the planner runs, into ``k`` row pieces of ``ceil(rows / k)`` rows, ``k = max(D, ceil(memory /
+(PIECE_FILL x largest device)))``, each a table of its own in a derived task (rows ``1 / k`` of the table's, looked up ``1 / k`` of
 its pooling: the uniform share a row shard gets, the estimate every cost model makes of a row shard, see
 ``autoshard.shards.ShardRef.lookup_share``). The planner places the pieces like any table, under the same
 memory constraint, so every planner (heuristics, search, ilp, rl) handles such tables the same way and no
@@ -83,9 +83,12 @@ def split_oversize(task: Task) -> RowPieces | None:
         if need <= cap:
             tables.append(t)
             continue
-        k = min(pieces_needed(task, need), t.rows)
-        bounds = [t.rows * i // k for i in range(k + 1)]
-        for i in range(k):
+        # at least one piece a device, cut at TorchRec's row blocks (ceil(rows / k)): when the planner puts
+        # the D pieces on D distinct ranks, the merged plan is exactly TorchRec's row_wise and exports
+        k = min(max(pieces_needed(task, need), task.num_devices), t.rows)
+        block = -(-t.rows // k)
+        bounds = sorted({min(i * block, t.rows) for i in range(k + 1)})  # no empty pieces
+        for i in range(len(bounds) - 1):
             name = f"{t.name}@rows{bounds[i]}-{bounds[i + 1]}"
             share = (bounds[i + 1] - bounds[i]) / t.rows
             tables.append(replace(t, name=name, rows=bounds[i + 1] - bounds[i],

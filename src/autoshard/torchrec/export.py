@@ -39,6 +39,34 @@ def _placement(device_type: str, rank: int, local_size: int) -> str:
     return f"rank:{rank}/{device_type}"
 
 
+def torchrec_row_block(rows: int, parts: int, i: int) -> tuple[int, int]:
+    """Rows of the i-th of ``parts`` row shards as TorchRec's row-wise kernels place them: even blocks of
+    ``ceil(rows / parts)`` rows, the last one shorter (its input distribution bucketises ids by that block
+    size whatever the plan's ShardMetadata says)."""
+    block = -(-rows // parts)
+    return min(i * block, rows), min((i + 1) * block, rows)
+
+
+def check_torchrec_row_split(p: TablePlacement, rows: int, num_devices: int, local_size: int) -> None:
+    """PlanError (one line) unless a row-split placement is what TorchRec's kernels execute: row_wise over
+    every rank in order, table_row_wise over one host's ranks in order, in even blocks of ceil(rows / ranks).
+    TorchRec 1.8 bucketises ids by that block size whatever the plan says, so any other split would be
+    silently wrong in DistributedModelParallel (measured: ids go to the wrong shard, with only a log line)."""
+    if p.sharding_type is ShardingType.ROW_WISE:
+        want = list(range(num_devices))
+    else:
+        first = p.shards[0].rank // local_size * local_size
+        want = list(range(first, first + local_size))
+    ordered = sorted(p.shards, key=lambda s: s.row_start)
+    blocks = [torchrec_row_block(rows, len(want), i) for i in range(len(want))]
+    got = [(s.row_start, rows if s.row_end is None else s.row_end) for s in ordered]
+    if [s.rank for s in ordered] != want or got != blocks:
+        raise PlanError(f"table {p.table}: {p.sharding_type.value} shards {got} on ranks "
+                        f"{[s.rank for s in ordered]} are not TorchRec's split (ranks {want}, even blocks of "
+                        f"{blocks[0][1]} rows), which its kernels assume; autoshard prices such a plan, but "
+                        "TorchRec's DistributedModelParallel would run it wrongly, so it is not exported")
+
+
 def table_rows(task: Task, rows_cap: int | None = None) -> dict[str, int]:
     """Rows each table has in the EmbeddingBagCollection (capped by ``rows_cap`` for verification)."""
     return {t.name: (min(t.rows, rows_cap) if rows_cap else t.rows) for t in task.tables}
@@ -70,10 +98,15 @@ def module_sharding_plan(
                             "use the plan made for it")
         n_rows = int(rows[p.table])
         of_rows = int(plan_rows[p.table]) if plan_rows is not None else n_rows
+        if p.sharding_type.splits_rows:
+            check_torchrec_row_split(p, of_rows, plan.num_devices, local)
         shards = []
         for s in p.shards:
-            start = s.row_start * n_rows // of_rows
-            end = n_rows if s.row_end is None else s.row_end * n_rows // of_rows
+            if p.sharding_type.splits_rows:  # TorchRec's even blocks of the module's rows
+                start, end = torchrec_row_block(n_rows, len(p.shards), p.ranks.index(s.rank))
+            else:
+                start = s.row_start * n_rows // of_rows
+                end = n_rows if s.row_end is None else s.row_end * n_rows // of_rows
             shards.append(ShardMetadata(shard_offsets=[start, s.col_start], shard_sizes=[end - start, s.cols],
                                         placement=_placement(device_type, s.rank, local)))
         module_plan[p.table] = ParameterSharding(

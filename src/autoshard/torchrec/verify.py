@@ -9,7 +9,8 @@ GPU per rank, on a free port picked at run time):
    sharded and unsharded modules would differ) and checks that the sharded forward of its slice of a batch
    equals an unsharded EmbeddingBagCollection's forward on the same weights and the whole batch, key by key;
 3. runs ``warmup`` + ``steps`` training steps (forward, backward with the fused optimizer update) and times
-   each.
+   each (and its forward part). In timing mode (``VerifySettings.sync_steps``) the ranks meet at a barrier
+   before every step, so a step's time is its slowest rank's (``VerifyResult.slowest_step_ms``).
 
 Batch: ``task.batch_size`` is the batch every device's embedding kernels process. Under DMP each table's
 kernel sees the global batch (every rank's local batch after the input all-to-all), so each rank feeds a local
@@ -83,6 +84,9 @@ class VerifySettings:
     atol: float = 1e-4
     """Absolute tolerance of the sharded vs unsharded forward comparison (fp32 sums in a different order)."""
     rtol: float = 1e-5
+    sync_steps: bool = False
+    """Timing mode: a barrier before every step (warm-up and timed; CUDA synchronized before the forward's
+    end is read), so every step starts together on all ranks; off, only the loop is between barriers."""
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,8 @@ class RankResult:
     keys_checked: int
     shards: int
     """Shards (table or column blocks) this rank holds."""
+    fwd_ms: tuple[float, ...] = ()
+    """The forward part of each timed step (input dist, lookups, output dist, loss), in step order."""
 
     @property
     def mean_ms(self) -> float:
@@ -131,6 +137,12 @@ class VerifyResult:
         return max(r.median_ms for r in self.ranks)
 
     @property
+    def slowest_step_ms(self) -> tuple[float, ...]:
+        """Each timed step's slowest rank's time: the step's time when the ranks start it together
+        (``VerifySettings.sync_steps``)."""
+        return tuple(max(r.step_ms[k] for r in self.ranks) for k in range(len(self.ranks[0].step_ms)))
+
+    @property
     def max_abs_diff(self) -> float:
         return max(r.max_abs_diff for r in self.ranks)
 
@@ -151,7 +163,7 @@ class VerifyResult:
             "max_abs_diff": self.max_abs_diff,
             "max_step_ms": self.max_step_ms,
             "ranks": [{"rank": r.rank, "median_ms": r.median_ms, "mean_ms": r.mean_ms,
-                       "step_ms": list(r.step_ms),
+                       "step_ms": list(r.step_ms), "fwd_ms": list(r.fwd_ms),
                        "max_abs_diff": r.max_abs_diff, "keys_checked": r.keys_checked, "shards": r.shards}
                       for r in self.ranks],
             "settings": s,
@@ -171,15 +183,9 @@ def _reference_weights(task: Task, rows: dict[str, int], seed: int) -> dict[str,
 
 
 def _planned_shards(plan: Plan, rank: int) -> set[tuple[str, int, int]]:
-    """(table, first column, columns) of every shard the plan puts on ``rank``."""
-    out = set()
-    for p in plan.placements:
-        start = 0
-        for r, cols in zip(p.ranks, p.shard_dims):
-            if r == rank:
-                out.add((p.table, start, cols))
-            start += cols
-    return out
+    """(table, first column, columns) of every shard the plan puts on ``rank`` (a row shard spans its
+    table's columns)."""
+    return {(p.table, s.col_start, s.cols) for p in plan.placements for s in p.shards if s.rank == rank}
 
 
 def _run_rank(ctx: RankContext, task_json: dict, plan_json: dict, settings: VerifySettings) -> dict[str, Any]:
@@ -243,23 +249,29 @@ def _run_rank(ctx: RankContext, task_json: dict, plan_json: dict, settings: Veri
         ok = ok and bool(torch.allclose(got, part, atol=settings.atol, rtol=settings.rtol))
     del reference
 
-    times = []
+    times, fwd_times = [], []
     dist.barrier()
     for step in range(settings.warmup + settings.steps):
+        if settings.sync_steps and step:
+            dist.barrier()  # the first step starts at the barrier above
         t0 = time.perf_counter()
         out = model(inputs[step % NUM_BATCHES])
         loss = out.values().float().square().mean()
+        if cuda and settings.sync_steps:
+            torch.cuda.synchronize()
+        t1 = time.perf_counter()
         loss.backward()  # the fused optimizer updates the shards inside backward
         if cuda:
             torch.cuda.synchronize()
         elapsed = (time.perf_counter() - t0) * 1000.0
         if step >= settings.warmup:
             times.append(elapsed)
+            fwd_times.append((t1 - t0) * 1000.0)
     dist.barrier()
     # The shards DMP built on this rank must be the column blocks the plan puts here.
     ok = ok and held == _planned_shards(plan, rank)
-    return {"step_ms": times, "max_abs_diff": max_diff, "matches": ok, "keys_checked": len(expected),
-            "shards": len(held), "rows": rows}
+    return {"step_ms": times, "fwd_ms": fwd_times, "max_abs_diff": max_diff, "matches": ok,
+            "keys_checked": len(expected), "shards": len(held), "rows": rows}
 
 
 def verify_plan(plan: Plan, task: Task, settings: VerifySettings | None = None) -> VerifyResult:
@@ -290,7 +302,7 @@ def verify_plan(plan: Plan, task: Task, settings: VerifySettings | None = None) 
     got = dict(enumerate(per_rank))
 
     ranks = tuple(RankResult(r, tuple(got[r]["step_ms"]), got[r]["max_abs_diff"], got[r]["keys_checked"],
-                             got[r]["shards"]) for r in range(world))
+                             got[r]["shards"], tuple(got[r]["fwd_ms"])) for r in range(world))
     local = math.ceil(task.batch_size / world)
     return VerifyResult(
         plan_algorithm=plan.algorithm, task_name=task.name, num_devices=world, local_batch=local,
