@@ -1,4 +1,5 @@
-"""``autoshard tables``: make table pools (synthetic or from a dlrm_datasets trace) and summarise them."""
+"""``autoshard tables``: make table pools (synthetic, from a dlrm_datasets trace or from TorchRec
+EmbeddingBagConfigs) and summarise them."""
 
 from __future__ import annotations
 
@@ -16,6 +17,28 @@ def dim_list(text: str) -> tuple[int, ...]:
     if not parts:
         raise argparse.ArgumentTypeError(f"{text!r}: give one dim or a comma list such as 4,8,16")
     return tuple(positive_int(p) for p in parts)
+
+
+def name_value(text: str) -> tuple[str, float]:
+    """'NAME=X' (X a finite number >= 0) -> (NAME, X)."""
+    name, sep, value = text.rpartition("=")
+    try:
+        x = float(value)
+    except ValueError:
+        x = float("nan")
+    if not sep or not name or not x >= 0 or x == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: give NAME=X with X a number >= 0, e.g. user_id=2.5")
+    return name, x
+
+
+def non_negative(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        x = float("nan")
+    if not x >= 0 or x == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a number >= 0")
+    return x
 
 
 def _add_dims(p: argparse.ArgumentParser, default: int) -> None:
@@ -47,8 +70,32 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("-o", "--output", required=True, help="tables file to write")
     t.set_defaults(func=run_from_trace)
 
+    c = tsub.add_parser(
+        "from-torchrec", help="one table per TorchRec EmbeddingBagConfig (JSON file or Python module)",
+        description="Tables from TorchRec EmbeddingBagConfigs. CONFIGS is a JSON file (a list of objects "
+                    "with name, num_embeddings, embedding_dim and optionally feature_names, pooling (mean "
+                    "ids per sample), alpha (skew exponent); or {\"tables\": [...]}) or a Python attribute "
+                    "package.module:NAME or path/to/file.py:NAME holding a list of EmbeddingBagConfig (or "
+                    "dicts, or an EmbeddingBagCollection). A module path IMPORTS and so runs that code: "
+                    "only give code you trust. Missing pooling: --default-pooling ids per feature (1.0, "
+                    "one-hot); missing alpha: a power law of alpha 0.7 over a bounded vocabulary (see "
+                    "autoshard.tables.lookups.DEFAULT_ALPHA); both logged as warnings.")
+    c.add_argument("configs", metavar="CONFIGS",
+                   help="JSON file, or package.module:NAME / path/to/file.py:NAME (imports that code)")
+    c.add_argument("--pooling", type=name_value, action="append", default=[], metavar="NAME=X",
+                   help="mean ids per sample of table NAME (repeatable); overrides CONFIGS")
+    c.add_argument("--alpha", type=name_value, action="append", default=[], metavar="NAME=X",
+                   help="power-law skew exponent of table NAME's lookups (repeatable); overrides CONFIGS")
+    c.add_argument("--default-pooling", type=non_negative, default=None, metavar="X",
+                   help="ids per sample per feature of tables with no pooling (default 1.0: one-hot)")
+    c.add_argument("--stats-batch-size", type=positive_int, default=None,
+                   help="batch the access bins are computed at (default 65536, the published one)")
+    c.add_argument("-o", "--output", required=True, help="tables file to write")
+    c.set_defaults(func=run_from_torchrec)
+
     w = tsub.add_parser("show", help="summarise a tables file")
-    w.add_argument("file", metavar="FILE", help="tables file (autoshard tables synth/from-trace)")
+    w.add_argument("file", metavar="FILE",
+                   help="tables file (autoshard tables synth/from-trace/from-torchrec)")
     w.set_defaults(func=run_show)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
@@ -111,6 +158,33 @@ def run_from_trace(args: argparse.Namespace) -> int:
     return 0
 
 
+def _overrides(pairs: list[tuple[str, float]], flag: str) -> dict[str, float]:
+    from autoshard.errors import AutoshardError
+
+    out: dict[str, float] = {}
+    for name, x in pairs:
+        if name in out:
+            raise AutoshardError(f"{flag} gives table {name!r} twice; give each table once")
+        out[name] = x
+    return out
+
+
+def run_from_torchrec(args: argparse.Namespace) -> int:
+    from autoshard.tables.configs import load_configs, pool_from_configs
+    from autoshard.tables.synth import STATS_BATCH_SIZE
+
+    start = time.perf_counter()
+    batch = args.stats_batch_size or STATS_BATCH_SIZE
+    pool = pool_from_configs(load_configs(args.configs), pooling=_overrides(args.pooling, "--pooling"),
+                             skew=_overrides(args.alpha, "--alpha"), default_pooling=args.default_pooling,
+                             stats_batch_size=batch, origin=args.configs)
+    pool.save(args.output)
+    pooled, skewed = (len(pool.source[k]) for k in ("default_pooling_tables", "default_alpha_tables"))
+    print(f"wrote {args.output}: {_summary(pool)}, bins at batch {batch}; default pooling for {pooled}, "
+          f"default alpha for {skewed} tables ({time.perf_counter() - start:.1f} s)")
+    return 0
+
+
 def run_show(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -123,6 +197,8 @@ def run_show(args: argparse.Namespace) -> int:
     origin = src.get("generator", "unknown")
     if "trace_path" in src:
         origin += f" {src['trace_path']}"
+    elif src.get("configs"):
+        origin += f" {src['configs']}"
     elif "config" in src:
         cfg = src["config"]
         origin += f" seed {cfg.get('seed')}, bins at batch {cfg.get('stats_batch_size')}"

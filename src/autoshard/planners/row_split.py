@@ -1,15 +1,15 @@
 """Tables larger than any device: split into row pieces before planning, merged into row-wise shards after.
 
 Every planner places whole tables (or column shards of them). A table that fits on no device is therefore
-cut, before the planner runs, into ``k`` row pieces of ``ceil(rows / k)`` rows, ``k = max(D, ceil(memory /
-(PIECE_FILL x largest device)))``, each a table of its own in a derived task (rows ``1 / k`` of the table's, looked up ``1 / k`` of
-its pooling: the uniform share a row shard gets, the estimate every cost model makes of a row shard, see
-``autoshard.shards.ShardRef.lookup_share``). The planner places the pieces like any table, under the same
-memory constraint, so every planner (heuristics, search, ilp, rl) handles such tables the same way and no
-planner needs to know about row sharding. Afterwards the pieces on each rank are merged into one contiguous
-row range (pieces are interchangeable, so any assignment of pieces to ranks is one of contiguous ranges:
-ranks in ascending order take consecutive pieces) and the table becomes a ``row_wise`` placement with even
-or uneven ranges. Pieces are never column-split (``Task.meta['row_pieces']`` marks them).
+cut, before the planner runs, into ``k`` row pieces of ``ceil(rows / k)`` rows, with ``k = max(D,
+ceil(memory / (PIECE_FILL x largest device)))``, each a table of its own in a derived task: ``1 / k`` of the
+rows, looked up ``1 / k`` of the pooling (the uniform share a row shard gets, the estimate every cost model
+makes of a row shard: ``autoshard.shards.ShardRef.lookup_share``). The planner places the pieces like any
+table, under the same memory constraint, so every planner (heuristics, search, ilp, rl) handles such tables
+alike and none needs to know about row sharding. Afterwards the pieces on each rank are merged into one
+contiguous row range (pieces are interchangeable, so any assignment of pieces to ranks is one of contiguous
+ranges: ranks in ascending order take consecutive pieces) and the table becomes a ``row_wise`` placement
+with even or uneven ranges. Pieces are never column-split (``Task.meta['row_pieces']`` marks them).
 
 ``PIECE_FILL`` < 1 leaves room on a device for other tables beside a piece; a task whose total memory is
 short is refused before any planning, naming the bytes missing (``Task.check_fits``).

@@ -8,12 +8,19 @@ and a seeded bijection scatters the ranks over all rows (real hot rows are not c
 
 from __future__ import annotations
 
+import hashlib
+import logging
+import threading
+
 import numpy as np
 
 from autoshard.errors import AutoshardError
 from autoshard.tables.lookup_batch import Lookups
-from autoshard.tables.table import NUM_ACCESS_BINS, LookupKind, Table
+from autoshard.tables.published import PUBLISHED_BATCH_SIZE
+from autoshard.tables.table import NUM_ACCESS_BINS, LookupKind, LookupSpec, Table
 from autoshard.tables.trace_file import trace_lookups
+
+logger = logging.getLogger(__name__)
 
 _PERMUTATION_PRIMES = (1_000_003, 1_000_033, 1_000_037)
 """Multipliers of the rank->row bijection (k * p + off) mod rows; small enough that k * p fits in int64."""
@@ -56,19 +63,73 @@ def _bag_lengths(rng: np.random.Generator, batch_size: int, mean: float, cv: flo
     return rng.poisson(lam).astype(np.int64)
 
 
+DEFAULT_ALPHA = 0.7
+"""Power-law exponent assumed for a table that states no lookup distribution (``default_lookup_spec``).
+
+The median of the alpha marginal of the synthetic generator's (alpha, vocab) density (``CELL_WEIGHTS`` over
+``ALPHA_EDGES`` in ``tables.published``: 20% of the mass in [0, 0.5), 75% in [0.5, 1), median 0.700, mean
+0.81), which was fitted to the published dlrm_datasets statistics (feature_stats.json per-table access bins,
+locality_stats_2021.txt reuse histograms). In that fit a low alpha goes with a bounded active vocabulary, so
+the default also bounds it (``DEFAULT_VOCAB_LOG_RATIO``)."""
+DEFAULT_VOCAB_LOG_RATIO = -0.9
+"""log10(active vocabulary / lookups in one published batch of 65536) assumed with ``DEFAULT_ALPHA``: the
+median of the vocab marginal of the same density (``VOCAB_EDGES``; median -0.898), capped at the table's
+rows. Measured on the rows and pooling factors of ``synthesize_pool(40, 0)``'s tables at batch 65536: 0.12
+distinct indices per lookup (published 0.145), mean (0,1] access bin 0.09 (published 0.22); the same alpha
+over all rows gives 0.52 and 0.79."""
+
+_warned_default: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+def name_seed(name: str) -> int:
+    """A stable seed in [0, 2**31 - 1) from a table name (blake2b; Python's ``hash`` is salted per
+    process)."""
+    digest = hashlib.blake2b(name.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "little") % (2**31 - 1)
+
+
+def default_vocab(rows: int, pooling_factor: float) -> int:
+    """Active vocabulary of the default distribution: 10 ** DEFAULT_VOCAB_LOG_RATIO x the table's lookups in
+    one batch of 65536, between 1 and ``rows``."""
+    v = round(PUBLISHED_BATCH_SIZE * max(float(pooling_factor), 0.0) * 10.0 ** DEFAULT_VOCAB_LOG_RATIO)
+    return int(min(max(v, 1), int(rows)))
+
+
+def default_lookup_spec(table: Table, alpha: float = DEFAULT_ALPHA) -> LookupSpec:
+    """The documented default for a table without lookup statistics: POWER_LAW of exponent ``alpha``
+    (``DEFAULT_ALPHA``) over ``default_vocab`` rows scattered over the table, bag sizes with the table's own
+    pooling factor and cv 1.0, seeded by ``name_seed(table.name)`` (the same batches in every process)."""
+    return LookupSpec(LookupKind.POWER_LAW, seed=name_seed(table.name), alpha=float(alpha),
+                      vocab=default_vocab(table.rows, table.pooling_factor))
+
+
+def _warn_default(table: Table, spec: LookupSpec) -> None:
+    """One warning per table name per process, naming the table and what is assumed."""
+    with _warned_lock:
+        if table.name in _warned_default:
+            return
+        _warned_default.add(table.name)
+    logger.warning("table %s has no lookup distribution; assuming the default: power law alpha %g over %d "
+                   "of its %d rows, %g ids per sample (its pooling factor), seed %d from its name; to state "
+                   "one, make the file with 'autoshard tables from-torchrec --alpha' or 'from-trace'",
+                   table.name, spec.alpha, spec.vocab, table.rows, table.pooling_factor, spec.seed)
+
+
 def sample_lookups(table: Table, batch_size: int, seed: int = 0, rows: int | None = None) -> Lookups:
     """A deterministic batch of lookups for ``table``.
 
     ``rows`` caps the index range (used when a table is too large to allocate for timing; indices are folded
-    with ``mod rows``, which keeps the reuse pattern of the hot rows). ``seed`` picks the batch.
+    with ``mod rows``, which keeps the reuse pattern of the hot rows). ``seed`` picks the batch. A table
+    without ``lookups`` gets ``default_lookup_spec`` (logged once per table name per process).
     """
     if batch_size <= 0:
         raise AutoshardError(f"batch size {batch_size} must be positive")
     spec = table.lookups
     n_rows = min(table.rows, rows) if rows else table.rows
     if spec is None:
-        raise AutoshardError(f"table {table.name} has no lookup distribution; "
-                             "regenerate it with 'autoshard tables'")
+        spec = default_lookup_spec(table)
+        _warn_default(table, spec)
     if spec.kind is LookupKind.TRACE:
         lk = trace_lookups(table, batch_size, seed)
         return Lookups(lk.indices % n_rows, lk.offsets)

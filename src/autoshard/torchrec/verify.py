@@ -290,10 +290,7 @@ def verify_plan(plan: Plan, task: Task, settings: VerifySettings | None = None) 
         raise AutoshardError(f"device {s.device!r} unknown; use cpu or cuda")
     backend = "nccl" if s.device == "cuda" else "gloo"
     check_world(backend, task.num_devices)  # NCCL: one GPU per rank, checked before tables are sampled
-    for t in task.tables:
-        if t.lookups is None:
-            raise AutoshardError(f"table {t.name} has no lookup distribution, so no batches can be "
-                                 "generated; give it one (autoshard tables) before verifying")
+    # tables without a lookup distribution get the documented default (tables.lookups.default_lookup_spec)
 
     world = task.num_devices
     per_rank = run_on_ranks(_run_rank, world, (task.to_json(), plan.to_json(), s), backend=backend,
