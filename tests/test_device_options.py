@@ -17,9 +17,9 @@ from autoshard.errors import AutoshardError
 from autoshard.hardware.kernel import DeviceKind, KernelBackend, MeasureSettings
 from autoshard.pipeline import context as context_mod
 from autoshard.pipeline.context import Context, PipelineConfig, comm_backend
-from autoshard.pipeline.evaluation import TORCHREC, load_planning_model, per_algorithm_extra, planner_extras
+from autoshard.pipeline.evaluation import TORCHREC, load_planning_model, planner_extras
 from autoshard.pipeline.suite import Suite
-from autoshard.planners.base import PLANNERS, PlannerOptions, make_planner
+from autoshard.planners.base import PlannerOptions, make_planner
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -190,16 +190,11 @@ def test_torchrec_alone_gets_the_cuda_compute_device(monkeypatch) -> None:
     assert planner_extras(MeasureSettings()) == {}
     extras = planner_extras(MeasureSettings(device="cuda"))
     assert extras == {TORCHREC: {"compute_device": "cuda"}}
-    entry = PLANNERS[TORCHREC]
-    options = PlannerOptions(time_limit_s=0.5)
-    with per_algorithm_extra(extras):
-        assert make_planner(TORCHREC, options) == "planner"
-        make_planner("ilp", options)  # others are built from the shared options, without the key
-        make_planner("size_greedy", options)
-    assert PLANNERS[TORCHREC] == entry
+    options = PlannerOptions(time_limit_s=0.5, algorithm_extra=extras)
+    assert make_planner(TORCHREC, options) == "planner"
+    make_planner("ilp", options)  # others are built from the shared options, without the key
+    make_planner("size_greedy", options)
     assert built[0].extra == {"compute_device": "cuda"} and options.extra == {}
-    with pytest.raises(AutoshardError, match="unsupported"), per_algorithm_extra({"ilp": {"x": 1}}):
-        pass
 
 
 def _learned_model(path: Path, settings: dict) -> str:

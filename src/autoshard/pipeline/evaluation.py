@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +18,7 @@ from autoshard.pipeline.context import Context
 from autoshard.pipeline.measure import BenchConfig, run_bench, select_algorithms
 from autoshard.pipeline.models import is_measured, load_cost_model
 from autoshard.pipeline.results import TaskResult
-from autoshard.planners.base import PLANNERS, PlannerOptions
+from autoshard.planners.base import PlannerOptions
 from autoshard.tasks import load_tasks
 
 log = logging.getLogger(__name__)
@@ -60,40 +58,12 @@ def load_planning_model(spec: str, settings: MeasureSettings,
 
 
 def planner_extras(settings: MeasureSettings) -> dict[str, dict[str, Any]]:
-    """Per-algorithm ``PlannerOptions.extra`` of the bench: TorchRec's planner is told the compute device the
-    kernels run on (its own estimates differ for cpu and cuda). The others get none: ``extra`` is shared by
-    all planners, and keys a planner does not know are errors for it."""
+    """Per-algorithm settings of the bench (``PlannerOptions.algorithm_extra``): TorchRec's planner is told
+    the compute device the kernels run on (its own estimates differ for cpu and cuda). The others get none:
+    keys a planner does not know are errors for it."""
     if settings.device is DeviceKind.CUDA:
         return {TORCHREC: {"compute_device": "cuda"}}
     return {}
-
-
-def torchrec_cuda_planner(options: PlannerOptions) -> Any:
-    """TorchRec's planner (``autoshard.torchrec.baseline.torchrec_planner``) planning for cuda."""
-    from autoshard.torchrec.baseline import torchrec_planner  # TorchRec only when torchrec is built
-
-    return torchrec_planner(replace(options, extra={**options.extra, "compute_device": "cuda"}))
-
-
-@contextmanager
-def per_algorithm_extra(extras: Mapping[str, Mapping[str, Any]]) -> Iterator[None]:
-    """While the bench runs, build each algorithm of ``extras`` (``planner_extras``) with its own settings.
-
-    ``measure.BenchConfig`` has one ``PlannerOptions`` for every planner, so TorchRec's registry entry is
-    pointed at ``torchrec_cuda_planner`` meanwhile (the entry, an import path, is restored afterwards); the
-    other planners are built as ever."""
-    cuda = {TORCHREC: {"compute_device": "cuda"}}
-    if extras and {a: dict(x) for a, x in extras.items()} != cuda:
-        raise AutoshardError(f"per-algorithm planner settings {dict(extras)} unsupported; only {cuda}")
-    saved = PLANNERS.get(TORCHREC)
-    if not extras or saved is None:
-        yield
-        return
-    PLANNERS[TORCHREC] = (f"{__name__}:torchrec_cuda_planner", saved[1])
-    try:
-        yield
-    finally:
-        PLANNERS[TORCHREC] = saved
 
 
 @dataclass(frozen=True)
@@ -135,7 +105,7 @@ def stage_evaluate(ctx: Context, k_comm: str, k_cost: str, cost_spec: str, k_pol
     else:
         cost_model = load_planning_model(cost_spec, settings, ctx.config.allow_other_hardware).with_comm(comm)
     options = PlannerOptions(seed=s.seed, cost_model=cost_model, policy_path=policy_path,
-                             time_limit_s=s.time_limit_s)
+                             time_limit_s=s.time_limit_s, algorithm_extra=extras)
     # What a measured task depends on (not e.g. the suite's description), with the models' file contents, so
     # a retrained model is never paired with plans of the previous one; stage_key adds the code version. The
     # task itself is not in the key: run_bench reuses a result only for an equal task, so more test tasks
@@ -152,8 +122,7 @@ def stage_evaluate(ctx: Context, k_comm: str, k_cost: str, cost_spec: str, k_pol
     tasks = load_tasks(str(ctx.out / "test_tasks.json"))
     ctx.say(f"[bench] {len(tasks)} test tasks x {len(algorithms)} algorithms: {', '.join(algorithms)}")
     bench_dir = ctx.out / BENCH_DIR
-    with per_algorithm_extra(extras):
-        results = run_bench(tasks, config, make_evaluator, bench_dir, ctx.progress)
+    results = run_bench(tasks, config, make_evaluator, bench_dir, ctx.progress)
     comm_fit = ctx.comm_description()
     meta = {
         "suite": s.settings(), "host": host_info(settings.device.value),

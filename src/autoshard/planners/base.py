@@ -42,6 +42,9 @@ class PlannerOptions:
     """Wall-time budget for planners that search (local search, ilp)."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Planner-specific settings (e.g. beam width), by name."""
+    algorithm_extra: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Settings for one algorithm only, by algorithm name, added to ``extra`` when that planner is built (a
+    benchmark that runs every planner from one options object, e.g. TorchRec's compute device)."""
 
 
 PLANNERS: dict[str, tuple[str, str]] = {
@@ -83,7 +86,11 @@ def make_planner(name: str, options: PlannerOptions | None = None) -> Planner:
     if name not in PLANNERS:
         raise AutoshardError(f"unknown algorithm {name!r}; choose one of: {', '.join(PLANNERS)}")
     module, factory = PLANNERS[name][0].split(":")
-    return getattr(importlib.import_module(module), factory)(options or PlannerOptions())
+    options = options or PlannerOptions()
+    own = options.algorithm_extra.get(name)
+    if own:
+        options = replace(options, extra={**options.extra, **own}, algorithm_extra={})
+    return getattr(importlib.import_module(module), factory)(options)
 
 
 def config_from_extra(cls: type, extra: Mapping[str, object], shared_with: Iterable[type] = ()) -> object:
