@@ -51,9 +51,10 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policy-iterations", type=int, help="override the policy's training iterations")
     g = p.add_argument_group("measurement (overrides the suite's; part of every stage key)")
     add_device_args(g)
-    g.add_argument("--collectives", choices=["measure", "model"], default="measure",
+    g.add_argument("--collectives", choices=["auto", "measure", "model"], default="auto",
                    help="the step's all-to-alls: timed with every plan's own splits on D local processes "
-                        "(default), or the comm model's estimate (labelled modelled)")
+                        "(measure), the comm model's estimate (model, labelled modelled), or auto (default): "
+                        "measure only where each process gets a core or a GPU of its own")
     g.add_argument("--allow-other-hardware", action="store_true",
                    help="plan with a --cost-model trained on other hardware or measure settings (device, "
                         "backend, optimizer, threads) anyway")

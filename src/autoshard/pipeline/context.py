@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,9 +41,10 @@ class PipelineConfig:
     ``device``."""
     allow_other_hardware: bool = False
     """Plan with a given cost model even if it was trained on other hardware or measure settings."""
-    collectives: str = "measure"
-    """The step's all-to-alls in the bench: ``measure`` (every plan's own splits timed on D local processes)
-    or ``model`` (the comm model's estimate, labelled modelled). Part of the bench key."""
+    collectives: str = "auto"
+    """The step's all-to-alls in the bench: ``measure`` (every plan's own splits timed on D local processes),
+    ``model`` (the comm model's estimate, labelled modelled), or ``auto``: measure where every rank can have
+    a core (or a GPU) of its own, else model (``Context.collectives``). Part of the bench key."""
 
     def measure_settings(self) -> MeasureSettings:
         """How the evaluator (and the profile a cost model is trained on) times kernels: the suite's
@@ -85,6 +87,23 @@ class Context(StageCache):
     def comm_backend(self) -> tuple[str, str]:
         """The comm stage's process-group backend and what its fit is (``comm_backend``)."""
         return comm_backend(self.config.device, self.suite.num_devices)
+
+    def collectives(self) -> tuple[str, str]:
+        """'measure' or 'model' for this run, and why. ``auto`` measures only where each of the D processes
+        gets a core (CPU) or a GPU (NCCL) of its own: with more processes than cores, the ranks take turns on
+        the cores and a timed all-to-all mostly measures that contention (on this project's 2-vCPU machine, 8
+        processes timed near-identical collectives 2-9 ms apart)."""
+        asked = self.config.collectives
+        if asked != "auto":
+            return asked, f"--collectives {asked}"
+        d = self.suite.num_devices
+        if self.comm_backend()[0] == "nccl":
+            return "measure", f"auto: one GPU per rank ({d} ranks)"
+        cores = os.cpu_count() or 1
+        if d <= cores:
+            return "measure", f"auto: {d} processes on {cores} cores"
+        return "model", (f"auto: {d} processes would share {cores} cores, so the all-to-alls are the "
+                         "alpha-beta model's (modelled), not timed per plan")
 
     def comm_description(self) -> str:
         """Where the evaluator's all-to-all model comes from, for the report."""

@@ -113,12 +113,12 @@ def stage_evaluate(ctx: Context, k_comm: str, k_cost: str, cost_spec: str, k_pol
     bench_key = stage_key({"algorithms": algorithms, "seed": s.seed, "time_limit_s": s.time_limit_s,
                            "rounds": s.eval.rounds, "measure": settings.to_json(), "comm": comm.to_json(),
                            "models": [file_key(cost_spec), file_key(policy_path or "")],
-                           "collectives": ctx.config.collectives,
+                           "collectives": ctx.collectives()[0],
                            **({"planner_extra": extras} if extras else {})},
                           [k_comm, k_cost, k_policy])
     # measured collectives (if asked) on the comm stage's processes: NCCL only with a GPU per rank
     config = BenchConfig(tuple(algorithms), options, rounds=s.eval.rounds, key=bench_key,
-                         collectives=ctx.config.collectives, comm_backend=ctx.comm_backend()[0])
+                         collectives=ctx.collectives()[0], comm_backend=ctx.comm_backend()[0])
     tasks = load_tasks(str(ctx.out / "test_tasks.json"))
     ctx.say(f"[bench] {len(tasks)} test tasks x {len(algorithms)} algorithms: {', '.join(algorithms)}")
     bench_dir = ctx.out / BENCH_DIR
@@ -131,8 +131,9 @@ def stage_evaluate(ctx: Context, k_comm: str, k_cost: str, cost_spec: str, k_pol
                      f"comm: alpha-beta {comm.source}; comm model {comm_fit}); step = max fwd + forward "
                      f"collectives + max bwd + backward collectives; all-to-alls "
                      + ("timed with every plan's own splits on D local processes"
-                        if ctx.config.collectives == "measure" else "modelled (alpha-beta)"),
-        "collectives": ctx.config.collectives,
+                        if ctx.collectives()[0] == "measure" else "modelled (alpha-beta)")
+                     + f" ({ctx.collectives()[1]})",
+        "collectives": ctx.collectives()[0], "collectives_why": ctx.collectives()[1],
         "measure_settings": settings.to_json(), "comm": comm.to_json(), "comm_fit": comm_fit,
         "planner_extra": extras,
         "cost_model": f"{cost_model.name} ({cost_spec}; comm: the evaluator's)",
