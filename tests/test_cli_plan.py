@@ -112,3 +112,14 @@ def test_ilp_with_measured_cost_model_times_real_kernels(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "step cost (measured)" in text and "costs estimated by measured" in text
     validate(Plan.load(out), Task(tables=tables, device_memory=(10**8,) * 2, batch_size=64))
+
+
+def test_measure_top_times_the_best_candidates_and_keeps_the_measured_best(tables_file, tmp_path, capsys):
+    out = tmp_path / "plan.json"
+    assert main(["plan", "--tables", tables_file, "--devices", "4", "--memory", "5GB", "--algo", "search",
+                 "--cost-model", "analytical", "--time-limit", "1", "--batch-size", "64",
+                 "--measure-top", "2", "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "candidate" in text and "measured 2 of" in text and "kept" in text
+    plan = Plan.load(str(out))
+    assert plan.cost is not None and plan.cost.source == "measured"

@@ -14,7 +14,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--tables", help="tables file (autoshard tables ...); all its tables form the task")
     src.add_argument("--task", help="tasks file (autoshard tasks ...); see --task-index")
     p.add_argument("--task-index", type=int, default=0, help="which task of --task (default 0)")
-    p.add_argument("--devices", type=positive_int, help="number of devices (with --tables)")
+    p.add_argument("--devices", type=devices_spec,
+                   help="devices (with --tables): a count (8) or HOSTSxLOCAL (2x4: 2 hosts of 4, for "
+                        "table_row_wise and inter-host traffic at the declared bandwidth)")
     p.add_argument("--memory", default="5GB", help="memory per device, e.g. 5GB, or one per device: 8GB,4GB")
     p.add_argument("--batch-size", type=positive_int, default=None,
                    help="per-device batch size (with --tables)")
@@ -31,9 +33,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="planner-specific setting, repeatable "
                         "(e.g. beam_width=4 for neuroshard, samples=8 for rl)")
+    p.add_argument("--measure-top", type=positive_int, metavar="K",
+                   help="also plan with every heuristic, time the K candidates the model predicts "
+                        "cheapest on this machine's kernels, and keep the measured best (for planning on "
+                        "the hardware you train on)")
     p.add_argument("-o", "--output", help="write the plan JSON here")
     p.add_argument("--list-algos", action="store_true", help="list the algorithms and exit")
     p.set_defaults(func=run)
+
+
+def devices_spec(text: str) -> str:
+    """argparse type of ``--devices``: a positive integer, or HOSTSxLOCAL."""
+    from autoshard.errors import AutoshardError
+    from autoshard.topology import parse_devices
+
+    try:
+        parse_devices(text)
+    except AutoshardError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer or HOSTSxLOCAL (e.g. 8, 2x4)")
+    return text
 
 
 def load_task(args: argparse.Namespace):
@@ -41,6 +59,7 @@ def load_task(args: argparse.Namespace):
     from autoshard.errors import AutoshardError
     from autoshard.tables import TablePool
     from autoshard.tasks import DEFAULT_BATCH_SIZE, Task, load_tasks
+    from autoshard.topology import Topology, parse_devices
 
     if args.task:
         tasks = load_tasks(args.task)
@@ -52,9 +71,10 @@ def load_task(args: argparse.Namespace):
         raise AutoshardError("give --tables FILE with --devices N, or --task FILE")
     if not args.devices:
         raise AutoshardError("--tables needs --devices N (a positive number of devices)")
+    hosts, devices = parse_devices(args.devices)
     pool = TablePool.load(args.tables)
-    return Task(tables=pool.tables, device_memory=device_memory(args.memory, args.devices),
-                batch_size=args.batch_size or DEFAULT_BATCH_SIZE, name=args.tables)
+    return Task(tables=pool.tables, device_memory=device_memory(args.memory, devices),
+                batch_size=args.batch_size or DEFAULT_BATCH_SIZE, name=args.tables, topology=Topology(hosts))
 
 
 def parse_options(pairs: list[str]) -> dict[str, str]:
@@ -89,20 +109,38 @@ def run(args: argparse.Namespace) -> int:
         cost_model = resolve_cost_model(cost_model).with_comm(AlphaBeta.load(args.comm))
     options = PlannerOptions(seed=args.seed, cost_model=cost_model, policy_path=args.policy,
                              time_limit_s=args.time_limit, extra=parse_options(args.option))
-    planner = make_planner(args.algo, options)
-    plan = run_planner(planner, task)
     from autoshard.costs.base import plan_cost
     from autoshard.costs.loading import describe_cost_model
 
     estimator = resolve_cost_model(cost_model)
-    plan = plan.with_cost(plan_cost(estimator, task, plan))
+    if args.measure_top:
+        plan = _measure_top(args, task, options, estimator)
+    else:
+        plan = run_planner(make_planner(args.algo, options), task)
+        plan = plan.with_cost(plan_cost(estimator, task, plan))
     proxy = [sum(size_lookup_proxy(task.tables[s.table].with_dim(s.dim)) for s in dev)
              for dev in plan.device_shards(task)]
     print(format_report(plan, task, proxy))
+    estimated = (f"costs estimated by {describe_cost_model(estimator)} (measure for real with 'autoshard "
+                 "evaluate')")
+    how = "costs measured here (kernels; collectives by the comm model)" if args.measure_top else estimated
     print(f"planned in {plan.planning_time_s * 1000:.1f} ms; "
-          "cost proxy = size_lookup (dim x pooling x log10 rows); "
-          f"costs estimated by {describe_cost_model(estimator)} (measure for real with 'autoshard evaluate')")
+          f"cost proxy = size_lookup (dim x pooling x log10 rows); {how}")
     if args.output:
         plan.save(args.output)
         print(f"wrote {args.output}", file=sys.stderr)
     return 0
+
+
+def _measure_top(args: argparse.Namespace, task, options, estimator):
+    from autoshard.pipeline.choose import candidate_plans, measure_top
+
+    candidates = candidate_plans(task, args.algo, options)
+    choice = measure_top(task, candidates, estimator, args.measure_top)
+    print(f"{'candidate':<20} {'predicted ms':>12} {'measured ms':>12}")
+    for c in choice.candidates:
+        measured = f"{c.measured_ms:>12.3f}" if c.measured_ms is not None else f"{'-':>12}"
+        print(f"{c.algorithm:<20} {c.predicted_ms:>12.3f} {measured}")
+    print(f"measured {min(args.measure_top, len(candidates))} of {len(candidates)} candidates in "
+          f"{choice.measuring_s:.1f} s; kept {choice.best.algorithm}'s plan")
+    return choice.best
