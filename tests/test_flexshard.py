@@ -308,3 +308,20 @@ def test_replica_sync_is_measured_on_the_replica_groups() -> None:
     # every rank: tier A 10 rows + its 20 tier-B rows (40 over 2 local positions), 8 fp32 each
     assert got.bytes_per_rank == (30 * 8 * 4,) * 4
     assert got.ms > 0 and len(got.runs_ms) == 3
+
+
+def test_cli_synth_then_plan_prints_every_plan_type_and_writes_json(tmp_path, capsys):
+    from autoshard.cli.main import main
+
+    seq = tmp_path / "seq.json"
+    assert main(["flexshard", "--synth", str(seq), "--rows", "20000", "--dim", "16"]) == 0
+    out = tmp_path / "cmp.json"
+    assert main(["flexshard", "--tables", str(seq), "--devices", "2x2", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert all(name in text for name in ("table_wise", "row_wise", "table_row_wise", "flexshard"))
+    import json
+
+    plans = json.loads(out.read_text())["plans"]
+    assert plans["flexshard"]["a2a_bytes"] <= plans["row_wise"]["a2a_bytes"]
+    assert main(["flexshard"]) == 2
+    assert "--tables" in capsys.readouterr().err
