@@ -1,5 +1,8 @@
-"""``autoshard train-cost`` and ``autoshard eval-cost``: train the neural cost model on a profiled dataset
-and score it (MAPE, RMSE, Spearman per head) on held-out unseen tables, with a predicted-vs-measured plot."""
+"""``autoshard train-cost`` and ``autoshard eval-cost``: train the neural cost model (one network or an
+ensemble) on a profiled dataset and score it (MAPE, RMSE, Spearman per head, the ensemble's coverage of the
+measurements, the share of devices outside its training support) on held-out unseen tables, with a
+predicted-vs-measured plot; eval-cost also chooses the risk factor planners use (``risk_k``) and records it in
+the checkpoint."""
 
 from __future__ import annotations
 
@@ -40,6 +43,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="predict log-ms (default) or ms")
     p.add_argument("--interaction", action="store_true", help="add the pairwise per-device interaction term")
     p.add_argument("--no-additive", action="store_true", help="drop the additive log-sum head (log target)")
+    p.add_argument("--ensemble", type=positive_int, default=1,
+                   help="networks to train, each on a bootstrap of the records from its own seed; the model "
+                        "predicts their mean and reports their spread (default 1; 5 recommended)")
+    p.add_argument("--no-fallback", action="store_true",
+                   help="let the networks price devices outside the training support too (default: the "
+                        "analytical model calibrated on the same records prices them)")
+    p.add_argument("--context", choices=["auto", "on", "off"], default="auto",
+                   help="give the network each device's batch size and precision, so one model spans them "
+                        "(auto: on when the records mix batch sizes or precisions, as --design broad does)")
     p.set_defaults(func=run_train)
 
     e = sub.add_parser("eval-cost",
@@ -52,6 +64,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--seed", type=int, default=0, help="seed of the random 4-device plan groupings")
     e.add_argument("--allow-other-hardware", action="store_true",
                    help="use a model trained on other hardware / batch size anyway")
+    e.add_argument("--no-record-risk", action="store_true",
+                   help="do not write the risk factor chosen here into the checkpoint (risk_k)")
     e.set_defaults(func=run_eval)
 
 
@@ -77,6 +91,19 @@ def print_metrics(metrics: dict[str, dict[str, float]], comm_source: str, out: A
     print(f"{'comm':<22} from the dataset's alpha-beta model ({comm_source}), not learned", file=out)
 
 
+def print_uncertainty(held: dict[str, Any], ensemble: int, out: Any = None) -> None:
+    """The ensemble's coverage of held-out measurements, the out-of-support share and the chosen risk_k."""
+    cov = ", ".join(f"{k} {100 * v:.1f}%" for k, v in held["coverage"].items())
+    print(f"coverage of held-out fwd+bwd by mean + k x spread ({held['n']} devices, ensemble of {ensemble}): "
+          f"{cov}", file=out)
+    print(f"out of support (priced by the calibrated analytical fallback): "
+          f"{100 * held['out_of_support_share']:.1f}% of held-out devices", file=out)
+    from autoshard.costs.learned.evaluation import RISK_COVERAGE
+
+    print(f"risk_k {held['risk_k']:.3f}: the smallest k whose mean + k x spread covers "
+          f"{100 * RISK_COVERAGE:.0f}% of held-out devices", file=out)
+
+
 def run_train(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
@@ -87,19 +114,26 @@ def run_train(args: argparse.Namespace) -> int:
         raise AutoshardError(f"--lr {args.lr} must be in (0, 1)")
     if args.weight_decay is not None and not args.weight_decay >= 0.0:
         raise AutoshardError(f"--weight-decay {args.weight_decay} must be >= 0")
+    dataset = load_data(args.data)
+    from autoshard.costs.learned.training import record_precision, select_records
+
+    if args.context == "auto":
+        chosen = [r for r in dataset.records if args.batch_size is None or r.batch_size == args.batch_size]
+        context = (len({int(r.batch_size) for r in chosen}) > 1
+                   or len({record_precision(r) for r in chosen}) > 1)
+    else:
+        context = args.context == "on"
     config = CostNetConfig(hidden=args.hidden, embed=args.embed, target=args.target,
                            interaction=args.interaction,
                            additive=args.target == "log" and not args.no_additive,
-                           table_mlp=not args.linear_table_cost)
+                           table_mlp=not args.linear_table_cost, context=context)
     given = {"max_epochs": args.epochs, "patience": args.patience, "lr": args.lr,
              "weight_decay": args.weight_decay}
     options = TrainOptions(seed=args.seed, test_table_fraction=args.test_tables, refit=not args.no_refit,
-                           batch_size=args.batch_size, config=config,
+                           batch_size=args.batch_size, config=config, ensemble=args.ensemble,
+                           fallback=not args.no_fallback,
                            **{k: v for k, v in given.items() if v is not None})
-    dataset = load_data(args.data)
-    from autoshard.costs.learned.training import select_records
-
-    select_records(dataset.records, options.batch_size)  # fail before the progress bar opens
+    select_records(dataset.records, options.batch_size, context)  # fail before the progress bar opens
     with tqdm(total=options.epoch_budget, desc="train-cost", unit="epoch", file=sys.stderr) as bar:
         def progress(epoch: int, h: dict[str, float]) -> None:
             bar.update(1)
@@ -109,17 +143,22 @@ def run_train(args: argparse.Namespace) -> int:
         model = LearnedCostModel.fit(dataset, options, progress)
     model.save(args.output)
     split = model.info["split"]
-    print(f"scored: trained on {split['train_records']} records ({len(split['train_tables'])} tables), "
-          f"early-stopped at epoch {model.info['best_epoch']}; "
-          f"held out {len(split['held_out_tables'])} tables "
+    seen = (f"{len(split['train_tables'])} tables" if "train_tables" in split
+            else "tables generated per sample")
+    held = (f"held out {len(split['held_out_tables'])} tables" if "train_tables" in split
+            else "held out the records")
+    print(f"scored: trained on {split['train_records']} records ({seen}), "
+          f"early-stopped at epoch {model.info['best_epoch']}; {held} "
           f"({split['test_records']} test records). Hardware: {model.describe_hardware()}")
     print_metrics(model.info["metrics"], model.comm.source)
+    print_uncertainty(model.info["held_out"], model.ensemble_size)
     refit = model.info.get("refit")
     if refit:
+        seen = (f"{len(refit['train_tables'])} tables" if "train_tables" in refit
+                else f"{len(refit['train_samples'])} samples")
         print(f"saved: refit on all {refit['train_records'] + refit['val_records']} records "
-              f"({len(refit['train_tables'])} tables, early-stopped at epoch {refit['best_epoch']}); "
-              "the errors "
-              "above are of the network that did not see the held-out tables")
+              f"({seen}, early-stopped at epoch {refit['best_epoch']}); the errors above are of the "
+              f"network{'s' if model.ensemble_size > 1 else ''} that did not see the held-out records")
     print(f"wrote {args.output}", file=sys.stderr)
     return 0
 
@@ -138,8 +177,20 @@ def run_eval(args: argparse.Namespace) -> int:
                              f"{model.trained_on.get('batch_size')}); "
                              "evaluate on its training dataset or new tables")
     result = evaluate(model, dataset.pool, records, seed=args.seed)
-    print(f"held-out records: {len(records)} (tables unseen in training); model: {model.describe_hardware()}")
+    unseen = "samples" if "train_samples" in (model.info.get("refit") or model.info.get("split", {})) \
+        else "tables"
+    print(f"held-out records: {len(records)} ({unseen} unseen in training); "
+          f"model: {model.describe_hardware()}")
     print_metrics(result["metrics"], model.comm.source)
+    print_uncertainty(result, model.ensemble_size)
+    if not args.no_record_risk and model.has_spread:
+        chosen = model.with_risk_k(result["risk_k"])
+        chosen.info["risk"] = {"risk_k": result["risk_k"], "data": str(args.data), "n": result["n"],
+                               "coverage": result["coverage"],
+                               "out_of_support_share": result["out_of_support_share"]}
+        chosen.save(args.model)
+        print(f"recorded risk_k {result['risk_k']:.3f} in {args.model} (planners price its devices at mean + "
+              "risk_k x spread)")
     plot = args.plot or str(Path(args.model).with_suffix("")) + "-scatter.png"
     atomic_write_bytes(plot, scatter_png(result["pairs"], result["metrics"]))
     print(f"wrote {plot}", file=sys.stderr)

@@ -66,17 +66,38 @@ def _use_local_gpu(rank: int) -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("profile", help="measure random table subsets on the real kernels (resumable)",
-                       description="Measure random shards of a table pool and append one record per "
-                                   "sample to OUT/shards-rank<R>.jsonl; re-run the same command to resume.")
-    p.add_argument("--tables", required=True, help="tables file (autoshard.tables) to profile")
+                       description="Measure random shards (of a table pool, or of tables generated per "
+                                   "sample with --design broad) and append one record per sample to "
+                                   "OUT/shards-rank<R>.jsonl; re-run the same command to resume.")
+    p.add_argument("--design", choices=["pool", "broad"], default="pool",
+                   help="pool: subsets of --tables (default); broad: tables generated per sample over the "
+                        "ranges below, Sobol-sampled, stratified by tables per device")
+    p.add_argument("--tables", help="tables file (autoshard.tables) to profile (pool design)")
     p.add_argument("--samples", type=positive_int, required=True, help="samples in the profile (all ranks)")
     p.add_argument("-o", "--output", required=True, help="profile directory (created; resumed if it exists)")
-    p.add_argument("--max-tables", type=positive_int, default=8, help="a sample has 1..K tables (default 8)")
-    p.add_argument("--batch-size", type=positive_int, default=2048, help="batch per device (default 2048)")
-    p.add_argument("--precision", choices=["fp32", "fp16"], default="fp32", help="weights (default fp32)")
-    p.add_argument("--column-share", type=float, default=0.2,
+    p.add_argument("--max-tables", type=positive_int, default=None,
+                   help="pool design: a sample has 1..K tables (default 8)")
+    p.add_argument("--batch-size", type=positive_int, default=None,
+                   help="pool design: batch per device (default 2048)")
+    p.add_argument("--precision", choices=["fp32", "fp16"], default=None,
+                   help="pool design: weights (default fp32)")
+    p.add_argument("--column-share", type=float, default=None,
                    help="probability a table of a sample is a column shard (default 0.2)")
     p.add_argument("--seed", type=int, default=0)
+    b = p.add_argument_group("broad design (--design broad): ranges LO:HI, inclusive; one value fixes it")
+    b.add_argument("--dims", default="4:256", help="table dims, multiples of 4, log-uniform (default 4:256)")
+    b.add_argument("--rows", default="1e2:1e8", help="table rows, log-uniform (default 1e2:1e8)")
+    b.add_argument("--pooling", default="0:200", help="mean bag size, uniform in log(1+p) (default 0:200)")
+    b.add_argument("--pooling-cv", default="0:2", help="bag-size coefficient of variation (default 0:2)")
+    b.add_argument("--alpha", default="0:2", help="access skew, power-law exponent (default 0:2)")
+    b.add_argument("--vocab-log-fraction", default="-3:0",
+                   help="log10 of the active vocabulary's share of the rows (default -3:0)")
+    b.add_argument("--tables-per-device", default="1:40", help="tables a sample holds (default 1:40)")
+    b.add_argument("--batch-sizes", default="512:65536", help="per-device batch, log-uniform (default "
+                                                              "512:65536)")
+    b.add_argument("--precisions", default="fp32,fp16", help="weight precisions (default fp32,fp16)")
+    b.add_argument("--stats-batch", type=positive_int, default=65536,
+                   help="batch the access bins are counted on (default 65536, as synthetic pools)")
     p.add_argument("--rank", type=int, default=None, help="this process's share (default $RANK or 0)")
     p.add_argument("--world-size", type=int, default=None,
                    help="processes sharing the work ($WORLD_SIZE or 1)")
@@ -124,21 +145,79 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.set_defaults(func=run_evaluate)
 
 
+def _span(text: str, what: str) -> tuple[float, float]:
+    """'LO:HI' or one value -> (low, high)."""
+    parts = text.split(":")
+    try:
+        values = [float(x) for x in parts]
+    except ValueError:
+        values = []
+    if len(values) not in (1, 2):
+        raise AutoshardError(f"--{what} {text!r} must be LO:HI or one number, e.g. --{what} 4:256")
+    return values[0], values[-1]
+
+
+def _int_span(text: str, what: str) -> tuple[int, int]:
+    lo, hi = _span(text, what)
+    if lo != int(lo) or hi != int(hi):
+        raise AutoshardError(f"--{what} {text!r} must be whole numbers")
+    return int(lo), int(hi)
+
+
+def broad_design(args: argparse.Namespace) -> Any:
+    """The ``BroadDesign`` of the profile arguments (one-line errors for bad ranges)."""
+    from autoshard.hardware.profiler import DEFAULT_COLUMN_SHARE, BroadDesign
+
+    precisions = tuple(p.strip() for p in args.precisions.split(",") if p.strip())
+    return BroadDesign(dims=_int_span(args.dims, "dims"), rows=_int_span(args.rows, "rows"),
+                       pooling=_span(args.pooling, "pooling"),
+                       pooling_cv=_span(args.pooling_cv, "pooling-cv"), alpha=_span(args.alpha, "alpha"),
+                       vocab_log_fraction=_span(args.vocab_log_fraction, "vocab-log-fraction"),
+                       tables_per_device=_int_span(args.tables_per_device, "tables-per-device"),
+                       batch_sizes=_int_span(args.batch_sizes, "batch-sizes"), precisions=precisions,
+                       column_share=DEFAULT_COLUMN_SHARE if args.column_share is None else args.column_share,
+                       stats_batch=args.stats_batch)
+
+
 def run_profile(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from autoshard.hardware.profiler import ProfileConfig, check_rank, pending_samples, prepare_dir, profile
+    from autoshard.hardware.profiler import (
+        DEFAULT_COLUMN_SHARE,
+        DEFAULT_MAX_TABLES,
+        ProfileConfig,
+        check_rank,
+        pending_samples,
+        prepare_dir,
+        profile,
+    )
     from autoshard.tables.table import Precision, TablePool
+    from autoshard.tasks import DEFAULT_BATCH_SIZE
 
     check_device(args.device)
     check_backend(args.backend)
     rank = args.rank if args.rank is not None else _env_int("RANK", 0)
     world = args.world_size if args.world_size is not None else _env_int("WORLD_SIZE", 1)
     check_rank(rank, world)
-    pool = TablePool.load(args.tables)
-    config = ProfileConfig(samples=args.samples, max_tables=args.max_tables, batch_size=args.batch_size,
-                           seed=args.seed, precision=Precision(args.precision),
-                           column_share=args.column_share, settings=_settings(args))
+    if args.design == "broad":
+        given = [f"--{n.replace('_', '-')}" for n in ("tables", "max_tables", "batch_size", "precision")
+                 if getattr(args, n) is not None]
+        if given:
+            raise AutoshardError(f"{given[0]} is for the pool design; --design broad generates its tables "
+                                 "(use --tables-per-device, --batch-sizes, --precisions)")
+        pool = None
+        config = ProfileConfig(samples=args.samples, seed=args.seed, settings=_settings(args),
+                               design=broad_design(args))
+    else:
+        if args.tables is None:
+            raise AutoshardError("--tables is required with the pool design (or pass --design broad)")
+        pool = TablePool.load(args.tables)
+        config = ProfileConfig(
+            samples=args.samples, max_tables=args.max_tables or DEFAULT_MAX_TABLES,
+            batch_size=args.batch_size or DEFAULT_BATCH_SIZE, seed=args.seed,
+            precision=Precision(args.precision or "fp32"),
+            column_share=DEFAULT_COLUMN_SHARE if args.column_share is None else args.column_share,
+            settings=_settings(args))
     prepare_dir(pool, args.output, config)
     if config.settings.device.value == "cuda":
         _use_local_gpu(rank)
@@ -149,7 +228,8 @@ def run_profile(args: argparse.Namespace) -> int:
     bar = tqdm(total=mine, initial=mine - todo, unit="sample", desc="profile", dynamic_ncols=True)
     try:
         for rec in profile(pool, args.output, config, rank, world):
-            bar.set_postfix_str(f"{len(rec.tables)} tables fwd {rec.fwd_ms:.2f} bwd {rec.bwd_ms:.2f} ms")
+            bar.set_postfix_str(f"{len(rec.tables)} tables batch {rec.batch_size} fwd {rec.fwd_ms:.2f} "
+                                f"bwd {rec.bwd_ms:.2f} ms")
             bar.update(1)
     finally:
         bar.close()

@@ -4,6 +4,10 @@ The package ships a small learned cost model (``autoshard/data/default_cost_mode
 timings of this project's CPU machine kind (see ``autoshard/data/DEFAULTS.md`` for the command and hardware);
 ``default_cost_model`` returns it, labelled with the hardware it describes, so ``autoshard plan`` works before
 any profiling. For other hardware, batch size or precision, profile and train your own.
+
+``resolve_cost_model`` is the model planners plan with: a model that reports a spread (a learned ensemble,
+``LearnedCostModel.device_costs_spread``) is priced at mean + risk_k x spread (``costs.learned.risk``); any
+other model, the shipped single network included, is returned as it is.
 """
 
 from __future__ import annotations
@@ -48,10 +52,18 @@ def default_cost_model() -> CostModel:
 
 
 def describe_cost_model(model: CostModel) -> str:
-    """One line naming a model and, for a learned one, the hardware and settings it was trained on."""
+    """One line naming a model and, for a learned one, the hardware and settings it was trained on (and the
+    risk its devices are priced at, if any)."""
     describe = getattr(model, "describe_hardware", None)
     return f"{model.name} ({describe()})" if callable(describe) else model.name
 
 
-def resolve_cost_model(model: CostModel | None) -> CostModel:
-    return model if model is not None else default_cost_model()
+def resolve_cost_model(model: CostModel | None, risk: object = None) -> CostModel:
+    """The model to plan with: ``model`` (default: ``default_cost_model``), priced at mean + k x spread when
+    it reports a spread (k: ``risk``, else its ``risk_k``; ``costs.learned.risk.risk_priced``)."""
+    model = model if model is not None else default_cost_model()
+    if risk is None and not callable(getattr(model, "device_costs_spread", None)):
+        return model  # no spread: the model itself (the analytical model never imports the learned one)
+    from autoshard.costs.learned.risk import risk_priced
+
+    return risk_priced(model, risk)

@@ -34,7 +34,7 @@ from autoshard.costs.loading import resolve_cost_model
 from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.plan import COLUMN_SHARD_MULTIPLE, Plan
 from autoshard.planners.base import PlannerOptions, config_from_extra
-from autoshard.planners.pricing import device_overhead_ms
+from autoshard.planners.pricing import device_overhead_ms, planner_settings, planning_model
 from autoshard.shards import ShardRef
 from autoshard.tasks import Task
 
@@ -274,5 +274,5 @@ class ExactPlanner:
 
 
 def ilp_planner(options: PlannerOptions) -> ExactPlanner:
-    config = config_from_extra(ExactConfig, options.extra)
-    return ExactPlanner(options.cost_model, config, options.time_limit_s, options.seed)  # type: ignore[arg-type]
+    config = config_from_extra(ExactConfig, planner_settings(options.extra))
+    return ExactPlanner(planning_model(options), config, options.time_limit_s, options.seed)

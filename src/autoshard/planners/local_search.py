@@ -27,11 +27,11 @@ from __future__ import annotations
 import bisect
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from autoshard.costs.base import CostModel
+from autoshard.costs.base import CostModel, plan_cost
 from autoshard.costs.loading import resolve_cost_model
 from autoshard.costs.step import device_volumes
 from autoshard.errors import AutoshardError, InfeasibleError
@@ -39,7 +39,8 @@ from autoshard.plan import Plan
 from autoshard.planners.base import PlannerOptions, config_from_extra, make_planner
 from autoshard.planners.column_split import Layout, from_plan, shard_memory, to_plan
 from autoshard.planners.neuroshard import NeuroShardConfig, NeuroShardPlanner
-from autoshard.planners.pricing import plan_costs, price_devices, step_ms
+from autoshard.planners.pricing import plan_costs, planner_settings, planning_model, price_devices, step_ms
+from autoshard.planners.sharding_moves import improve
 from autoshard.shards import ShardRef
 from autoshard.tasks import Task
 
@@ -63,6 +64,9 @@ class LocalSearchConfig:
     """Perturbation rounds after the first descent (each: random moves, then descent)."""
     kick_size: int = 3
     """Random shard moves per perturbation."""
+    sharding_moves: int = 8
+    """Tables (hottest first) tried as data-parallel replicas or row-wise shards after the placement search
+    (``sharding_moves``); 0 = table- and column-wise only."""
 
     def __post_init__(self) -> None:
         if not self.starts or "search" in self.starts:
@@ -86,6 +90,9 @@ class LocalSearchResult:
     """Perturbation rounds run."""
     timed_out: bool
     """Whether the time limit stopped the search (the result may then depend on machine speed)."""
+    sharding_moves: tuple[str, ...] = ()
+    """Tables turned into replicas or row shards after the placement search, with the step cost saved
+    (``final_ms`` includes them)."""
 
 
 class _State:
@@ -242,9 +249,11 @@ class LocalSearchPlanner:
         self.seed = seed
         self.time_limit_s = time_limit_s
         self.last_result: LocalSearchResult | None = None
+        self._start_plans: list[tuple[str, Plan]] = []
 
     def _start(self, task: Task, deadline: float) -> tuple[str, Layout, np.ndarray, float]:
         plans: list[tuple[str, Plan]] = []
+        self._start_plans = plans
         for name in self.config.starts:
             try:
                 if name == "neuroshard":  # gets what is left of the budget, level by level
@@ -285,14 +294,28 @@ class LocalSearchPlanner:
         final_ms = float(plan_costs(task, self.cost_model, [(layout, best_ranks)])[0])
         if final_ms > start_ms:  # cannot happen by construction; guards the promise against model quirks
             best_ranks, final_ms = start_ranks, start_ms
-        self.last_result = LocalSearchResult(start_name, start_ms, final_ms, steps, kicks, timed_out)
+        plan, moves = improve(task, to_plan(task, layout, best_ranks, self.name), self.cost_model,
+                              self.config.sharding_moves, deadline=deadline + 0.1 * self.time_limit_s)
+        if moves:
+            final_ms = plan_cost(self.cost_model, task, plan).plan_ms
+        if self.config.sharding_moves:
+            # a start plan with its own moves may beat the moved search result (the moves are greedy): the
+            # search returns the cheapest, so it is never worse than any start planner with its moves
+            for _, start in self._start_plans:
+                other, other_moves = improve(task, start, self.cost_model, self.config.sharding_moves)
+                other_ms = plan_cost(self.cost_model, task, other).plan_ms
+                if other_moves and other_ms < final_ms:
+                    plan, moves, final_ms = replace(other, algorithm=self.name), other_moves, other_ms
+        self.last_result = LocalSearchResult(start_name, start_ms, final_ms, steps, kicks, timed_out,
+                                             tuple(moves))
         log.info("search: from %s at %.3f ms to %.3f ms in %d steps, %d kicks%s", start_name, start_ms,
                  final_ms, steps, kicks, " (stopped by the time limit)" if timed_out else "")
-        return to_plan(task, layout, best_ranks, self.name)
+        return plan
 
 
 def local_search_planner(options: PlannerOptions) -> LocalSearchPlanner:
-    config = config_from_extra(LocalSearchConfig, options.extra, shared_with=(NeuroShardConfig,))
-    neuroshard = config_from_extra(NeuroShardConfig, options.extra, shared_with=(LocalSearchConfig,))
-    return LocalSearchPlanner(options.cost_model, config, neuroshard, options.seed,  # type: ignore[arg-type]
+    extra = planner_settings(options.extra)
+    config = config_from_extra(LocalSearchConfig, extra, shared_with=(NeuroShardConfig,))
+    neuroshard = config_from_extra(NeuroShardConfig, extra, shared_with=(LocalSearchConfig,))
+    return LocalSearchPlanner(planning_model(options), config, neuroshard, options.seed,  # type: ignore[arg-type]
                               options.time_limit_s)

@@ -51,8 +51,9 @@ from autoshard.planners.column_split import (
     table_wise_layout,
     to_plan,
 )
-from autoshard.planners.pricing import ShardCosts, plan_costs
+from autoshard.planners.pricing import ShardCosts, plan_costs, planner_settings, planning_model
 from autoshard.planners.row_split import is_piece
+from autoshard.planners.sharding_moves import improve
 from autoshard.tasks import Task
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,9 @@ class NeuroShardConfig:
     """Largest per-device dim-sum cap, same unit."""
     cap_steps: int = 11
     """Number of caps on the grid from cap_start to cap_end (inclusive)."""
+    sharding_moves: int = 8
+    """Tables (hottest first) then tried as data-parallel replicas or row-wise shards
+    (``sharding_moves``); 0 = table- and column-wise only."""
     uncapped: bool = True
     """Also run the greedy with no dim-sum cap (memory only), so a tight grid never hides a feasible plan."""
 
@@ -262,9 +266,11 @@ class NeuroShardPlanner:
 
     def plan(self, task: Task) -> Plan:
         layout, ranks, _ = self.search(task)
-        return to_plan(task, layout, ranks, self.name)
+        plan, _ = improve(task, to_plan(task, layout, ranks, self.name), self.cost_model,
+                          self.config.sharding_moves)
+        return plan
 
 
 def neuroshard_planner(options: PlannerOptions) -> NeuroShardPlanner:
-    config = config_from_extra(NeuroShardConfig, options.extra)
-    return NeuroShardPlanner(options.cost_model, config)  # type: ignore[arg-type]
+    config = config_from_extra(NeuroShardConfig, planner_settings(options.extra))
+    return NeuroShardPlanner(planning_model(options), config)  # type: ignore[arg-type]

@@ -12,11 +12,29 @@ from typing import Any
 import numpy as np
 import torch
 
-from autoshard.costs.learned.network import Target
+from autoshard.costs.learned.network import NUM_CONTEXT_FEATURES, Target
 from autoshard.tables.table import FeatureNormalizer, Table, shard_raw_features
 
 HEADS = ("fwd", "bwd", "plan")
 """Outputs with their own target scaling: forward and backward compute per device, and the plan cost."""
+
+CONTEXT_FEATURE_NAMES = ("log10_batch", "elem_bytes")
+"""A ``context`` network's per-shard device context: the kernel batch (log10) and the weights' element
+bytes (4 fp32, 2 fp16)."""
+CONTEXT_LOC = (3.5, 3.0)
+CONTEXT_SCALE = (0.7, 1.0)
+"""Fixed normalisation of the context features (batch 512-65536 is log10 2.7-4.8): fixed, not fitted, so a
+network's inputs mean the same whatever records it was trained on."""
+assert len(CONTEXT_FEATURE_NAMES) == NUM_CONTEXT_FEATURES
+
+
+def context_features(batch_size: float | np.ndarray, elem_bytes: float | np.ndarray) -> np.ndarray:
+    """(..., 2) normalised context features of devices at ``batch_size`` with ``elem_bytes`` weights."""
+    b = np.log10(np.asarray(batch_size, dtype=np.float64))
+    e = np.asarray(elem_bytes, dtype=np.float64)
+    b, e = np.broadcast_arrays(b, e)
+    return np.stack([(b - CONTEXT_LOC[0]) / CONTEXT_SCALE[0], (e - CONTEXT_LOC[1]) / CONTEXT_SCALE[1]],
+                    axis=-1)
 
 
 def task_raw_features(tables: tuple[Table, ...] | list[Table]) -> np.ndarray:
@@ -26,11 +44,16 @@ def task_raw_features(tables: tuple[Table, ...] | list[Table]) -> np.ndarray:
 
 def shard_features(raw: np.ndarray, table_idx: np.ndarray, dims: np.ndarray,
                    normalizer: FeatureNormalizer, row_fraction: np.ndarray | None = None,
-                   lookup_share: np.ndarray | None = None) -> np.ndarray:
+                   lookup_share: np.ndarray | None = None, context: np.ndarray | None = None) -> np.ndarray:
     """Normalised features of shards (table index into ``raw``, shard dim, share of the table's rows), by
-    ``autoshard.tables.table.shard_raw_features``, the formula ``Table.raw_features`` uses too."""
+    ``autoshard.tables.table.shard_raw_features``, the formula ``Table.raw_features`` uses too; then the
+    normalised ``context`` (``context_features``: one row for all shards, or one per shard) if given."""
     frac = np.ones(len(table_idx)) if row_fraction is None else row_fraction
-    return normalizer.transform(shard_raw_features(raw[table_idx], dims, frac, lookup_share))
+    x = normalizer.transform(shard_raw_features(raw[table_idx], dims, frac, lookup_share))
+    if context is None:
+        return x
+    ctx = np.broadcast_to(np.asarray(context, dtype=np.float64), (len(x), NUM_CONTEXT_FEATURES))
+    return np.concatenate([x, ctx], axis=1)
 
 
 @dataclass(frozen=True)

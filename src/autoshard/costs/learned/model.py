@@ -1,18 +1,35 @@
-"""``LearnedCostModel``: the trained cost network as a ``CostModel``, with a batched and an incremental API.
+"""``LearnedCostModel``: the trained cost network (or an ensemble of them) as a ``CostModel``, with a batched
+and an incremental API, that knows the limits of its training data.
 
 Per-device fwd and bwd come from the network; comm comes from the alpha-beta model fitted to the dataset's
 MEASURED all-to-alls (``dataset.comm``), evaluated at the device's dim sum and the task's D and batch size. A
 learned comm head could only approximate that closed form (and would have to be told D), so there is none.
 
+Knowing its limits (models trained since the broad profiling design; older checkpoints load as an ensemble
+of one with no support, i.e. exactly the model they were):
+
+- **ensemble**: ``M`` networks (seeds and bootstraps of the records, ``TrainOptions.ensemble``). A device's
+  cost is the MEAN of the members' millisecond predictions (``device_costs``) and its SPREAD their standard
+  deviation (``device_costs_spread``).
+- **support** (``support.Support``): the trained range of every shard feature (dim, rows, pooling), of tables
+  per device, batch size and precision. ``out_of_support(task, devices)`` names the devices outside it and
+  why.
+- **fallback**: an ``AnalyticalCostModel`` calibrated on the same records (``fit_from_dataset``) PRICES every
+  device outside the support instead of the network (its spread: the fit's relative error on those records
+  times its cost); ``describe_fallback`` says which devices those were.
+- **risk_k**: the k whose ``mean + k x spread`` covered ~84% of held-out device measurements
+  (``evaluation.select_risk_k``); risk-aware planners price devices at that (``planners.pricing``).
+
 Planner API (all vectorised in torch; no Python loop over tables at prediction time):
 - ``device_costs(task, devices)``: the ``CostModel`` call; (len(devices), 3) ms.
 - ``plan_costs(task, ranks)``: (P, T) table-wise assignments -> (P, D, 3) ms for P candidate plans at once.
-- ``encode_task(task)`` -> (T, A) additive table vectors (cached per task object); a device's state is the sum
-  of the vectors of its tables (``zeros(D, A)`` when empty), so after placing table t on device d, ``acc[d] +=
-  enc[t]``. ``costs_from_acc(task, acc, volumes)`` turns any (..., A) states with their traffic volumes
-  (``costs.step``) into (..., 3) ms; ``accumulator(task, n)`` does that bookkeeping for planners.
-- ``plan_head_costs(task, ranks)``: the DreamShard plan-cost head (max over device representations); the max
-  over devices of ``plan_costs`` is usually the better estimate (see the benchmark).
+- ``encode_task(task)`` -> (T, A) additive table vectors (cached per task object; the members' vectors side by
+  side); a device's state is the sum of the vectors of its tables (``zeros(D, A)`` when empty), so after
+  placing table t on device d, ``acc[d] += enc[t]``. ``costs_from_acc(task, acc, volumes)`` turns any (..., A)
+  states with their traffic volumes (``costs.step``) into (..., 3) ms (the networks' mean, no fallback);
+  ``accumulator(task, n)`` does that bookkeeping for planners, fallback included.
+- ``plan_head_costs(task, ranks)``: the DreamShard plan-cost head (max over device representations) of the
+  first member; the max over devices of ``plan_costs`` is usually the better estimate (see the benchmark).
 """
 
 from __future__ import annotations
@@ -20,6 +37,7 @@ from __future__ import annotations
 import io
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +45,26 @@ import numpy as np
 import torch
 
 from autoshard import __version__
+from autoshard.costs.analytical import AnalyticalCostModel
 from autoshard.costs.comm import AlphaBeta
-from autoshard.costs.learned.features import TargetScaler, shard_features, task_raw_features
+from autoshard.costs.learned.features import (
+    TargetScaler,
+    context_features,
+    shard_features,
+    task_raw_features,
+)
 from autoshard.costs.learned.network import CostNet, CostNetConfig, segment_sum
+from autoshard.costs.learned.prediction import Prediction
+from autoshard.costs.learned.support import (
+    STATS,
+    Support,
+    combine,
+    device_stats,
+    empty_stats,
+    plan_stats,
+    shard_stats,
+    shard_values,
+)
 from autoshard.costs.step import VOLUMES, device_comm_ms, device_volumes, shard_volumes
 from autoshard.errors import AutoshardError
 from autoshard.host import host_info
@@ -49,15 +84,21 @@ and library versions are recorded but don't make a model invalid."""
 SETTING_KEYS = ("optimizer", "threads", "device", "backend")
 """Measurement settings that change kernel cost (rows_cap, repeats etc. only change the measurement)."""
 
+FALLBACK_KEYS = ("fwd_launch_ms", "fwd_bytes_per_ms", "bwd_launch_ms", "bwd_bytes_per_ms")
+"""The calibrated analytical fallback's constants, as stored in a checkpoint."""
+
 
 class LearnedCostModel:
-    """The trained cost network; build with ``fit`` or ``load``."""
+    """The trained cost network(s); build with ``fit`` or ``load``."""
 
     name = "learned"
 
     def __init__(self, net: CostNet, normalizer: FeatureNormalizer, scaler: TargetScaler, comm: AlphaBeta,
                  trained_on: dict[str, Any], info: dict[str, Any] | None = None,
-                 allow_other_hardware: bool = False) -> None:
+                 allow_other_hardware: bool = False, *,
+                 extra_members: Sequence[tuple[CostNet, TargetScaler]] = (), support: Support | None = None,
+                 fallback: AnalyticalCostModel | None = None, fallback_rel_std: float = 0.0,
+                 risk_k: float = 0.0) -> None:
         self.net = net.eval()
         self.config: CostNetConfig = net.config
         self.normalizer = normalizer
@@ -65,67 +106,144 @@ class LearnedCostModel:
         self.comm = comm
         self.trained_on = dict(trained_on)
         """host (host_info dict), batch_size, precision, settings (MeasureSettings JSON) of the training
-        data."""
+        data (a ``context`` network trained on several: batch_size/precision None, and batch_sizes
+        [min, max], precisions)."""
         self.info = dict(info or {})
         """Training options, split, metrics, history: whatever describes how the model was made."""
         self.allow_other_hardware = allow_other_hardware
-        self._cache: tuple[Any, np.ndarray, torch.Tensor] | None = None
+        self.members: list[tuple[CostNet, TargetScaler]] = [(self.net, scaler)]
+        for m_net, m_scaler in extra_members:
+            if m_net.config != self.config:
+                raise AutoshardError("ensemble members differ in architecture; retrain the ensemble")
+            self.members.append((m_net.eval(), m_scaler))
+        self.support = support
+        """Trained ranges (None: a model from before supports were recorded; everything is in support)."""
+        self.fallback = None if fallback is None else replace(fallback, comm=comm)
+        """The calibrated analytical model that prices devices outside the support."""
+        self.fallback_rel_std = float(fallback_rel_std)
+        """The fallback's relative error on the training records: its devices' spread is this x their cost."""
+        self.risk_k = float(risk_k)
+        """Risk factor chosen on held-out data (``evaluation.select_risk_k``); planners price devices at
+        mean + risk_k x spread (``planners.pricing``)."""
+        self._cache: dict[str, Any] | None = None
+
+    @property
+    def ensemble_size(self) -> int:
+        return len(self.members)
+
+    @property
+    def prices_fallback(self) -> bool:
+        """Whether devices outside the support are priced by the fallback (models with both recorded)."""
+        return self.support is not None and self.fallback is not None
+
+    @property
+    def has_spread(self) -> bool:
+        """Whether ``device_costs_spread`` can be non-zero (an ensemble, or a fallback with an error)."""
+        return self.ensemble_size > 1 or (self.prices_fallback and self.fallback_rel_std > 0)
+
+    @property
+    def _plain(self) -> bool:
+        """One network, no support: the original single-network arithmetic, bit for bit."""
+        return self.ensemble_size == 1 and not self.prices_fallback
+
+    def _replace(self, **changes: Any) -> LearnedCostModel:
+        kw: dict[str, Any] = {
+            "extra_members": self.members[1:], "support": self.support, "fallback": self.fallback,
+            "fallback_rel_std": self.fallback_rel_std, "risk_k": self.risk_k}
+        kw.update({k: v for k, v in changes.items() if k in kw})
+        comm = changes.get("comm", self.comm)
+        return LearnedCostModel(self.net, self.normalizer, self.scaler, comm, self.trained_on,
+                                changes.get("info", self.info), self.allow_other_hardware, **kw)
 
     def with_comm(self, comm: AlphaBeta) -> LearnedCostModel:
         """The same network pricing the all-to-all with ``comm``: the alpha-beta fit of the cluster planned
         (comm is that closed form, not learned, and its fit at one device count does not carry to another)."""
-        return LearnedCostModel(self.net, self.normalizer, self.scaler, comm, self.trained_on,
-                                {**self.info, "comm_replaced_by": comm.source}, self.allow_other_hardware)
+        return self._replace(comm=comm, info={**self.info, "comm_replaced_by": comm.source})
+
+    def with_risk_k(self, risk_k: float) -> LearnedCostModel:
+        """The same model with another default risk factor (``risk_k``)."""
+        return self._replace(risk_k=float(risk_k))
+
+    def member_models(self) -> list[LearnedCostModel]:
+        """Each ensemble member alone, as a single-network model (no support, no fallback)."""
+        return [LearnedCostModel(net, self.normalizer, scaler, self.comm, self.trained_on, self.info,
+                                 self.allow_other_hardware) for net, scaler in self.members]
 
     # -- construction ----------------------------------------------------------------------------------------
     @staticmethod
     def fit(dataset: Any, options: Any = None, progress: Any = None) -> LearnedCostModel:
-        """Train on a profiling dataset (``autoshard.hardware.profiler.load_dataset``); see ``training``."""
+        """Train on a profiling dataset (``autoshard.hardware.profiler.load_dataset``); see ``training``.
+
+        The scored model (trained without the held-out records) is evaluated on them: metrics, the ensemble's
+        coverage, its out-of-support share, and ``risk_k`` chosen there. With ``refit`` (default) the saved
+        members are then trained again on every record, keeping that ``risk_k``."""
         from autoshard.costs.comm import DEFAULT_COMM
         from autoshard.costs.learned.evaluation import evaluate
         from autoshard.costs.learned.training import TrainOptions, select_records, train
 
         options = options or TrainOptions()
-        records, batch_size, precision = select_records(dataset.records, options.batch_size)
+        context = options.config.context
+        records, batch_size, precision = select_records(dataset.records, options.batch_size, context)
         comm = dataset.comm
         if comm is None:
             log.warning("the dataset has no comm_model.json; "
                         "comm uses the uncalibrated default (run profile-comm)")
             comm = DEFAULT_COMM
-        result = train(dataset.pool, records, comm, batch_size, precision, options, progress)
+        members = options.ensemble
+
+        def train_all(hold_out: bool) -> list[Any]:
+            return [train(dataset.pool, records, comm, batch_size, precision, options, progress,
+                          hold_out=hold_out, member=None if members == 1 else m) for m in range(members)]
+
+        scored = train_all(True)
+        result = scored[0]
         first = records[0]
-        trained_on = {"host": dict(first.host), "batch_size": batch_size, "precision": precision.value,
-                      "settings": dict(first.settings)}
-        all_tables = sorted({n for r in records for n in r.tables})
+        trained_on: dict[str, Any] = {
+            "host": dict(first.host), "batch_size": batch_size,
+            "precision": None if precision is None else precision.value, "settings": dict(first.settings)}
+        if context:
+            batches = sorted({int(r.batch_size) for r in records})
+            trained_on["batch_sizes"] = [batches[0], batches[-1]]
+            trained_on["precisions"] = sorted({str(r.settings.get("precision", "fp32")) for r in records})
+        per_sample = _tables_per_sample(records)
+        train_recs = [records[i] for i in np.setdiff1d(np.arange(len(records)), result.test_ids)]
         info: dict[str, Any] = {
             "options": options.to_json(),
             "num_records": len(records),
-            "split": {"train_tables": sorted(set(all_tables) - set(result.held_out_tables)),
-                      "held_out_tables": result.held_out_tables, "train_records": len(result.train_ids),
+            "split": {**_seen(train_recs, per_sample),
+                      "held_out_tables": [] if per_sample else result.held_out_tables,
+                      "held_out_records": len(result.test_ids), "train_records": len(result.train_ids),
                       "val_records": len(result.val_ids), "test_records": len(result.test_ids)},
             "best_epoch": result.best_epoch,
             "epochs": len(result.history),
             "history": [dict(h) for h in result.history],
         }
-        model = LearnedCostModel(result.net, dataset.pool.normalizer, result.scaler, comm, trained_on, info)
+        if members > 1:
+            info["members"] = [{"best_epoch": r.best_epoch, "epochs": len(r.history)} for r in scored]
+        model = _assemble(dataset, scored, train_recs, comm, trained_on, info, options.fallback)
         test = [records[i] for i in result.test_ids]
-        # scored before any refit: these are the errors on tables the scored network never saw
-        model.info["metrics"] = evaluate(model, dataset.pool, test, seed=options.seed)["metrics"]
+        # scored before any refit: these are the errors on tables the scored networks never saw
+        ev = evaluate(model, dataset.pool, test, seed=options.seed)
+        model.info["metrics"] = ev["metrics"]
+        model.info["held_out"] = {k: ev[k] for k in ("coverage", "risk_k", "out_of_support_share", "n")}
+        model.risk_k = ev["risk_k"]
         if not options.refit:
             return model
-        final = train(dataset.pool, records, comm, batch_size, precision, options, progress, hold_out=False)
+        final = train_all(False)
         info = dict(model.info)
-        info["metrics_note"] = ("metrics: of the network trained without the held-out tables; "
-                                "the saved network was then refit on all records (see refit)")
-        info["refit"] = {"train_tables": all_tables, "train_records": len(final.train_ids),
-                         "val_records": len(final.val_ids), "best_epoch": final.best_epoch,
-                         "epochs": len(final.history)}
-        return LearnedCostModel(final.net, dataset.pool.normalizer, final.scaler, comm, trained_on, info)
+        info["metrics_note"] = ("metrics: of the networks trained without the held-out records; "
+                                "the saved networks were then refit on all records (see refit)")
+        info["refit"] = {**_seen(records, per_sample), "train_records": len(final[0].train_ids),
+                         "val_records": len(final[0].val_ids), "best_epoch": final[0].best_epoch,
+                         "epochs": len(final[0].history)}
+        out = _assemble(dataset, final, records, comm, trained_on, info, options.fallback)
+        out.risk_k = model.risk_k
+        return out
 
     # -- persistence -----------------------------------------------------------------------------------------
     def to_checkpoint(self) -> dict[str, Any]:
         """Plain Python types and tensors only, so ``torch.load(weights_only=True)`` can read it."""
-        return {
+        ck: dict[str, Any] = {
             "kind": CHECKPOINT_KIND,
             "version": ARTEFACT_VERSION,
             "autoshard_version": __version__,
@@ -137,6 +255,17 @@ class LearnedCostModel:
             "trained_on": _plain(self.trained_on),
             "info": _plain(self.info),
         }
+        if self.ensemble_size > 1:
+            ck["members"] = [{"state_dict": {k: v.detach().clone() for k, v in net.state_dict().items()},
+                              "target_scaler": scaler.to_json()} for net, scaler in self.members[1:]]
+        if self.support is not None:
+            ck["support"] = _plain(self.support.to_json())
+        if self.fallback is not None:
+            ck["fallback"] = {**{k: float(getattr(self.fallback, k)) for k in FALLBACK_KEYS},
+                              "rel_std": self.fallback_rel_std}
+        if self.risk_k or self.has_spread:
+            ck["risk_k"] = self.risk_k
+        return ck
 
     def save(self, path: str | Path) -> None:
         buf = io.BytesIO()
@@ -160,15 +289,28 @@ class LearnedCostModel:
         if ck.get("version") != ARTEFACT_VERSION:
             raise AutoshardError(f"{p}: checkpoint version {ck.get('version')!r} unsupported; retrain it")
         try:
-            net = CostNet(CostNetConfig.from_json(ck["architecture"]))
+            config = CostNetConfig.from_json(ck["architecture"])
+            net = CostNet(config)
             net.load_state_dict(ck["state_dict"])
+            extra = []
+            for m in ck.get("members", []):
+                m_net = CostNet(config)
+                m_net.load_state_dict(m["state_dict"])
+                extra.append((m_net, TargetScaler.from_json(m["target_scaler"])))
             comm = ck["comm"]
+            comm_model = AlphaBeta(float(comm["alpha_ms"]), float(comm["bytes_per_ms"]),
+                                   str(comm.get("source", "")))
+            fb = ck.get("fallback")
+            fallback = None if fb is None else AnalyticalCostModel(
+                **{k: float(fb[k]) for k in FALLBACK_KEYS}, comm=comm_model, name="analytical-fitted")
             model = LearnedCostModel(
                 net, FeatureNormalizer.from_json(ck["normalizer"]),
-                TargetScaler.from_json(ck["target_scaler"]),
-                AlphaBeta(float(comm["alpha_ms"]), float(comm["bytes_per_ms"]), str(comm.get("source", ""))),
-                ck["trained_on"], ck.get("info", {}), allow_other_hardware)
-        except (KeyError, RuntimeError, TypeError, ValueError) as e:
+                TargetScaler.from_json(ck["target_scaler"]), comm_model, ck["trained_on"], ck.get("info", {}),
+                allow_other_hardware, extra_members=extra,
+                support=Support.from_json(ck["support"]) if ck.get("support") is not None else None,
+                fallback=fallback, fallback_rel_std=float(fb.get("rel_std", 0.0)) if fb else 0.0,
+                risk_k=float(ck.get("risk_k", 0.0)))
+        except (KeyError, RuntimeError, TypeError, ValueError, AutoshardError) as e:
             msg = str(e).splitlines()[0][:120]
             raise AutoshardError(f"{p}: cost model checkpoint is incomplete or inconsistent ({msg}); "
                                  "retrain it") from None
@@ -183,8 +325,13 @@ class LearnedCostModel:
         host = t.get("host", {})
         hw = host.get("gpu") or host.get("cpu") or "unknown hardware"
         s = t.get("settings", {})
-        return (f"{hw} ({s.get('device', 'cpu')}, {s.get('threads', '?')} thread(s), optimizer "
-                f"{s.get('optimizer', '?')}), batch {t.get('batch_size')}, {t.get('precision')}")
+        batch = t.get("batch_size")
+        if batch is None and t.get("batch_sizes"):
+            batch = "-".join(str(b) for b in t["batch_sizes"])
+        precision = t.get("precision") or "/".join(t.get("precisions", [])) or "?"
+        out = (f"{hw} ({s.get('device', 'cpu')}, {s.get('threads', '?')} thread(s), optimizer "
+               f"{s.get('optimizer', '?')}), batch {batch}, {precision}")
+        return out if self.ensemble_size == 1 else f"{out}, ensemble of {self.ensemble_size}"
 
     def check_host(self, host: dict[str, Any], where: str = "cost model") -> None:
         """Refuse a model trained on another machine (CPU/GPU model, cache size, device kind)."""
@@ -200,17 +347,18 @@ class LearnedCostModel:
 
     def check_compatible(self, task: Task | None = None, settings: Any = None) -> None:
         """Refuse a task (batch size, precision) or measure settings other than those trained on, unless
-        allowed."""
+        allowed. A ``context`` network takes any batch size and precision: those outside its support are
+        priced by its fallback (``out_of_support``)."""
         if self.allow_other_hardware:
             return
         t = self.trained_on
-        if task is not None:
-            if int(t.get("batch_size", task.batch_size)) != task.batch_size:
+        if task is not None and not self.config.context:
+            if int(t.get("batch_size") or task.batch_size) != task.batch_size:
                 raise AutoshardError(
                     f"cost model was trained at batch size {t['batch_size']} ({self.describe_hardware()}) "
                     f"but the task uses {task.batch_size}; "
                     "profile and retrain at that batch, or allow other hardware")
-            if str(t.get("precision", task.precision.value)) != task.precision.value:
+            if str(t.get("precision") or task.precision.value) != task.precision.value:
                 raise AutoshardError(
                     f"cost model was trained on {t['precision']} tables "
                     f"but the task is {task.precision.value}; "
@@ -224,29 +372,70 @@ class LearnedCostModel:
                         f"cost model was trained with {k}={have[k]!r} but {k}={want[k]!r} was asked; "
                         "retrain with those settings, or allow other hardware")
 
+    # -- support ---------------------------------------------------------------------------------------------
+    def out_of_support(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> list[tuple[int, str]]:
+        """(device index, reason) of every device outside the training support ([] without a support)."""
+        if self.support is None:
+            return []
+        stats = device_stats(task, devices)
+        outside = self.support.outside(task, stats)
+        if not outside.any():
+            return []
+        reasons = self.support.reasons(task, stats)
+        return [(int(i), reasons[int(i)]) for i in np.flatnonzero(outside)]
+
+    def describe_fallback(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> str:
+        """One line naming the devices the analytical fallback priced and why ('' when none)."""
+        if not self.prices_fallback:
+            return ""
+        out = self.out_of_support(task, devices)
+        if not out:
+            return ""
+        shown = "; ".join(f"device {i}: {why}" for i, why in out[:8])
+        more = f"; and {len(out) - 8} more" if len(out) > 8 else ""
+        return (f"{len(out)} of {len(devices)} devices priced by the calibrated analytical fallback, outside "
+                f"the learned model's training support ({shown}{more})")
+
     # -- prediction ------------------------------------------------------------------------------------------
-    def _task_raw(self, task: Task) -> np.ndarray:
-        if self._cache is None or self._cache[0] is not task:
+    def _context(self, task: Task) -> np.ndarray | None:
+        return context_features(task.batch_size, task.precision.bytes) if self.config.context else None
+
+    def _task_cache(self, task: Task) -> dict[str, Any]:
+        if self._cache is None or self._cache["task"] is not task:
             raw = task_raw_features(task.tables)
             idx = np.arange(task.num_tables)
             dims = np.array([t.dim for t in task.tables])
             with torch.no_grad():
-                enc = self._encode(raw, idx, dims)
-            self._cache = (task, raw, enc)
-        return self._cache[1]
+                enc = self._encode(task, raw, idx, dims)
+            self._cache = {"task": task, "raw": raw, "enc": enc, "stats": None}
+        return self._cache
 
-    def _encode(self, raw: np.ndarray, table_idx: np.ndarray, dims: np.ndarray,
+    def _task_raw(self, task: Task) -> np.ndarray:
+        return self._task_cache(task)["raw"]
+
+    def _table_stats(self, task: Task) -> np.ndarray:
+        """(T, len(STATS)) support statistics of every table at its full dim (cached with the task)."""
+        cache = self._task_cache(task)
+        if cache["stats"] is None:
+            whole = [ShardRef(i, t.dim) for i, t in enumerate(task.tables)]
+            cache["stats"] = shard_stats(shard_values(task, whole))
+        return cache["stats"]
+
+    def _encode(self, task: Task, raw: np.ndarray, table_idx: np.ndarray, dims: np.ndarray,
                 row_fraction: np.ndarray | None = None,
                 lookup_share: np.ndarray | None = None) -> torch.Tensor:
-        x = shard_features(raw, table_idx, dims, self.normalizer, row_fraction, lookup_share)
-        return self.net.encode(torch.tensor(x, dtype=torch.float32), torch.tensor(dims, dtype=torch.float32))
+        x = shard_features(raw, table_idx, dims, self.normalizer, row_fraction, lookup_share,
+                           self._context(task))
+        feats = torch.tensor(x, dtype=torch.float32)
+        d = torch.tensor(dims, dtype=torch.float32)
+        if self.ensemble_size == 1:
+            return self.net.encode(feats, d)
+        return torch.cat([net.encode(feats, d) for net, _ in self.members], dim=1)
 
     def encode_task(self, task: Task) -> torch.Tensor:
         """(T, A) additive vectors of every table at its full dim (cached for the last task object)."""
         self.check_compatible(task)
-        self._task_raw(task)
-        assert self._cache is not None
-        return self._cache[2]
+        return self._task_cache(task)["enc"]
 
     def encode_shards(self, task: Task, table_idx: Sequence[int] | np.ndarray,
                       dims: Sequence[int] | np.ndarray,
@@ -267,7 +456,7 @@ class LearnedCostModel:
         frac = None if row_fraction is None else np.asarray(row_fraction, dtype=np.float64)
         share = None if lookup_share is None else np.asarray(lookup_share, dtype=np.float64)
         with torch.no_grad():
-            return self._encode(raw, table_idx, dims, frac, share)
+            return self._encode(task, raw, table_idx, dims, frac, share)
 
     def encode_refs(self, task: Task, shards: Sequence[ShardRef]) -> torch.Tensor:
         """(N, A) additive vectors of ``shards``."""
@@ -279,23 +468,85 @@ class LearnedCostModel:
             share = np.array([s.lookup_share(task.tables[s.table].rows, task.num_devices) for s in shards])
         return self.encode_shards(task, idx, dims, frac, share)
 
+    def _member_ms(self, acc: torch.Tensor) -> torch.Tensor:
+        """(M, ..., 2) every member's fwd, bwd ms of (..., A) device states."""
+        width = self.config.acc_width
+        outs = []
+        for m, (net, scaler) in enumerate(self.members):
+            _, out = net.device_forward(acc[..., m * width:(m + 1) * width])
+            outs.append(scaler.to_ms(out, slice(0, 2)))
+        return torch.stack(outs)
+
     def costs_from_acc(self, task: Task, acc: torch.Tensor, volumes: torch.Tensor) -> torch.Tensor:
         """(..., A) device states and their (..., 3) traffic volumes (``costs.step``) -> (..., 3) fwd, bwd,
-        comm ms; an empty device (count 0) costs 0."""
+        comm ms (the networks' mean; no fallback); an empty device (count 0) costs 0."""
         with torch.no_grad():
-            _, out = self.net.device_forward(acc)
-            ms = self.scaler.to_ms(out, slice(0, 2))
+            if self.ensemble_size == 1:
+                _, out = self.net.device_forward(acc)
+                ms = self.scaler.to_ms(out, slice(0, 2))
+            else:
+                ms = self._member_ms(acc).mean(dim=0)
             comm = device_comm_ms(task, self.comm, volumes.to(ms.dtype))
             res = torch.cat([ms, comm[..., None]], dim=-1)
             return torch.where(acc[..., -2:-1] > 0.5, res, torch.zeros_like(res))
+
+    def _price(self, task: Task, acc: torch.Tensor, volumes: torch.Tensor,
+               stats: np.ndarray | None) -> Prediction:
+        """Mean and spread of (..., A) device states with their volumes and (with a fallback) support
+        statistics (..., len(STATS))."""
+        with torch.no_grad():
+            members = self._member_ms(acc).double()
+        used = (acc[..., -2] > 0.5).numpy()
+        ms = members.mean(dim=0).numpy()
+        if self.ensemble_size > 1:
+            std = members.std(dim=0).numpy()
+            total_std = members.sum(dim=-1).std(dim=0).numpy()
+        else:
+            std, total_std = np.zeros_like(ms), np.zeros(ms.shape[:-1])
+        mean = np.concatenate([ms, device_comm_ms(task, self.comm, volumes.double().numpy())[..., None]],
+                              axis=-1)
+        std = np.concatenate([std, np.zeros(std.shape[:-1] + (1,))], axis=-1)
+        outside = np.zeros(used.shape, dtype=bool)
+        if stats is not None and self.prices_fallback:
+            assert self.support is not None and self.fallback is not None
+            outside = self.support.outside(task, stats) & used
+            if outside.any():
+                fb, nbytes = self.fallback, stats[..., STATS.index("nbytes")]
+                fwd = fb.fwd_launch_ms + nbytes / fb.fwd_bytes_per_ms
+                bwd = fb.bwd_launch_ms + nbytes / fb.bwd_bytes_per_ms
+                analytic = np.stack([fwd, bwd], axis=-1)
+                mean[..., :2] = np.where(outside[..., None], analytic, mean[..., :2])
+                std[..., :2] = np.where(outside[..., None], self.fallback_rel_std * analytic, std[..., :2])
+                total_std = np.where(outside, self.fallback_rel_std * (fwd + bwd), total_std)
+        mean = np.where(used[..., None], mean, 0.0)
+        std = np.where(used[..., None], std, 0.0)
+        return Prediction(mean, std, np.where(used, total_std, 0.0), outside)
 
     def task_volumes(self, task: Task) -> torch.Tensor:
         """(T, 3) traffic volumes of every table at its full dim."""
         whole = [ShardRef(i, t.dim) for i, t in enumerate(task.tables)]
         return torch.from_numpy(shard_volumes(task, whole))
 
+    def predict(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> Prediction:
+        """Mean, spread and fallback of every device (``device_costs`` is its mean)."""
+        self.check_compatible(task)
+        counts = np.array([len(d) for d in devices], dtype=np.int64)
+        flat = [s for d in devices for s in d]
+        n = len(devices)
+        if not flat:
+            return Prediction(np.zeros((n, 3)), np.zeros((n, 3)), np.zeros(n), np.zeros(n, dtype=bool))
+        vec = self.encode_refs(task, flat)
+        seg = torch.from_numpy(np.repeat(np.arange(n), counts))
+        acc = segment_sum(vec, seg, n)
+        volumes = torch.from_numpy(device_volumes(task, devices))
+        stats = device_stats(task, devices) if self.prices_fallback else None
+        return self._price(task, acc, volumes, stats)
+
     def device_costs(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> np.ndarray:
-        """The ``CostModel`` call: (len(devices), 3) fwd, bwd, comm ms."""
+        """The ``CostModel`` call: (len(devices), 3) fwd, bwd, comm ms (the ensemble's mean; the fallback's
+        for devices outside the support)."""
+        if not self._plain:
+            return self.predict(task, devices).mean
         self.check_compatible(task)
         counts = np.array([len(d) for d in devices], dtype=np.int64)
         flat = [s for d in devices for s in d]
@@ -307,8 +558,25 @@ class LearnedCostModel:
         volumes = torch.from_numpy(device_volumes(task, devices))
         return self.costs_from_acc(task, acc, volumes).double().numpy()
 
-    def accumulator(self, task: Task, num_envs: int) -> LearnedAccumulator:
-        return LearnedAccumulator(self, task, num_envs)
+    def device_costs_spread(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> np.ndarray:
+        """(len(devices), 3) spread (std) of fwd, bwd, comm ms: the members' std (0 for one network; comm's is
+        0), the fallback's relative error x its cost for devices outside the support."""
+        if not self.has_spread:
+            self.check_compatible(task)
+            return np.zeros((len(devices), 3))
+        return self.predict(task, devices).std
+
+    def device_costs_risk(self, task: Task, devices: Sequence[Sequence[ShardRef]],
+                          risk: float) -> np.ndarray:
+        """(len(devices), 3) mean + ``risk`` x spread, in one pass."""
+        if not self.has_spread or not risk:
+            return self.device_costs(task, devices)
+        pred = self.predict(task, devices)
+        return pred.mean + risk * pred.std
+
+    def accumulator(self, task: Task, num_envs: int, risk: float = 0.0) -> LearnedAccumulator:
+        """Empty devices to fill shard by shard, priced at mean + ``risk`` x spread (0: the mean)."""
+        return LearnedAccumulator(self, task, num_envs, risk)
 
     def plan_acc(self, task: Task, ranks: np.ndarray | torch.Tensor) -> torch.Tensor:
         """(P, T) device index per table (table-wise plans) -> (P, D, A) device states."""
@@ -330,11 +598,16 @@ class LearnedCostModel:
         r = torch.as_tensor(np.asarray(ranks), dtype=torch.int64)
         onehot = torch.nn.functional.one_hot(r if r.ndim == 2 else r[None], task.num_devices).double()
         volumes = torch.einsum("ptd,tv->pdv", onehot, self.task_volumes(task))
-        return self.costs_from_acc(task, self.plan_acc(task, ranks), volumes).double().numpy()
+        acc = self.plan_acc(task, ranks)
+        if self._plain:
+            return self.costs_from_acc(task, acc, volumes).double().numpy()
+        stats = plan_stats(self._table_stats(task), onehot.numpy()) if self.prices_fallback else None
+        return self._price(task, acc, volumes, stats).mean
 
     def plan_head_costs(self, task: Task, ranks: np.ndarray | torch.Tensor) -> np.ndarray:
-        """(P,) plan cost from DreamShard's plan head (max over the device representations)."""
-        acc = self.plan_acc(task, ranks)
+        """(P,) plan cost from DreamShard's plan head (max over the device representations) of the first
+        member."""
+        acc = self.plan_acc(task, ranks)[..., : self.config.acc_width]
         with torch.no_grad():
             rep, _ = self.net.device_forward(acc)
             # the plan head was trained with the pooled-output all-to-all as its comm input
@@ -345,27 +618,92 @@ class LearnedCostModel:
 
 
 class LearnedAccumulator:
-    """A device's state is the sum of its shards' vectors (and of their traffic volumes), so adding a shard
-    is one addition and every candidate of every episode is priced in one batched network call."""
+    """A device's state is the sum of its shards' vectors (and of their traffic volumes, and its support
+    statistics), so adding a shard is one addition and every candidate of every episode is priced in one
+    batched network call."""
 
-    def __init__(self, model: LearnedCostModel, task: Task, num_envs: int) -> None:
-        self.model, self.task = model, task
+    def __init__(self, model: LearnedCostModel, task: Task, num_envs: int, risk: float = 0.0) -> None:
+        self.model, self.task, self.risk = model, task, float(risk)
         self.enc = model.encode_task(task)
         self.acc = torch.zeros((num_envs, task.num_devices, self.enc.shape[-1]), dtype=self.enc.dtype)
         self.volumes = torch.zeros((num_envs, task.num_devices, len(VOLUMES)), dtype=torch.float64)
+        self.stats = empty_stats((num_envs, task.num_devices)) if model.prices_fallback else None
 
     def _vector(self, shard: ShardRef) -> torch.Tensor:
         if shard.is_whole and shard.dim == self.task.tables[shard.table].dim:
             return self.enc[shard.table]
         return self.model.encode_refs(self.task, [shard])[0]
 
+    def _stats(self, shard: ShardRef) -> np.ndarray:
+        return shard_stats(shard_values(self.task, [shard]))[0]
+
     def costs_if_added(self, shard: ShardRef) -> np.ndarray:
         volumes = self.volumes + torch.from_numpy(shard_volumes(self.task, [shard])[0])
-        return self.model.costs_from_acc(self.task, self.acc + self._vector(shard), volumes).double().numpy()
+        acc = self.acc + self._vector(shard)
+        if self.model._plain:
+            return self.model.costs_from_acc(self.task, acc, volumes).double().numpy()
+        stats = None if self.stats is None else combine(self.stats, self._stats(shard))
+        pred = self.model._price(self.task, acc, volumes, stats)
+        return pred.mean + self.risk * pred.std if self.risk else pred.mean
 
     def add(self, env: int, device: int, shard: ShardRef) -> None:
         self.acc[env, device] += self._vector(shard)
         self.volumes[env, device] += torch.from_numpy(shard_volumes(self.task, [shard])[0])
+        if self.stats is not None:
+            self.stats[env, device] = combine(self.stats[env, device], self._stats(shard))
+
+
+def _tables_per_sample(records: Sequence[Any]) -> bool:
+    """True when no table is in two records (the broad design's tables, generated per sample)."""
+    names = [n for r in records for n in set(r.tables)]
+    return len(names) == len(set(names))
+
+
+def _seen(records: Sequence[Any], per_sample: bool) -> dict[str, Any]:
+    """What a model trained on ``records`` has seen: its tables, or (tables generated per sample, one record
+    each) its sample ids, which name the same thing in far fewer entries."""
+    if per_sample:
+        return {"train_samples": sorted(r.sample_id for r in records)}
+    return {"train_tables": sorted({n for r in records for n in r.tables})}
+
+
+def _assemble(dataset: Any, results: Sequence[Any], records: Sequence[Any], comm: AlphaBeta,
+              trained_on: dict[str, Any], info: dict[str, Any], use_fallback: bool) -> LearnedCostModel:
+    """The model of trained ``results`` (members), with the support of and a fallback fitted on ``records``
+    (those the members trained on); ``use_fallback`` False: recorded in info, not used to price."""
+    from autoshard.costs.learned.training import record_precision
+
+    stats, batches, precisions = [], [], []
+    fb_bytes, measured = [], []
+    tables = dataset.pool.by_name()
+    for r in records:
+        prec = record_precision(r)
+        task = Task(tuple(tables[n] for n in r.tables), (2**62,), precision=prec,
+                    batch_size=int(r.batch_size), name="record")
+        shards = [ShardRef(i, int(d)) for i, d in enumerate(r.dims)]
+        st = device_stats(task, [shards])[0]
+        stats.append(st)
+        batches.append(int(r.batch_size))
+        precisions.append(prec.value)
+        # fit_from_dataset's bytes: batch x element bytes x sum of (pooling + 1) x dim
+        fb_bytes.append(r.batch_size * prec.bytes * sum((tables[n].pooling_factor + 1.0) * d
+                                                        for n, d in zip(r.tables, r.dims)))
+        measured.append(float(r.fwd_ms) + float(r.bwd_ms))
+    support = Support.from_devices(np.array(stats), batches, precisions)
+    fallback = AnalyticalCostModel().fit_from_dataset(dataset, records)
+    nbytes = np.array(fb_bytes)
+    predicted = (fallback.fwd_launch_ms + nbytes / fallback.fwd_bytes_per_ms
+                 + fallback.bwd_launch_ms + nbytes / fallback.bwd_bytes_per_ms)
+    ratio = np.log(np.maximum(np.array(measured), 1e-9) / np.maximum(predicted, 1e-9))
+    rel_std = float(np.sqrt(np.mean(ratio ** 2)))
+    info = {**info, "support": support.to_json(),
+            "fallback": {**{k: float(getattr(fallback, k)) for k in FALLBACK_KEYS},
+                         "rel_std": rel_std, "records": len(records)}}
+    first = results[0]
+    return LearnedCostModel(first.net, dataset.pool.normalizer, first.scaler, comm, trained_on, info,
+                            extra_members=[(r.net, r.scaler) for r in results[1:]], support=support,
+                            fallback=fallback if use_fallback else None,
+                            fallback_rel_std=rel_std if use_fallback else 0.0)
 
 
 def _plain(obj: Any) -> Any:

@@ -33,6 +33,9 @@ from torch import nn
 from autoshard.errors import AutoshardError
 from autoshard.tables.table import NUM_FEATURES
 
+NUM_CONTEXT_FEATURES = 2
+"""Per-shard context features of a ``context`` network: log10 batch size and element bytes (``features``)."""
+
 NUM_COMPUTE_HEADS = 2
 """Per-device learned heads: forward and backward compute (comm comes from the measured alpha-beta fit)."""
 
@@ -79,7 +82,12 @@ class CostNetConfig:
     and, unbounded in the features, can blow up on an unseen table
     (``train-cost --linear-table-cost --seed 1``: held-out MAPE 5296%)."""
     num_features: int = NUM_FEATURES
-    """Input width: the pool normaliser's table features."""
+    """Table features: the pool normaliser's."""
+    context: bool = False
+    """Also give every shard its device's context (``features.CONTEXT_FEATURE_NAMES``: log batch size and
+    element bytes), so one network prices every batch size and precision it was trained on. Off in
+    networks trained on one batch size and precision (they refuse others:
+    ``LearnedCostModel.check_compatible``)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "target", Target(self.target))
@@ -91,6 +99,11 @@ class CostNetConfig:
         if self.additive and self.target is not Target.LOG:
             raise AutoshardError("the additive head needs the log target; "
                                  "use --target log or drop --additive")
+
+    @property
+    def input_width(self) -> int:
+        """Width of a shard's feature vector: table features, then the context features if any."""
+        return self.num_features + (NUM_CONTEXT_FEATURES if self.context else 0)
 
     @property
     def acc_width(self) -> int:
@@ -131,12 +144,12 @@ class CostNet(nn.Module):
         self.config = config
         c = config
         extra = NUM_COMPUTE_HEADS if c.additive else 0
-        self.encoder = _mlp([c.num_features, c.hidden, c.hidden, c.embed + extra])
+        self.encoder = _mlp([c.input_width, c.hidden, c.hidden, c.embed + extra])
         pooled = c.embed * (2 if c.interaction else 1)
         self.device_mlp = nn.Sequential(_mlp([pooled, c.hidden, c.hidden]), nn.ReLU())
         self.compute_head = nn.Linear(c.hidden, NUM_COMPUTE_HEADS)
         if c.additive:
-            self.table_cost_linear = nn.Linear(c.num_features, NUM_COMPUTE_HEADS)
+            self.table_cost_linear = nn.Linear(c.input_width, NUM_COMPUTE_HEADS)
             # log of a per-device launch cost added to sum c_i (the roofline's fixed kernel overhead)
             self.launch_log = nn.Parameter(torch.full((NUM_COMPUTE_HEADS,), LAUNCH_LOG_INIT))
             nn.init.zeros_(self.compute_head.weight)  # start as the pure sum of per-table costs

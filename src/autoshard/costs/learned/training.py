@@ -1,8 +1,12 @@
 """Training the cost network on a profiled dataset, top to bottom.
 
-1. Filter the records to one batch size and precision (a cost model is valid for one hardware set-up).
+1. Filter the records to one batch size and precision (a cost model is valid for one hardware set-up), or,
+   for a ``context`` network (``CostNetConfig.context``), keep every batch size and precision: each shard is
+   then also given its device's batch and precision.
 2. Split by UNSEEN TABLES: a seeded share of the tables is held out, and every record that contains one of
-   them is a test record, so the test measures generalisation to new tables, not to new combinations.
+   them is a test record, so the test measures generalisation to new tables, not to new combinations. When no
+   table is in two records (the broad design generates every sample's tables), every table is unseen anyway:
+   a seeded share of the RECORDS is held out.
 3. Early-stopping validation: a seeded share of the remaining (train-table) records.
 4. Mini-batch Adam on the per-device compute heads (MSE in the network's output space: log-ms or scaled ms),
    plus the plan head on random groupings of the batch's records into plans of 2, 4 or 8 devices, whose target
@@ -16,6 +20,9 @@
    all the measurements. Measured on the DLRM-20 (4) data (200 records): 63 -> 160 training records, and on
    held-out bench devices fwd+bwd Spearman 0.70 -> 0.80-0.86 over 3 seeds
    (``benchmarks/cost_model_on_plans.py --train-from``).
+7. An ensemble (``TrainOptions.ensemble`` > 1) repeats 3-5 per member: member ``m`` starts from its own
+   seeded weights and trains on its own bootstrap resample of the training records (same split, same
+   validation records), so the members disagree where the data do not pin the cost down.
 """
 
 from __future__ import annotations
@@ -31,11 +38,16 @@ import numpy as np
 import torch
 
 from autoshard.costs.comm import AlphaBeta
-from autoshard.costs.learned.features import TargetScaler, shard_features, task_raw_features
+from autoshard.costs.learned.features import (
+    TargetScaler,
+    context_features,
+    shard_features,
+    task_raw_features,
+)
 from autoshard.costs.learned.network import CostNet, CostNetConfig, Target, segment_sum
 from autoshard.costs.metrics import mape
 from autoshard.errors import AutoshardError
-from autoshard.tables.table import Precision, TablePool
+from autoshard.tables.table import NUM_FEATURES, Precision, TablePool
 
 log = logging.getLogger(__name__)
 
@@ -72,9 +84,16 @@ class TrainOptions:
     plan_weight: float = 0.5
     """Weight of the plan-head loss relative to the compute heads."""
     batch_size: int | None = None
-    """Use the records of this kernel batch size (None: the dataset's only one)."""
+    """Use the records of this kernel batch size (None: the dataset's only one; a ``context`` network:
+    all)."""
     config: CostNetConfig = field(default_factory=CostNetConfig)
     """The network architecture."""
+    ensemble: int = 1
+    """Networks trained (each on its own bootstrap of the training records, from its own seed); the model
+    predicts their mean and reports their spread. 1: one network on the records themselves."""
+    fallback: bool = True
+    """Price devices outside the training support with the analytical model calibrated on the same records
+    (False: the networks price every device; the support is still recorded, for ``out_of_support``)."""
 
     def __post_init__(self) -> None:
         if not 0.0 < self.test_table_fraction < 1.0:
@@ -83,11 +102,14 @@ class TrainOptions:
             raise AutoshardError(f"validation fraction {self.val_fraction} must be in [0, 1)")
         if self.max_epochs <= 0 or self.patience <= 0 or self.batch_records <= 1:
             raise AutoshardError("max_epochs and patience must be positive, batch_records above 1")
+        if self.ensemble < 1:
+            raise AutoshardError(f"ensemble size {self.ensemble} must be at least 1")
 
     @property
     def epoch_budget(self) -> int:
-        """Most epochs ``LearnedCostModel.fit`` runs in all: the scored pass, plus the refit pass if any."""
-        return self.max_epochs * (2 if self.refit else 1)
+        """Most epochs ``LearnedCostModel.fit`` runs in all: the scored pass, plus the refit pass if any, for
+        every member."""
+        return self.max_epochs * (2 if self.refit else 1) * self.ensemble
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -116,6 +138,8 @@ class RecordTensors:
     ms: np.ndarray  # (R, 2) measured fwd, bwd
     dim_sum: np.ndarray  # (R,)
     table_names: tuple[tuple[str, ...], ...]
+    batch: np.ndarray | None = None  # (R,) kernel batch of each record
+    elem_bytes: np.ndarray | None = None  # (R,) weight element bytes of each record
 
     @property
     def num_records(self) -> int:
@@ -130,9 +154,15 @@ class RecordTensors:
         return self.feats[idx], self.dims[idx], torch.from_numpy(seg)
 
 
-def record_tensors(pool: TablePool, records: Sequence[Any], normalizer: Any) -> RecordTensors:
+def record_tensors(pool: TablePool, records: Sequence[Any], normalizer: Any,
+                   context: bool = False) -> RecordTensors:
+    """The records' shards as tensors; ``context``: each shard's features end with its record's batch and
+    precision (``features.context_features``)."""
     index = {t.name: i for i, t in enumerate(pool.tables)}
-    raw = task_raw_features(pool.tables)
+    used = sorted({index[n] for rec in records for n in rec.tables if n in index})
+    raw = np.zeros((len(pool.tables), NUM_FEATURES))
+    if used:  # only the tables the records use (a broad dataset's pool holds every sample's tables)
+        raw[used] = task_raw_features([pool.tables[i] for i in used])
     table_idx: list[int] = []
     dims: list[int] = []
     counts = np.zeros(len(records), dtype=np.int64)
@@ -147,22 +177,39 @@ def record_tensors(pool: TablePool, records: Sequence[Any], normalizer: Any) -> 
             dims.append(int(d))
         counts[r] = len(rec.tables)
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-    feats = shard_features(raw, np.array(table_idx), np.array(dims), normalizer)
+    batch = np.array([int(rec.batch_size) for rec in records], dtype=np.float64)
+    elem = np.array([record_precision(rec).bytes for rec in records], dtype=np.float64)
+    ctx = np.repeat(context_features(batch, elem), counts, axis=0) if context else None
+    feats = shard_features(raw, np.array(table_idx, dtype=np.int64), np.array(dims), normalizer,
+                           context=ctx)
     ms = np.array([[float(rec.fwd_ms), float(rec.bwd_ms)] for rec in records],
                   dtype=np.float64).reshape(-1, 2)
     if not np.all(np.isfinite(ms)) or np.any(ms <= 0):
         raise AutoshardError("the dataset has non-positive or non-finite timings; re-profile those samples")
     dim_sum = np.array([sum(int(d) for d in rec.dims) for rec in records], dtype=np.float64)
     return RecordTensors(torch.tensor(feats, dtype=torch.float32), torch.tensor(dims, dtype=torch.float32),
-                         starts, counts, ms, dim_sum, tuple(tuple(rec.tables) for rec in records))
+                         starts, counts, ms, dim_sum, tuple(tuple(rec.tables) for rec in records), batch,
+                         elem)
 
 
 # -- split ---------------------------------------------------------------------------------------------------
-def select_records(records: Sequence[Any], batch_size: int | None) -> tuple[list[Any], int, Precision]:
-    """The records of one batch size and one precision (error naming the choices if ambiguous)."""
+def select_records(records: Sequence[Any], batch_size: int | None,
+                   context: bool = False) -> tuple[list[Any], Any, Any]:
+    """The records of one batch size and one precision (error naming the choices if ambiguous), and those.
+
+    ``context`` (a network told each device's batch and precision): every record (of ``batch_size`` if
+    given); the batch size and precision returned are then None when the records mix them."""
     if not records:
         raise AutoshardError("the dataset has no shard records; run 'autoshard profile' first")
     sizes = Counter(int(r.batch_size) for r in records)
+    if context:
+        chosen = [r for r in records if batch_size is None or int(r.batch_size) == batch_size]
+        if not chosen:
+            raise AutoshardError(f"no records at batch size {batch_size}; the dataset has {sorted(sizes)}")
+        batches = {int(r.batch_size) for r in chosen}
+        precisions = {record_precision(r) for r in chosen}
+        return (chosen, batches.pop() if len(batches) == 1 else None,
+                precisions.pop() if len(precisions) == 1 else None)
     if batch_size is None:
         if len(sizes) > 1:
             raise AutoshardError(f"the dataset mixes batch sizes {sorted(sizes)}; pick one with --batch-size")
@@ -179,10 +226,22 @@ def select_records(records: Sequence[Any], batch_size: int | None) -> tuple[list
 
 def split_unseen_tables(records: Sequence[Any], fraction: float,
                         seed: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """(train record ids, test record ids, held-out table names); test = records touching a held-out table."""
+    """(train record ids, test record ids, held-out table names); test = records touching a held-out table.
+
+    When no table is in two records (tables generated per sample), a seeded ``fraction`` of the records is
+    held out instead: their tables are unseen all the same, and holding out tables would hold out nearly every
+    record of many tables."""
     names = sorted({n for r in records for n in r.tables})
     if len(names) < 2:
         raise AutoshardError("the dataset covers fewer than 2 tables; profile more tables to hold some out")
+    if sum(len(set(r.tables)) for r in records) == len(names) and len(records) >= 2:
+        k = min(max(1, round(len(records) * fraction)), len(records) - 1)
+        test = np.sort(np.random.default_rng(seed).permutation(len(records))[:k])
+        train = np.setdiff1d(np.arange(len(records)), test)
+        if len(train) < 4:
+            raise AutoshardError(f"holding out {k} of {len(records)} records leaves {len(train)} to train "
+                                 "on; profile more samples or change --test-tables")
+        return train, test, sorted({n for i in test for n in records[i].tables})
     k = min(max(1, round(len(names) * fraction)), len(names) - 1)
     held = set(np.random.default_rng(seed).permutation(names)[:k].tolist())
     is_test = np.array([any(n in held for n in r.tables) for r in records])
@@ -195,11 +254,13 @@ def split_unseen_tables(records: Sequence[Any], fraction: float,
 
 
 # -- training ------------------------------------------------------------------------------------------------
-def _plan_targets(ms: np.ndarray, dim_sum: np.ndarray, groups: np.ndarray, comm: AlphaBeta, batch_size: int,
-                  elem_bytes: int) -> tuple[np.ndarray, np.ndarray]:
+def _plan_targets(ms: np.ndarray, dim_sum: np.ndarray, groups: np.ndarray, comm: AlphaBeta, batch_size: Any,
+                  elem_bytes: Any) -> tuple[np.ndarray, np.ndarray]:
     """For (P, D) groups of record ids: per-device comm (P, D) and plan cost = max of fwd + bwd + comm
-    (P,)."""
+    (P,). ``batch_size`` and ``elem_bytes``: numbers, or per-record arrays (records of mixed batches)."""
     d = groups.shape[1]
+    if isinstance(batch_size, np.ndarray):
+        batch_size, elem_bytes = batch_size[groups], elem_bytes[groups]
     c = comm.device_comm_ms(dim_sum[groups], batch_size, d, elem_bytes)
     return c, (ms[groups].sum(axis=-1) + c).max(axis=1)
 
@@ -251,42 +312,55 @@ class TrainResult:
     best_epoch: int
 
 
-def train(pool: TablePool, records: Sequence[Any], comm: AlphaBeta, batch_size: int, precision: Precision,
-          options: TrainOptions, progress: Callable[[int, dict[str, float]], None] | None = None,
-          hold_out: bool = True) -> TrainResult:
-    """Train on ``records`` (already one batch size/precision) and return the best-validation network.
+def train(pool: TablePool, records: Sequence[Any], comm: AlphaBeta, batch_size: int | None,
+          precision: Precision | None, options: TrainOptions,
+          progress: Callable[[int, dict[str, float]], None] | None = None, hold_out: bool = True,
+          member: int | None = None) -> TrainResult:
+    """Train on ``records`` (already one batch size/precision, unless the network has ``context``) and return
+    the best-validation network.
 
     ``hold_out``: keep the unseen-table test split out of training (False: train on every record; the result's
-    ``test_ids`` and ``held_out_tables`` are then empty)."""
+    ``test_ids`` and ``held_out_tables`` are then empty). ``member``: train ensemble member ``m`` (its own
+    weights seed and a bootstrap of the training records; the split is the same for every member); None: the
+    single network of ``options.seed``."""
     old_threads = torch.get_num_threads()
     # one thread: the batches are small, and on a shared 2-vCPU host two threads spin against each other
     torch.set_num_threads(TRAIN_THREADS)
     try:
-        return _train(pool, records, comm, batch_size, precision, options, progress, hold_out)
+        return _train(pool, records, comm, batch_size, precision, options, progress, hold_out, member)
     finally:
         torch.set_num_threads(old_threads)
 
 
-def _train(pool: TablePool, records: Sequence[Any], comm: AlphaBeta, batch_size: int, precision: Precision,
-           options: TrainOptions, progress: Callable[[int, dict[str, float]], None] | None,
-           hold_out: bool) -> TrainResult:
-    rng = np.random.default_rng(options.seed)
-    torch.manual_seed(options.seed)
+def _train(pool: TablePool, records: Sequence[Any], comm: AlphaBeta, batch_size: int | None,
+           precision: Precision | None, options: TrainOptions,
+           progress: Callable[[int, dict[str, float]], None] | None, hold_out: bool,
+           member: int | None) -> TrainResult:
+    rng = np.random.default_rng(options.seed if member is None else [options.seed, member])
+    torch.manual_seed(options.seed if member is None else options.seed * 1000 + member + 1)
     if hold_out:
         train_ids, test_ids, held = split_unseen_tables(records, options.test_table_fraction, options.seed)
     else:
         train_ids, test_ids, held = np.arange(len(records)), np.zeros(0, dtype=np.int64), []
-    perm = rng.permutation(train_ids)
+    # the validation records are the same for every member (seeded by options.seed alone)
+    perm = np.random.default_rng(options.seed).permutation(train_ids) if member is not None \
+        else rng.permutation(train_ids)
     n_val = round(len(perm) * options.val_fraction)
     val_ids, fit_ids = np.sort(perm[:n_val]), np.sort(perm[n_val:])
     if len(val_ids) == 0:
         val_ids = fit_ids  # tiny datasets: early-stop on the training loss itself
-    data = record_tensors(pool, records, pool.normalizer)
-    eb = precision.bytes
+    if member is not None:  # a bootstrap resample: each member sees its own draw of the training records
+        fit_ids = np.sort(rng.choice(fit_ids, size=len(fit_ids), replace=True))
+    data = record_tensors(pool, records, pool.normalizer, options.config.context)
+    if options.config.context or batch_size is None or precision is None:
+        bs: Any = data.batch
+        eb: Any = data.elem_bytes
+    else:
+        bs, eb = batch_size, precision.bytes
 
     # target scaling from the training records and training-style plans
     groups = _random_groups(rng, fit_ids, 4)
-    _, plan_ms = _plan_targets(data.ms, data.dim_sum, groups, comm, batch_size, eb)
+    _, plan_ms = _plan_targets(data.ms, data.dim_sum, groups, comm, bs, eb)
     scale_ms = np.column_stack([data.ms[fit_ids], np.resize(plan_ms, len(fit_ids))])
     scaler = TargetScaler.fit(options.config.target, scale_ms)
 
@@ -316,7 +390,7 @@ def _train(pool: TablePool, records: Sequence[Any], comm: AlphaBeta, batch_size:
             loss = _head_loss(out, ms_t[rec], scaler, slice(0, 2))
             d = int(rng.choice([g for g in PLAN_GROUP_SIZES if g <= len(rec)]))
             local = rng.permutation(len(rec))[: len(rec) // d * d].reshape(-1, d)
-            c, plan_target = _plan_targets(data.ms, data.dim_sum, rec[local], comm, batch_size, eb)
+            c, plan_target = _plan_targets(data.ms, data.dim_sum, rec[local], comm, bs, eb)
             plan_out = net.plan_forward(rep.detach()[torch.from_numpy(local)],
                                         torch.tensor(c, dtype=rep.dtype),
                                         torch.ones(local.shape, dtype=torch.bool))

@@ -14,6 +14,7 @@ from autoshard.costs.loading import SHIPPED_POLICY, load_cost_model, resolve_cos
 from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.plan import Plan
 from autoshard.planners.base import PlannerOptions, config_from_extra
+from autoshard.planners.pricing import RISK_OPTION, planner_settings
 from autoshard.planners.rl.env import PlacementEnv, TaskContext
 from autoshard.planners.rl.policy import TrainedPolicy, run_episodes
 from autoshard.tasks import Task
@@ -72,9 +73,9 @@ def rl_planner(options: PlannerOptions) -> RLPlanner:
     if model is None and spec and spec != "analytical" and Path(spec).is_file():
         # no model given: plan with the one the policy was trained against, if it is still there
         model = load_cost_model(spec)
-    model = resolve_cost_model(model)
+    model = resolve_cost_model(model, options.extra.get(RISK_OPTION))
     trained_on = policy.cost_model.get("name")
     if trained_on and trained_on != model.name:
         logger.warning("policy was trained against cost model %r but plans with %r", trained_on, model.name)
-    config = config_from_extra(RLPlanConfig, options.extra)
+    config = config_from_extra(RLPlanConfig, planner_settings(options.extra))
     return RLPlanner(policy, model, samples=config.samples, seed=options.seed)

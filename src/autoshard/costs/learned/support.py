@@ -1,0 +1,227 @@
+"""A learned model's training support: the ranges of shard and device features its records covered, so it
+can say which devices it would be extrapolating to (``LearnedCostModel.out_of_support``) and hand those to its
+calibrated analytical fallback instead.
+
+Per shard: dim, log10 of its real rows (a row shard's own rows) and its pooling factor (lookups per sample it
+serves: the table's x its lookup share); per device: tables (shards) held, the task's kernel batch size and
+precision. A device is inside when every one of its shards and its own values lie within the trained
+[min, max] of each (an empty device is always inside).
+
+Device statistics are kept as an additive/min-max state (``STATS``) so planners' incremental accumulators can
+track them shard by shard: ``combine`` of two states is the state of the union.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from autoshard.errors import AutoshardError
+from autoshard.shards import ShardRef
+from autoshard.tasks import Task
+
+STATS = ("count", "nbytes", "dim_lo", "dim_hi", "log10_rows_lo", "log10_rows_hi", "pooling_lo", "pooling_hi")
+"""A device's statistics: shards held and analytical lookup bytes (both sums), then the min and max of each
+shard feature (``SHARD_FEATURES``); an empty device has count 0, +inf minima and -inf maxima."""
+SHARD_FEATURES = ("dim", "log10_rows", "pooling")
+SUM_STATS = 2
+"""The first ``SUM_STATS`` statistics add up; the others are (min, max) pairs."""
+
+TOLERANCE = 1e-6
+"""Relative slack of the bounds (float round-off of log rows and pooling shares)."""
+
+
+def shard_values(task: Task, shards: Sequence[ShardRef]) -> np.ndarray:
+    """(len(shards), 4) analytical lookup bytes (``AnalyticalCostModel.shard_bytes``'s formula), dim, log10
+    rows and pooling factor of each shard."""
+    n = len(shards)
+    out = np.zeros((n, 4))
+    if n == 0:
+        return out
+    d = task.num_devices
+    table = np.fromiter((s.table for s in shards), dtype=np.int64, count=n)
+    dims = np.fromiter((s.dim for s in shards), dtype=np.float64, count=n)
+    rows = np.array([t.rows for t in task.tables], dtype=np.float64)[table]
+    pooling = np.array([t.pooling_factor for t in task.tables], dtype=np.float64)[table]
+    outputs = np.ones(n)
+    if not all(s.is_whole for s in shards):
+        tables = task.tables
+        rows = np.array([s.num_rows(tables[s.table].rows) for s in shards], dtype=np.float64)
+        pooling = pooling * np.array([s.lookup_share(tables[s.table].rows, d) for s in shards])
+        outputs = np.array([1.0 / d if s.replica else 1.0 for s in shards])
+    out[:, 0] = task.batch_size * (pooling + outputs) * dims * task.precision.bytes
+    out[:, 1] = dims
+    out[:, 2] = np.log10(np.maximum(rows, 1.0))
+    out[:, 3] = pooling
+    return out
+
+
+def empty_stats(shape: tuple[int, ...]) -> np.ndarray:
+    """(*shape, len(STATS)) statistics of empty devices."""
+    out = np.zeros(shape + (len(STATS),))
+    out[..., SUM_STATS::2] = np.inf
+    out[..., SUM_STATS + 1::2] = -np.inf
+    return out
+
+
+def shard_stats(values: np.ndarray) -> np.ndarray:
+    """(n, len(STATS)) the statistics of n one-shard devices from their ``shard_values``."""
+    out = np.empty((len(values), len(STATS)))
+    out[:, 0] = 1.0
+    out[:, 1] = values[:, 0]
+    out[:, SUM_STATS::2] = values[:, 1:]
+    out[:, SUM_STATS + 1::2] = values[:, 1:]
+    return out
+
+
+def combine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The statistics of the union of devices with statistics ``a`` and ``b`` (broadcasting)."""
+    a, b = np.broadcast_arrays(a, b)
+    out = np.empty(a.shape)
+    out[..., :SUM_STATS] = a[..., :SUM_STATS] + b[..., :SUM_STATS]
+    out[..., SUM_STATS::2] = np.minimum(a[..., SUM_STATS::2], b[..., SUM_STATS::2])
+    out[..., SUM_STATS + 1::2] = np.maximum(a[..., SUM_STATS + 1::2], b[..., SUM_STATS + 1::2])
+    return out
+
+
+def device_stats(task: Task, devices: Sequence[Sequence[ShardRef]]) -> np.ndarray:
+    """(len(devices), len(STATS)) statistics of each device's shards."""
+    out = empty_stats((len(devices),))
+    counts = np.fromiter((len(dev) for dev in devices), dtype=np.int64, count=len(devices))
+    flat = [s for dev in devices for s in dev]
+    if not flat:
+        return out
+    owner = np.repeat(np.arange(len(devices)), counts)
+    per = shard_stats(shard_values(task, flat))
+    np.add.at(out[:, :SUM_STATS], owner, per[:, :SUM_STATS])
+    lo, hi = out[:, SUM_STATS::2], out[:, SUM_STATS + 1::2]
+    np.minimum.at(lo, owner, per[:, SUM_STATS::2])
+    np.maximum.at(hi, owner, per[:, SUM_STATS + 1::2])
+    out[:, SUM_STATS::2], out[:, SUM_STATS + 1::2] = lo, hi
+    return out
+
+
+def plan_stats(table_stats: np.ndarray, onehot: np.ndarray) -> np.ndarray:
+    """(P, D, len(STATS)) statistics of table-wise plans: ``onehot`` (P, T, D) places the tables whose
+    one-shard statistics are ``table_stats`` (T, len(STATS))."""
+    p, _, d = onehot.shape
+    out = np.empty((p, d, len(STATS)))
+    out[..., :SUM_STATS] = np.einsum("ptd,ts->pds", onehot, table_stats[:, :SUM_STATS])
+    on = onehot.astype(bool)[..., None]  # (P, T, D, 1)
+    lo = table_stats[None, :, None, SUM_STATS::2]
+    hi = table_stats[None, :, None, SUM_STATS + 1::2]
+    out[..., SUM_STATS::2] = np.where(on, lo, np.inf).min(axis=1)
+    out[..., SUM_STATS + 1::2] = np.where(on, hi, -np.inf).max(axis=1)
+    return out
+
+
+def _below(value: np.ndarray, bound: float) -> np.ndarray:
+    return value < bound - TOLERANCE * max(1.0, abs(bound))
+
+
+def _above(value: np.ndarray, bound: float) -> np.ndarray:
+    return value > bound + TOLERANCE * max(1.0, abs(bound))
+
+
+@dataclass(frozen=True)
+class Support:
+    """The trained [min, max] of every shard feature, of tables per device and of the batch size, and the
+    precisions trained on."""
+
+    lo: dict[str, float]
+    hi: dict[str, float]
+    """Keys: ``SHARD_FEATURES`` and 'tables_per_device', 'batch_size'."""
+    precisions: tuple[str, ...]
+
+    KEYS = (*SHARD_FEATURES, "tables_per_device", "batch_size")
+
+    @staticmethod
+    def from_devices(stats: np.ndarray, batch_sizes: Iterable[int], precisions: Iterable[str]) -> Support:
+        """The support of training devices with statistics ``stats`` (N, len(STATS)), their batch sizes and
+        precisions."""
+        used = stats[stats[:, 0] > 0]
+        if not len(used):
+            raise AutoshardError("no training devices to take the support of")
+        lo = {k: float(used[:, SUM_STATS + 2 * i].min()) for i, k in enumerate(SHARD_FEATURES)}
+        hi = {k: float(used[:, SUM_STATS + 2 * i + 1].max()) for i, k in enumerate(SHARD_FEATURES)}
+        batches = np.fromiter(batch_sizes, dtype=np.float64)
+        lo |= {"tables_per_device": float(used[:, 0].min()), "batch_size": float(batches.min())}
+        hi |= {"tables_per_device": float(used[:, 0].max()), "batch_size": float(batches.max())}
+        return Support(lo, hi, tuple(sorted(set(precisions))))
+
+    def outside(self, task: Task, stats: np.ndarray) -> np.ndarray:
+        """(...) bool: which devices of ``task``, with statistics ``stats`` (..., len(STATS)), lie outside."""
+        out = np.zeros(stats.shape[:-1], dtype=bool)
+        if not self._task_inside(task):
+            return stats[..., 0] > 0
+        for i, k in enumerate(SHARD_FEATURES):
+            out |= _below(stats[..., SUM_STATS + 2 * i], self.lo[k])
+            out |= _above(stats[..., SUM_STATS + 2 * i + 1], self.hi[k])
+        out |= _above(stats[..., 0], self.hi["tables_per_device"])
+        out |= (stats[..., 0] > 0) & _below(stats[..., 0], self.lo["tables_per_device"])
+        return out & (stats[..., 0] > 0)
+
+    def _task_inside(self, task: Task) -> bool:
+        b = float(task.batch_size)
+        return (task.precision.value in self.precisions and not _below(np.float64(b), self.lo["batch_size"])
+                and not _above(np.float64(b), self.hi["batch_size"]))
+
+    def reasons(self, task: Task, stats: np.ndarray) -> list[str]:
+        """Why each device (statistics (N, len(STATS))) is outside; '' for a device inside."""
+        out = []
+        for row in stats:
+            if row[0] <= 0:
+                out.append("")
+                continue
+            why = []
+            if task.precision.value not in self.precisions:
+                why.append(f"precision {task.precision.value} (trained {'/'.join(self.precisions)})")
+            b = float(task.batch_size)
+            if _below(np.float64(b), self.lo["batch_size"]) or _above(np.float64(b), self.hi["batch_size"]):
+                why.append(f"batch size {task.batch_size} (trained {self._span('batch_size')})")
+            for i, k in enumerate(SHARD_FEATURES):
+                v_lo, v_hi = row[SUM_STATS + 2 * i], row[SUM_STATS + 2 * i + 1]
+                if _below(v_lo, self.lo[k]):
+                    why.append(f"{_label(k)} {_show(k, v_lo)} < {_show(k, self.lo[k])}")
+                if _above(v_hi, self.hi[k]):
+                    why.append(f"{_label(k)} {_show(k, v_hi)} > {_show(k, self.hi[k])}")
+            n = row[0]
+            if _above(n, self.hi["tables_per_device"]) or _below(n, self.lo["tables_per_device"]):
+                why.append(f"{int(n)} tables (trained {self._span('tables_per_device')})")
+            out.append(", ".join(why))
+        return out
+
+    def _span(self, k: str) -> str:
+        return f"{_show(k, self.lo[k])}..{_show(k, self.hi[k])}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"lo": dict(self.lo), "hi": dict(self.hi), "precisions": list(self.precisions)}
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> Support:
+        try:
+            lo = {k: float(d["lo"][k]) for k in Support.KEYS}
+            hi = {k: float(d["hi"][k]) for k in Support.KEYS}
+            return Support(lo, hi, tuple(str(p) for p in d["precisions"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise AutoshardError(f"cost model support not understood ({e}); retrain it") from None
+
+    def describe(self) -> str:
+        """One line: the trained ranges."""
+        parts = [f"{_label(k)} {self._span(k)}" for k in self.KEYS]
+        return ", ".join(parts + [f"precision {'/'.join(self.precisions)}"])
+
+
+def _label(key: str) -> str:
+    return {"log10_rows": "rows", "tables_per_device": "tables/device", "batch_size": "batch"}.get(key, key)
+
+
+def _show(key: str, value: float) -> str:
+    if key == "log10_rows":
+        return f"{10 ** value:.3g}"
+    if key == "pooling":
+        return f"{value:.3g}"
+    return f"{value:.0f}"

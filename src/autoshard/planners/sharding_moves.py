@@ -1,0 +1,85 @@
+"""Row-wise and data-parallel moves: after ``search`` has placed the shards, try turning single tables into
+data-parallel replicas on every rank, or into TorchRec's row-wise shards over every rank, keeping a change
+only when the cost model's step cost drops.
+
+Top to bottom: price the plan (``costs.base.plan_cost``: the step); take the table-wise tables in
+descending predicted cost alone (the hot ones first: a replica spares their id and output traffic, a row
+split spreads their kernel work); for each, price the plan with that table replicated, then with it
+row-split in TorchRec's even blocks (so the plan still exports), and keep the cheaper of the two if it beats
+the current plan by ``min_gain``; stop after ``tries`` tables or at the deadline. Memory is checked exactly
+(a replica costs the whole table on every rank). Row pieces of tables larger than a device
+(``row_split``) are left alone.
+
+When it pays: a replica removes a table from the all-to-alls but adds an all-reduce of its whole gradient
+(rows x dim x 4 bytes, 2 (D - 1) / D of it per rank) and, if no other replica exists, one more collective's
+latency; a row split divides the kernel work but multiplies the pooled-output traffic by the ranks. So
+replicas pay for small, hot tables on a fast network, row splits for kernel-bound devices.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from autoshard.costs.base import CostModel, plan_cost
+from autoshard.plan import Plan, ShardingType, TablePlacement
+from autoshard.planners.row_split import is_piece
+from autoshard.shards import ShardRef, row_shards
+from autoshard.tasks import Task
+
+log = logging.getLogger(__name__)
+
+
+def _with(plan: Plan, placement: TablePlacement) -> Plan:
+    return replace(plan, placements=tuple(placement if p.table == placement.table else p
+                                          for p in plan.placements))
+
+
+def _fits(task: Task, plan: Plan) -> bool:
+    return all(u <= c for u, c in zip(plan.memory_used(task), task.device_memory))
+
+
+def torchrec_row_wise(table: str, rows: int, dim: int, num_devices: int) -> TablePlacement:
+    """Row shards over every rank in TorchRec's even blocks of ceil(rows / D) rows (what its kernels run)."""
+    block = -(-rows // num_devices)
+    counts = [max(0, min(block, rows - r * block)) for r in range(num_devices)]
+    ranks = [r for r, n in enumerate(counts) if n > 0]
+    return TablePlacement(table, ShardingType.ROW_WISE, row_shards(ranks, [n for n in counts if n > 0], dim))
+
+
+def improve(task: Task, plan: Plan, model: CostModel, tries: int = 8, min_gain: float = 1e-3,
+            deadline: float | None = None) -> tuple[Plan, list[str]]:
+    """``plan`` with the row-wise and data-parallel moves that lower the step cost, and what was changed."""
+    if task.num_devices <= 1 or tries <= 0:
+        return plan, []
+    cost = plan_cost(model, task, plan).plan_ms
+    alone = model.device_costs(task, [[ShardRef(i, t.dim)] for i, t in enumerate(task.tables)]).sum(axis=1)
+    changes: list[str] = []
+    tried = 0
+    for i in np.argsort(-alone, kind="stable").tolist():
+        if tried >= tries or (deadline is not None and time.perf_counter() > deadline):
+            break
+        t = task.tables[i]
+        if is_piece(task, t.name) or plan.placement(t.name).sharding_type is not ShardingType.TABLE_WISE:
+            continue
+        tried += 1
+        options = [TablePlacement.data_parallel(t.name, range(task.num_devices), t.dim)]
+        if t.rows >= task.num_devices:
+            options.append(torchrec_row_wise(t.name, t.rows, t.dim, task.num_devices))
+        best = None
+        for placement in options:
+            candidate = _with(plan, placement)
+            if not _fits(task, candidate):
+                continue
+            c = plan_cost(model, task, candidate).plan_ms
+            if c < cost * (1 - min_gain) and (best is None or c < best[0]):
+                best = (c, candidate, placement.sharding_type.value)
+        if best is not None:
+            changes.append(f"{t.name} -> {best[2]} ({cost:.3f} -> {best[0]:.3f} ms)")
+            cost, plan = best[0], best[1]
+    if changes:
+        log.info("search: sharding moves %s", "; ".join(changes))
+    return plan, changes

@@ -1,0 +1,416 @@
+"""The learned cost model knows its limits: ensemble mean and spread, training support, the calibrated
+analytical fallback outside it, risk-aware pricing, eval-cost's coverage and risk_k; old checkpoints as
+before.
+
+The fixture datasets are REAL: tiny tables of the broad design timed with FBGEMM (a few seconds, once per
+session); nothing here invents a cost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from autoshard.cli.main import main
+from autoshard.costs.analytical import AnalyticalCostModel
+from autoshard.costs.base import CostModel
+from autoshard.costs.learned import CostNetConfig, LearnedCostModel, TrainOptions
+from autoshard.costs.learned.evaluation import coverage, evaluate, select_risk_k
+from autoshard.costs.learned.features import TargetScaler, shard_features, task_raw_features
+from autoshard.costs.learned.network import CostNet, segment_sum
+from autoshard.costs.learned.risk import RiskPricedModel, risk_priced
+from autoshard.costs.loading import SHIPPED_COST_MODEL, resolve_cost_model
+from autoshard.costs.step import device_volumes, step_cost
+from autoshard.errors import AutoshardError
+from autoshard.hardware.kernel import MeasureSettings
+from autoshard.hardware.profiler import BroadDesign, ProfileConfig, load_dataset, profile
+from autoshard.planners.base import PlannerOptions
+from autoshard.planners.pricing import ShardCosts, plan_costs, planning_model, price_devices, step_ms
+from autoshard.shards import ShardRef
+from autoshard.tables import LookupKind, LookupSpec, Table
+from autoshard.tables.table import FeatureNormalizer, Precision
+from autoshard.tasks import Task
+
+QUICK = MeasureSettings(warmup=1, repeats=3, max_tries=1, flush_cache=False)
+DESIGN = BroadDesign(dims=(4, 32), rows=(100, 5000), pooling=(0.5, 20.0), tables_per_device=(1, 6),
+                     batch_sizes=(32, 128), stats_batch=64)
+"""Small tables (dims <= 32, pooling <= 20), both precisions, several batch sizes: a context network."""
+
+FAST = TrainOptions(seed=0, max_epochs=25, patience=25, batch_records=8,
+                    config=CostNetConfig(hidden=32, embed=8, context=True))
+
+
+def _profile(out: Path, samples: int, seed: int) -> str:
+    for _ in profile(None, out, ProfileConfig(samples=samples, seed=seed, settings=QUICK, design=DESIGN)):
+        pass
+    return str(out)
+
+
+@pytest.fixture(scope="session")
+def broad_dir(tmp_path_factory) -> str:
+    return _profile(tmp_path_factory.mktemp("broad") / "costs", 40, seed=0)
+
+
+@pytest.fixture(scope="session")
+def heldout_dir(tmp_path_factory) -> str:
+    """Another seed of the design: samples (and tables) the models never trained on."""
+    return _profile(tmp_path_factory.mktemp("heldout") / "costs", 16, seed=1)
+
+
+@pytest.fixture(scope="session")
+def dataset(broad_dir):
+    return load_dataset(broad_dir)
+
+
+@pytest.fixture(scope="session")
+def ensemble(dataset) -> LearnedCostModel:
+    return LearnedCostModel.fit(dataset, replace(FAST, ensemble=5))
+
+
+def _task(dataset, devices: int = 3, extra: tuple[Table, ...] = (), batch: int = 64,
+          precision: str = "fp32") -> Task:
+    tables = tuple(t for t in dataset.pool.tables if t.dim >= 8)[:8] + extra
+    return Task(tables, (10**12,) * devices, precision=Precision(precision), batch_size=batch)
+
+
+def _devices(task: Task) -> list[list[ShardRef]]:
+    return [[ShardRef(0, task.tables[0].dim), ShardRef(1, 4)], [ShardRef(2, task.tables[2].dim)], [],
+            [ShardRef(3, task.tables[3].dim), ShardRef(4, task.tables[4].dim), ShardRef(5, 4)]]
+
+
+HUGE = Table("huge", 256, 10**6, 200.0, lookups=LookupSpec(LookupKind.POWER_LAW, seed=3))
+"""A dim-256, pooling-200 table: far outside the fixture's support (dims <= 32, pooling <= 20)."""
+
+
+# -- old checkpoints -----------------------------------------------------------------------------------------
+SHIPPED_EXPECTED = np.array([[0.3578413128852844, 0.6830978989601135, 9.625079154968262],
+                             [0.34778478741645813, 0.5395714640617371, 13.617290496826172],
+                             [0.8493282198905945, 2.1964759826660156, 180.85311889648438], [0.0, 0.0, 0.0]])
+"""The shipped model's predictions of ``_shipped_case`` by the code before ensembles and supports existed."""
+
+
+def _shipped_case() -> tuple[Task, list[list[ShardRef]]]:
+    tables = tuple(Table(f"r{i}", d, r, p, lookups=LookupSpec(LookupKind.POWER_LAW, seed=i))
+                   for i, (d, r, p) in enumerate([(16, 1000, 2.0), (32, 50000, 10.0), (64, 10**6, 20.0),
+                                                  (128, 10**7, 100.0), (16, 300, 0.5), (8, 2 * 10**6, 40.0)]))
+    task = Task(tables, (10**12,) * 4, batch_size=2048)
+    devices = [[ShardRef(0, 16), ShardRef(1, 32)], [ShardRef(2, 64), ShardRef(3, 64)],
+               [ShardRef(3, 64), ShardRef(4, 16, 0, 100), ShardRef(5, 8, replica=True)], []]
+    return task, devices
+
+
+@pytest.mark.skipif(not SHIPPED_COST_MODEL.is_file(), reason="no shipped cost model")
+def test_old_checkpoint_loads_as_an_ensemble_of_one_and_predicts_exactly_as_before(tmp_path):
+    model = LearnedCostModel.load(SHIPPED_COST_MODEL, allow_other_hardware=True)
+    assert model.ensemble_size == 1 and model.support is None and model.fallback is None
+    assert model.risk_k == 0.0 and not model.has_spread
+    task, devices = _shipped_case()
+    got = model.device_costs(task, devices)
+    np.testing.assert_allclose(got, SHIPPED_EXPECTED, rtol=1e-6, atol=0)
+    # bit for bit the single network's arithmetic, recomputed here from the raw checkpoint
+    ck = torch.load(SHIPPED_COST_MODEL, weights_only=True)
+    net = CostNet(CostNetConfig.from_json(ck["architecture"]))
+    net.load_state_dict(ck["state_dict"])
+    net.eval()
+    norm, scaler = FeatureNormalizer.from_json(ck["normalizer"]), TargetScaler.from_json(ck["target_scaler"])
+    flat = [s for d in devices for s in d]
+    idx = np.array([s.table for s in flat])
+    dims = np.array([s.dim for s in flat])
+    frac = np.array([s.row_fraction(task.tables[s.table].rows) for s in flat])
+    share = np.array([s.lookup_share(task.tables[s.table].rows, task.num_devices) for s in flat])
+    x = shard_features(task_raw_features(task.tables), idx, dims, norm, frac, share)
+    with torch.no_grad():
+        vec = net.encode(torch.tensor(x, dtype=torch.float32), torch.tensor(dims, dtype=torch.float32))
+        seg = torch.from_numpy(np.repeat(np.arange(len(devices)), [len(d) for d in devices]))
+        _, out = net.device_forward(segment_sum(vec, seg, len(devices)))
+        ms = scaler.to_ms(out, slice(0, 2)).double().numpy()
+    used = np.array([bool(d) for d in devices])
+    np.testing.assert_array_equal(got[used, :2], ms[used])
+    # no spread, no support: everything in support, spread 0, and the planners' view is the model itself
+    assert model.out_of_support(task, devices) == [] and model.describe_fallback(task, devices) == ""
+    np.testing.assert_array_equal(model.device_costs_spread(task, devices), np.zeros((4, 3)))
+    assert resolve_cost_model(model) is model and risk_priced(model, 2.0) is model
+    # saved by this code and loaded again: the same predictions
+    model.save(tmp_path / "again.pt")
+    again = LearnedCostModel.load(tmp_path / "again.pt", allow_other_hardware=True)
+    np.testing.assert_array_equal(again.device_costs(task, devices), got)
+    assert "members" not in torch.load(tmp_path / "again.pt", weights_only=True)
+
+
+# -- ensemble ------------------------------------------------------------------------------------------------
+def test_ensemble_mean_is_the_members_mean_and_its_spread_is_positive(ensemble, dataset):
+    assert isinstance(ensemble, CostModel) and ensemble.ensemble_size == 5 and ensemble.config.context
+    task = _task(dataset)
+    devices = _devices(task)
+    assert ensemble.out_of_support(task, devices) == []  # all inside: the networks price them
+    mean = ensemble.device_costs(task, devices)
+    spread = ensemble.device_costs_spread(task, devices)
+    members = np.stack([m.device_costs(task, devices) for m in ensemble.member_models()])
+    np.testing.assert_allclose(mean[:, :2], members[..., :2].mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(mean[:, 2], members[0, :, 2], rtol=1e-6)  # comm: the same closed form
+    np.testing.assert_allclose(spread[:, :2], members[..., :2].std(axis=0, ddof=1), rtol=1e-9)
+    used = [0, 1, 3]
+    assert np.all(spread[used, :2] > 0) and np.all(spread[:, 2] == 0) and np.all(spread[2] == 0)
+    # the members really differ (own seeds, own bootstraps)
+    assert len({float(m[0, 0]) for m in members}) == 5
+
+
+def test_ensemble_checkpoint_round_trip(ensemble, dataset, tmp_path):
+    path = tmp_path / "ens.pt"
+    ensemble.save(path)
+    ck = torch.load(path, weights_only=True)
+    assert len(ck["members"]) == 4 and ck["support"]["hi"]["dim"] == 32.0
+    assert set(ck["support"]["lo"]) == {"dim", "log10_rows", "pooling", "tables_per_device", "batch_size"}
+    assert ck["support"]["precisions"] == ["fp16", "fp32"] and set(ck["fallback"]) >= {"fwd_launch_ms",
+                                                                                      "rel_std"}
+    assert "risk_k" in ck
+    loaded = LearnedCostModel.load(path)
+    task = _task(dataset, extra=(HUGE,))
+    devices = _devices(task) + [[ShardRef(task.num_tables - 1, 256)]]
+    for a, b in [(loaded.device_costs(task, devices), ensemble.device_costs(task, devices)),
+                 (loaded.device_costs_spread(task, devices), ensemble.device_costs_spread(task, devices))]:
+        np.testing.assert_array_equal(a, b)
+    assert loaded.risk_k == ensemble.risk_k and loaded.support == ensemble.support
+
+
+def test_ensemble_training_is_seeded(dataset):
+    a = LearnedCostModel.fit(dataset, replace(FAST, ensemble=2, max_epochs=3, refit=False))
+    b = LearnedCostModel.fit(dataset, replace(FAST, ensemble=2, max_epochs=3, refit=False))
+    task = _task(dataset)
+    np.testing.assert_array_equal(a.device_costs(task, _devices(task)), b.device_costs(task, _devices(task)))
+
+
+# -- support and fallback ------------------------------------------------------------------------------------
+def test_support_is_the_training_records_ranges(ensemble, dataset):
+    s = ensemble.support
+    dims = [d for r in dataset.records for d in r.dims]
+    pools = [dataset.pool.by_name()[n].pooling_factor for r in dataset.records for n in r.tables]
+    assert s.lo["dim"] == min(dims) and s.hi["dim"] == max(dims) <= 32
+    assert s.hi["pooling"] == pytest.approx(max(pools)) and s.hi["pooling"] <= 20.0
+    assert s.lo["tables_per_device"] >= 1 and s.hi["tables_per_device"] <= 6
+    assert 32 <= s.lo["batch_size"] <= s.hi["batch_size"] <= 128 and s.precisions == ("fp16", "fp32")
+    assert "dim 4..32" in s.describe() or "dim 8..32" in s.describe()
+
+
+def test_a_dim256_pooling200_shard_is_out_of_support_and_priced_by_the_fallback(ensemble, dataset):
+    task = _task(dataset, extra=(HUGE,))
+    huge = task.num_tables - 1
+    devices = [[ShardRef(huge, 256)], [ShardRef(0, task.tables[0].dim)],
+               [ShardRef(1, 4), ShardRef(huge, 256)]]
+    oos = ensemble.out_of_support(task, devices)
+    assert [i for i, _ in oos] == [0, 2]
+    assert "dim 256 > 32" in oos[0][1] and "pooling 200 >" in oos[0][1] and "rows 1e+06 >" in oos[0][1]
+    line = ensemble.describe_fallback(task, devices)
+    assert line.startswith("2 of 3 devices priced by the calibrated analytical fallback")
+    assert "device 0: dim 256" in line and "device 2:" in line and "device 1" not in line
+    got = ensemble.device_costs(task, devices)
+    fallback = ensemble.fallback.device_costs(task, devices)
+    np.testing.assert_allclose(got[[0, 2]], fallback[[0, 2]], rtol=1e-12)  # fwd, bwd and comm
+    assert ensemble.fallback.name == "analytical-fitted"
+    # float32 network: a batch of a different size may round differently in the last bits
+    np.testing.assert_allclose(got[1, :2], ensemble.predict(task, devices[1:2]).mean[0, :2], rtol=1e-5)
+    assert not np.allclose(got[1, :2], fallback[1, :2])
+    # the fallback's spread: its relative error on the training records times its cost
+    spread = ensemble.device_costs_spread(task, devices)
+    assert ensemble.fallback_rel_std > 0
+    np.testing.assert_allclose(spread[0, :2], ensemble.fallback_rel_std * fallback[0, :2])
+    # the fallback was fitted on the same records (fit_from_dataset)
+    assert ensemble.info["fallback"]["records"] == len(dataset.records)
+
+
+def test_batch_and_precision_outside_the_support_fall_back(ensemble, dataset):
+    inside = _task(dataset, batch=64)
+    devices = [[ShardRef(0, inside.tables[0].dim)]]
+    assert ensemble.out_of_support(inside, devices) == []
+    big = replace(inside, batch_size=4096)
+    (i, why), = ensemble.out_of_support(big, devices)
+    assert i == 0 and "batch size 4096" in why
+    np.testing.assert_allclose(ensemble.device_costs(big, devices)[:, :2],
+                               ensemble.fallback.device_costs(big, devices)[:, :2])
+    # a context network prices other batch sizes (no refusal); fp16 is in this support
+    assert ensemble.out_of_support(replace(inside, precision=Precision.FP16), devices) == []
+
+
+def test_accumulator_and_plan_costs_agree_with_device_costs_fallback_included(ensemble, dataset):
+    task = _task(dataset, devices=3, extra=(HUGE,))
+    ranks = np.random.default_rng(0).integers(0, 3, size=(4, task.num_tables))
+    batched = ensemble.plan_costs(task, ranks)
+    for p in range(4):
+        devices = [[ShardRef(t, task.tables[t].dim) for t in range(task.num_tables) if ranks[p, t] == d]
+                   for d in range(3)]
+        np.testing.assert_allclose(batched[p], ensemble.device_costs(task, devices), rtol=1e-9)
+    acc = ensemble.accumulator(task, 1, risk=1.5)
+    placed: list[list[ShardRef]] = [[], [], []]
+    for t in range(task.num_tables):
+        shard = ShardRef(t, task.tables[t].dim)
+        d = int(ranks[0, t])
+        if_added = acc.costs_if_added(shard)[0, d]
+        acc.add(0, d, shard)
+        placed[d].append(shard)
+        pred = ensemble.predict(task, placed)
+        np.testing.assert_allclose(if_added, (pred.mean + 1.5 * pred.std)[d], rtol=1e-5)
+    assert any(ensemble.out_of_support(task, placed))
+
+
+# -- risk selection and coverage -----------------------------------------------------------------------------
+def test_select_risk_k_covers_84_percent():
+    rng = np.random.default_rng(0)
+    mean = rng.uniform(1, 10, 1000)
+    spread = rng.uniform(0.1, 1.0, 1000)
+    measured = mean + spread * rng.normal(0.5, 2.0, 1000)
+    k = select_risk_k(measured, mean, spread)
+    assert coverage(measured, mean, spread, k) >= 0.84 > coverage(measured, mean, spread, k - 1e-6)
+    assert k == pytest.approx(0.5 + 2.0 * 0.994, abs=0.3)  # the normal's 84th percentile
+    assert select_risk_k(mean - 1, mean, spread) == 0.0  # already covered at k = 0
+    no_spread = np.zeros(1000)
+    assert select_risk_k(measured, mean, no_spread) == 0.0
+
+
+def test_evaluate_reports_coverage_out_of_support_and_risk(ensemble, dataset, heldout_dir):
+    held = load_dataset(heldout_dir)
+    result = evaluate(ensemble, held.pool, held.records)
+    m = result["metrics"]
+    assert set(m) >= {"fwd", "bwd", "fwd+bwd"} and m["fwd+bwd"]["n"] == len(held.records)
+    assert all(np.isfinite(m[h]["mape_pct"]) for h in ("fwd", "bwd", "fwd+bwd"))
+    cov = result["coverage"]
+    assert set(cov) == {"k=1", "k=2"} and 0.0 <= cov["k=1"] <= cov["k=2"] <= 1.0
+    assert 0.0 <= result["out_of_support_share"] <= 1.0 and result["risk_k"] >= 0.0
+    assert "plan(max of devices)" not in m  # the records mix batch sizes: no synthetic plans of them
+    info = ensemble.info["held_out"]  # what fit measured on its own held-out records
+    assert info["n"] > 0 and ensemble.risk_k == info["risk_k"]
+
+
+# -- risk-aware pricing --------------------------------------------------------------------------------------
+def test_step_ms_plain_path_is_bit_identical_without_spread(dataset):
+    task = _task(dataset)
+    devices = _devices(task)[:3]
+    model = AnalyticalCostModel()
+    costs = price_devices(task, model, devices)
+    volumes = device_volumes(task, devices)
+    plain = step_cost(task, model.comm, costs[..., 0], costs[..., 1], volumes).total_ms
+    assert step_ms(task, model, costs, volumes) == plain
+    assert step_ms(task, model, costs, volumes, spread=np.ones_like(costs), risk=3.0) == plain  # no spread
+    mean, spread = price_devices(task, model, devices, spread=True)
+    np.testing.assert_array_equal(mean, costs)
+    np.testing.assert_array_equal(spread, np.zeros_like(costs))
+    assert resolve_cost_model(model) is model and planning_model(PlannerOptions(cost_model=model)) is model
+
+
+def test_step_ms_and_plan_costs_price_mean_plus_k_spread(ensemble, dataset):
+    task = _task(dataset)
+    devices = _devices(task)[:3]
+    mean, spread = price_devices(task, ensemble, devices, spread=True)
+    np.testing.assert_array_equal(mean, ensemble.device_costs(task, devices))
+    np.testing.assert_array_equal(spread, ensemble.device_costs_spread(task, devices))
+    volumes = device_volumes(task, devices)
+    at = (lambda c: step_cost(task, ensemble.comm, c[..., 0], c[..., 1], volumes).total_ms)
+    assert step_ms(task, ensemble, mean, volumes) == at(mean)  # no spread given: the plain step
+    assert step_ms(task, ensemble, mean, volumes, spread, risk=2.0) == pytest.approx(at(mean + 2.0 * spread))
+    assert step_ms(task, ensemble, mean, volumes, spread, risk=0) == at(mean)
+    risky = ensemble.with_risk_k(1.0)
+    assert step_ms(task, risky, mean, volumes, spread) == pytest.approx(at(mean + spread))
+    assert step_ms(task, risky, mean, volumes, spread) > at(mean)
+    # plan_costs of a raw ensemble: its risk_k (or risk=) per device
+    layout = [ShardRef(t, task.tables[t].dim) for t in range(task.num_tables)]
+    ranks = np.arange(task.num_tables) % task.num_devices
+    cand = [(layout, ranks)]
+    contents = [[layout[p] for p in range(len(layout)) if ranks[p] == d] for d in range(task.num_devices)]
+    vol = device_volumes(task, contents)
+    m2, s2 = price_devices(task, ensemble, contents, spread=True)
+    assert plan_costs(task, ensemble.with_risk_k(0.0), cand)[0] == pytest.approx(
+        step_cost(task, ensemble.comm, m2[:, 0], m2[:, 1], vol).total_ms)
+    priced = m2 + 1.5 * s2
+    assert plan_costs(task, ensemble, cand, risk=1.5)[0] == pytest.approx(
+        step_cost(task, ensemble.comm, priced[:, 0], priced[:, 1], vol).total_ms)
+    by_k = plan_costs(task, ensemble.with_risk_k(1.5), cand)[0]
+    assert by_k == plan_costs(task, ensemble, cand, risk=1.5)[0]
+    shard_costs = ShardCosts(task, ensemble.with_risk_k(1.5))
+    assert isinstance(shard_costs.model, RiskPricedModel) and shard_costs.model.risk == 1.5
+
+
+def test_planners_plan_with_the_risk_priced_model(ensemble, dataset):
+    from autoshard.planners.base import make_planner, run_planner
+
+    model = ensemble.with_risk_k(1.25)
+    task = _task(dataset)
+    devices = _devices(task)
+    wrapped = resolve_cost_model(model)
+    assert isinstance(wrapped, RiskPricedModel) and wrapped.risk == 1.25 and wrapped.name == "learned"
+    expect = model.device_costs(task, devices) + 1.25 * model.device_costs_spread(task, devices)
+    np.testing.assert_allclose(wrapped.device_costs(task, devices), expect)
+    assert resolve_cost_model(wrapped) is wrapped and "mean + 1.25 x spread" in wrapped.describe_hardware()
+    # extra['risk'] overrides risk_k; 0 plans with the means
+    assert planning_model(PlannerOptions(cost_model=model, extra={"risk": "0"})) is model
+    assert planning_model(PlannerOptions(cost_model=model, extra={"risk": "2"})).risk == 2.0
+    with pytest.raises(AutoshardError, match="risk"):
+        planning_model(PlannerOptions(cost_model=model, extra={"risk": "-1"}))
+    # the accumulator of the wrapper is the learned model's own, risk-aware
+    acc = wrapped.accumulator(task, 2)
+    acc.add(1, 0, devices[0][0])
+    np.testing.assert_allclose(acc.costs_if_added(devices[0][1])[1, 0],
+                               wrapped.device_costs(task, devices[:1])[0], rtol=1e-5)
+    assert wrapped.with_comm(ensemble.comm).risk == 1.25
+    for algo in ("neuroshard", "search"):
+        planner = make_planner(algo, PlannerOptions(cost_model=model, time_limit_s=0.5))
+        assert isinstance(planner.cost_model, RiskPricedModel)
+        plan = run_planner(planner, task)
+        assert plan.num_devices == task.num_devices
+
+
+# -- CLI -----------------------------------------------------------------------------------------------------
+def test_cli_train_ensemble_then_eval_cost_records_risk_k(broad_dir, heldout_dir, tmp_path, capsys):
+    ck = tmp_path / "ens.pt"
+    assert main(["train-cost", "--data", broad_dir, "-o", str(ck), "--ensemble", "3", "--epochs", "4",
+                 "--hidden", "16", "--embed", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "coverage of held-out fwd+bwd" in out and "ensemble of 3" in out and "out of support" in out
+    assert "tables generated per sample" in out and "refit on all 40 records" in out
+    model = LearnedCostModel.load(ck)
+    assert model.ensemble_size == 3 and model.config.context  # auto: the records mix batches and precisions
+    png = tmp_path / "scatter.png"
+    assert main(["eval-cost", "--model", str(ck), "--data", heldout_dir, "--plot", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "held-out records: 16" in out and "Spearman" in out and "fwd+bwd" in out
+    assert "k=1" in out and "k=2" in out and "of held-out devices" in out and "recorded risk_k" in out
+    after = LearnedCostModel.load(ck)
+    assert after.info["risk"]["n"] == 16 and after.risk_k == after.info["risk"]["risk_k"]
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    assert main(["eval-cost", "--model", str(ck), "--data", heldout_dir, "--no-record-risk",
+                 "--plot", str(png)]) == 0
+    assert "recorded risk_k" not in capsys.readouterr().out
+    # the training dataset's records were all trained on (refit): nothing held out there
+    assert main(["eval-cost", "--model", str(ck), "--data", broad_dir]) == 2
+    assert "no records with tables the model did not train on" in capsys.readouterr().err
+
+
+def test_cli_single_batch_dataset_keeps_the_single_batch_network(tmp_path, capsys):
+    design = replace(DESIGN, batch_sizes=(64, 64), precisions=("fp32",))
+    one = tmp_path / "fixed"
+    for _ in profile(None, one, ProfileConfig(samples=12, seed=2, settings=QUICK, design=design)):
+        pass
+    ck = tmp_path / "one.pt"
+    assert main(["train-cost", "--data", str(one), "-o", str(ck), "--epochs", "2", "--hidden", "8",
+                 "--embed", "4", "--test-tables", "0.25"]) == 0
+    capsys.readouterr()
+    model = LearnedCostModel.load(ck)
+    assert not model.config.context and model.trained_on["batch_size"] == 64
+    tables = load_dataset(one).pool.tables[:2]
+    with pytest.raises(AutoshardError, match="batch size 64"):
+        model.device_costs(Task(tables, (10**9,), batch_size=128), [[ShardRef(0, 4)]])
+
+
+def test_without_the_fallback_the_networks_price_every_device_and_support_still_reports(dataset):
+    options = replace(FAST, ensemble=2, max_epochs=3, refit=False, fallback=False)
+    model = LearnedCostModel.fit(dataset, options)
+    assert model.fallback is None and model.support is not None and not model.prices_fallback
+    task = _task(dataset, extra=(HUGE,))
+    devices = [[ShardRef(task.num_tables - 1, 256)], [ShardRef(0, task.tables[0].dim)]]
+    assert [i for i, _ in model.out_of_support(task, devices)] == [0]
+    assert model.describe_fallback(task, devices) == ""
+    members = np.stack([m.device_costs(task, devices) for m in model.member_models()])
+    np.testing.assert_allclose(model.device_costs(task, devices)[:, :2], members[..., :2].mean(axis=0),
+                               rtol=1e-12)

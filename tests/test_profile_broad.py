@@ -1,0 +1,187 @@
+"""The broad profiling design (``autoshard profile --design broad``): space-filling, stratified samples of
+tables generated per sample; records with real and kept rows; resume; old datasets still load."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from autoshard.cli.main import main
+from autoshard.errors import AutoshardError
+from autoshard.hardware import profiler
+from autoshard.hardware.kernel import MeasureSettings
+from autoshard.hardware.profiler import (
+    BroadDesign,
+    CostRecord,
+    ProfileConfig,
+    broad_sample,
+    load_dataset,
+    profile,
+    tables_strata,
+)
+from autoshard.plan import COLUMN_SHARD_MULTIPLE
+
+QUICK = MeasureSettings(warmup=0, repeats=2, max_tries=1, max_cv=100.0, flush_cache=False)
+"""Timing settings of the tests: a few ms a sample."""
+
+TINY = BroadDesign(dims=(4, 16), rows=(100, 3000), pooling=(0.0, 6.0), tables_per_device=(1, 5),
+                   batch_sizes=(16, 48), stats_batch=32)
+"""A design small enough to profile in a test (the default one is the real campaign's)."""
+
+TINY_ARGS = ["--design", "broad", "--dims", "4:16", "--rows", "100:3000", "--pooling", "0:6",
+             "--tables-per-device", "1:5", "--batch-sizes", "16:48", "--stats-batch", "32", "--repeats", "2",
+             "--warmup", "0", "--max-cv", "100", "--max-tries", "1", "--no-flush"]
+
+
+def _ids(costs: Path) -> list[str]:
+    return [json.loads(line)["sample_id"] for p in sorted(costs.glob("shards-*.jsonl"))
+            for line in p.read_text().splitlines() if line.strip()]
+
+
+def test_strata_cut_to_the_range():
+    assert tables_strata(1, 40) == ((1, 1), (2, 3), (4, 6), (7, 10), (11, 16), (17, 24), (25, 32), (33, 40))
+    assert tables_strata(3, 12) == ((3, 3), (4, 6), (7, 10), (11, 12))
+    assert tables_strata(5, 5) == ((5, 5),)
+    assert tables_strata(40, 50)[-1] == (49, 50)
+
+
+def test_default_design_covers_every_stratum_and_spans_dims_4_to_256():
+    design = BroadDesign()
+    strata = design.strata
+    samples = [broad_sample(design, 0, i, bins=False) for i in range(16 * len(strata))]
+    # every window of len(strata) consecutive samples holds one sample of each stratum
+    for lo in range(0, len(samples), len(strata)):
+        assert sorted(s.stratum for s in samples[lo:lo + len(strata)]) == list(range(len(strata)))
+    for s in samples:
+        first, last = strata[s.stratum]
+        assert first <= len(s.tables) <= last and len(s.dims) == len(s.tables)
+        assert 512 <= s.batch_size <= 65536
+        for t, d in zip(s.tables, s.dims):
+            assert t.dim % COLUMN_SHARD_MULTIPLE == 0 and d % COLUMN_SHARD_MULTIPLE == 0 and 0 < d <= t.dim
+            assert 100 <= t.rows <= 10**8 and 0.0 <= t.pooling_factor <= 200.0
+            assert t.lookups is not None and 0.0 <= t.lookups.alpha <= 2.0
+    dims = [t.dim for s in samples for t in s.tables]
+    assert min(dims) == 4 and max(dims) == 256
+    assert len({t.dim for s in samples for t in s.tables}) > 40  # many dims, not a few values
+    assert sum(d < t.dim for s in samples for t, d in zip(s.tables, s.dims)) > 0  # column shards
+    assert {s.precision.value for s in samples} == {"fp32", "fp16"}
+    rows = np.log10([t.rows for s in samples for t in s.tables])
+    assert rows.min() < 2.5 and rows.max() > 7.5
+    # space-filling: every decade of rows and every octave of dims is well populated
+    assert np.histogram(rows, bins=6, range=(2, 8))[0].min() > 0.1 * len(rows) / 6
+    assert np.histogram(np.log2(dims), bins=6, range=(2, 8))[0].min() > 0.1 * len(dims) / 6
+    # names are unique across samples: the tables are generated per sample
+    names = [t.name for s in samples for t in s.tables]
+    assert len(names) == len(set(names))
+
+
+def test_samples_are_deterministic_and_do_not_depend_on_the_profile_size():
+    a = broad_sample(TINY, 3, 41, bins=False)
+    profiler._SAMPLERS.clear()  # a fresh process: sample 41 alone, no earlier samples generated
+    assert broad_sample(TINY, 3, 41, bins=False) == a
+    assert broad_sample(TINY, 4, 41, bins=False) != a
+    with_bins = broad_sample(TINY, 3, 41)
+    assert [t.name for t in with_bins.tables] == [t.name for t in a.tables]
+    assert all(abs(sum(t.access_bins) - 1.0) < 1e-9 for t in with_bins.tables if t.pooling_factor > 0.5)
+
+
+def test_bad_designs_are_one_line_errors():
+    for kw, match in [({"dims": (3, 16)}, "multiples of 4"), ({"rows": (10, 5)}, "low <= high"),
+                      ({"precisions": ("fp8",)}, "precision"), ({"column_share": 2.0}, "column share"),
+                      ({"vocab_log_fraction": (-1.0, 1.0)}, "vocab")]:
+        with pytest.raises(AutoshardError, match=match):
+            BroadDesign(**kw)
+    assert BroadDesign.from_json(TINY.to_json()) == TINY
+
+
+def test_broad_records_hold_real_and_kept_rows_and_their_own_tables(tmp_path: Path):
+    costs = tmp_path / "costs"
+    settings = MeasureSettings(**{**QUICK.to_json(), "rows_cap": 500})
+    config = ProfileConfig(samples=6, seed=0, settings=settings, design=TINY)
+    recs = list(profile(None, costs, config))
+    assert not (costs / "tables.json").exists()
+    data = load_dataset(costs)
+    assert data.design == "broad" and [r.sample_id for r in data.records] == [f"0-{i}" for i in range(6)]
+    pool = data.pool.by_name()
+    capped = 0
+    for r, sample in zip(data.records, (broad_sample(TINY, 0, i) for i in range(6))):
+        assert r == next(x for x in recs if x.sample_id == r.sample_id)
+        assert list(r.tables) == [t.name for t in sample.tables] and r.dims == sample.dims
+        assert r.real_rows == tuple(t.rows for t in sample.tables)
+        assert r.rows == tuple(min(n, 500) for n in r.real_rows)  # kept for timing: min(rows, rows_cap)
+        capped += sum(k < n for k, n in zip(r.rows, r.real_rows))
+        assert r.batch_size == sample.batch_size and r.settings["precision"] == sample.precision.value
+        assert r.own_tables() == sample.tables and all(pool[t.name] == t for t in sample.tables)
+        assert CostRecord.from_json(r.to_json()) == r
+        task, shards = data.task_of(r)
+        assert task.batch_size == r.batch_size and task.precision.value == r.settings["precision"]
+        assert [task.tables[s.table].rows for s in shards] == list(r.real_rows)  # the model sees real rows
+    assert capped > 0
+    with pytest.raises(AutoshardError, match="generates its own tables"):
+        list(profile(data.pool, costs, config))
+
+
+def test_broad_profile_resumes_after_an_interruption_without_duplicates(tmp_path: Path):
+    costs = tmp_path / "costs"
+    config = ProfileConfig(samples=9, seed=5, settings=QUICK, design=TINY)
+    first = []
+    for rec in profile(None, costs, config):  # interrupted after 4 samples (each record is on disk first)
+        first.append(rec.sample_id)
+        if len(first) == 4:
+            break
+    with open(costs / "shards-rank0.jsonl", "a") as f:  # and a torn line from the crash
+        f.write('{"sample_id":"5-99","tab')
+    again = [rec.sample_id for rec in profile(None, costs, config)]
+    assert again == [f"5-{i}" for i in range(4, 9)]  # only the missing ones are measured
+    ids = _ids(costs)
+    assert ids == first + again and len(set(ids)) == 9
+    data = load_dataset(costs)
+    assert [r.sample_id for r in data.records] == [f"5-{i}" for i in range(9)]
+    for i, r in enumerate(data.records):  # the resumed samples are the design's, not shifted
+        assert list(r.tables) == [t.name for t in broad_sample(TINY, 5, i, bins=False).tables]
+
+
+def test_cli_broad_profile_resume_and_errors(tmp_path: Path, capsys):
+    costs = tmp_path / "costs"
+    assert main(["profile", "--samples", "3", "-o", str(costs), *TINY_ARGS]) == 0
+    assert main(["profile", "--samples", "5", "-o", str(costs), *TINY_ARGS]) == 0  # grow: resume
+    assert sorted(_ids(costs)) == [f"0-{i}" for i in range(5)]
+    manifest = json.loads((costs / "profile.json").read_text())
+    assert manifest["design"] == TINY.to_json()
+    capsys.readouterr()
+    cases = [
+        (["--samples", "6", "-o", str(costs), *TINY_ARGS, "--dims", "4:32"], "other settings"),
+        (["--samples", "1", "-o", str(tmp_path / "b"), *TINY_ARGS, "--batch-size", "64"], "--batch-size"),
+        (["--samples", "1", "-o", str(tmp_path / "c"), *TINY_ARGS, "--dims", "4:x"], "--dims"),
+        (["--samples", "1", "-o", str(tmp_path / "d")], "--tables is required"),
+    ]
+    for argv, match in cases:
+        assert main(["profile", *argv]) == 2
+        err = capsys.readouterr().err.strip()
+        assert match in err and "\n" not in err
+
+
+def test_records_without_the_new_fields_still_load(tmp_path: Path):
+    """A dataset written before real_rows/table_specs (pool design): same records, same pool."""
+    from autoshard.tables import LookupKind, LookupSpec, Table, TablePool
+
+    pool = TablePool.from_tables([Table(f"t{i}", 8, 300 + i, 2.0, lookups=LookupSpec(LookupKind.POWER_LAW))
+                                  for i in range(3)])
+    costs = tmp_path / "costs"
+    config = ProfileConfig(samples=3, max_tables=2, batch_size=16, settings=QUICK)
+    new = list(profile(pool, costs, config))
+    assert all(r.real_rows and not r.table_specs for r in new)
+    path = costs / "shards-rank0.jsonl"
+    old_lines = []
+    for line in path.read_text().splitlines():
+        d = json.loads(line)
+        d.pop("real_rows")
+        old_lines.append(json.dumps(d))
+    path.write_text("\n".join(old_lines) + "\n")
+    data = load_dataset(costs)
+    assert [r.real_rows for r in data.records] == [(), (), ()]
+    assert [(r.tables, r.dims, r.fwd_ms) for r in data.records] == [(r.tables, r.dims, r.fwd_ms) for r in new]
+    assert data.pool == pool and data.design == "pool"
