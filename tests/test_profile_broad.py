@@ -11,7 +11,7 @@ import pytest
 
 from autoshard.cli.main import main
 from autoshard.errors import AutoshardError
-from autoshard.hardware import profiler
+from autoshard.hardware import profile_design as profiler
 from autoshard.hardware.kernel import MeasureSettings
 from autoshard.hardware.profiler import (
     BroadDesign,

@@ -30,12 +30,13 @@ Planner API (all vectorised in torch; no Python loop over tables at prediction t
   ``accumulator(task, n)`` does that bookkeeping for planners, fallback included.
 - ``plan_head_costs(task, ranks)``: the DreamShard plan-cost head (max over device representations) of the
   first member; the max over devices of ``plan_costs`` is usually the better estimate (see the benchmark).
+
+Next to it: ``fit`` (training a model from a dataset), ``checkpoint`` (save/load), ``compat`` (the hardware,
+task and settings checks) and ``accumulator`` (``LearnedAccumulator``, the incremental API).
 """
 
 from __future__ import annotations
 
-import io
-import logging
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -44,48 +45,37 @@ from typing import Any
 import numpy as np
 import torch
 
-from autoshard import __version__
 from autoshard.costs.analytical import AnalyticalCostModel
 from autoshard.costs.comm import AlphaBeta
+from autoshard.costs.learned.accumulator import LearnedAccumulator
+from autoshard.costs.learned.checkpoint import checkpoint_of, load_checkpoint, save_checkpoint
+from autoshard.costs.learned.compat import (
+    check_trained_compatible,
+    check_trained_host,
+    describe_trained_hardware,
+)
 from autoshard.costs.learned.features import (
     TargetScaler,
     context_features,
     shard_features,
     task_raw_features,
 )
+from autoshard.costs.learned.fit import fit_model
 from autoshard.costs.learned.network import CostNet, CostNetConfig, segment_sum
 from autoshard.costs.learned.prediction import Prediction
 from autoshard.costs.learned.support import (
     STATS,
     Support,
-    combine,
     device_stats,
-    empty_stats,
     plan_stats,
     shard_stats,
     shard_values,
 )
-from autoshard.costs.step import VOLUMES, device_comm_ms, device_volumes, shard_volumes
+from autoshard.costs.step import device_comm_ms, device_volumes, shard_volumes
 from autoshard.errors import AutoshardError
-from autoshard.host import host_info
-from autoshard.io import ARTEFACT_VERSION, atomic_write_bytes
 from autoshard.shards import ShardRef
 from autoshard.tables.table import FeatureNormalizer
 from autoshard.tasks import Task
-
-log = logging.getLogger(__name__)
-
-CHECKPOINT_KIND = "autoshard.cost_model"
-
-HARDWARE_KEYS = ("device", "cpu", "gpu", "llc_bytes")
-"""Host fields (``autoshard.host.host_info``) that identify the hardware a cost refers to; hostname
-and library versions are recorded but don't make a model invalid."""
-
-SETTING_KEYS = ("optimizer", "threads", "device", "backend")
-"""Measurement settings that change kernel cost (rows_cap, repeats etc. only change the measurement)."""
-
-FALLBACK_KEYS = ("fwd_launch_ms", "fwd_bytes_per_ms", "bwd_launch_ms", "bwd_bytes_per_ms")
-"""The calibrated analytical fallback's constants, as stored in a checkpoint."""
 
 
 class LearnedCostModel:
@@ -172,178 +162,32 @@ class LearnedCostModel:
     # -- construction ----------------------------------------------------------------------------------------
     @staticmethod
     def fit(dataset: Any, options: Any = None, progress: Any = None) -> LearnedCostModel:
-        """Train on a profiling dataset (``autoshard.hardware.profiler.load_dataset``); see ``training``.
+        """Train on a profiling dataset (``autoshard.hardware.profiler.load_dataset``); see
+        ``fit.fit_model`` and ``training``."""
+        return fit_model(LearnedCostModel, dataset, options, progress)
 
-        The scored model (trained without the held-out records) is evaluated on them: metrics, the ensemble's
-        coverage, its out-of-support share, and ``risk_k`` chosen there. With ``refit`` (default) the saved
-        members are then trained again on every record, keeping that ``risk_k``."""
-        from autoshard.costs.comm import DEFAULT_COMM
-        from autoshard.costs.learned.evaluation import evaluate
-        from autoshard.costs.learned.training import TrainOptions, select_records, train
-
-        options = options or TrainOptions()
-        context = options.config.context
-        records, batch_size, precision = select_records(dataset.records, options.batch_size, context)
-        comm = dataset.comm
-        if comm is None:
-            log.warning("the dataset has no comm_model.json; "
-                        "comm uses the uncalibrated default (run profile-comm)")
-            comm = DEFAULT_COMM
-        members = options.ensemble
-
-        def train_all(hold_out: bool) -> list[Any]:
-            return [train(dataset.pool, records, comm, batch_size, precision, options, progress,
-                          hold_out=hold_out, member=None if members == 1 else m) for m in range(members)]
-
-        scored = train_all(True)
-        result = scored[0]
-        first = records[0]
-        trained_on: dict[str, Any] = {
-            "host": dict(first.host), "batch_size": batch_size,
-            "precision": None if precision is None else precision.value, "settings": dict(first.settings)}
-        if context:
-            batches = sorted({int(r.batch_size) for r in records})
-            trained_on["batch_sizes"] = [batches[0], batches[-1]]
-            trained_on["precisions"] = sorted({str(r.settings.get("precision", "fp32")) for r in records})
-        per_sample = _tables_per_sample(records)
-        train_recs = [records[i] for i in np.setdiff1d(np.arange(len(records)), result.test_ids)]
-        info: dict[str, Any] = {
-            "options": options.to_json(),
-            "num_records": len(records),
-            "split": {**_seen(train_recs, per_sample),
-                      "held_out_tables": [] if per_sample else result.held_out_tables,
-                      "held_out_records": len(result.test_ids), "train_records": len(result.train_ids),
-                      "val_records": len(result.val_ids), "test_records": len(result.test_ids)},
-            "best_epoch": result.best_epoch,
-            "epochs": len(result.history),
-            "history": [dict(h) for h in result.history],
-        }
-        if members > 1:
-            info["members"] = [{"best_epoch": r.best_epoch, "epochs": len(r.history)} for r in scored]
-        model = _assemble(dataset, scored, train_recs, comm, trained_on, info, options.fallback)
-        test = [records[i] for i in result.test_ids]
-        # scored before any refit: these are the errors on tables the scored networks never saw
-        ev = evaluate(model, dataset.pool, test, seed=options.seed)
-        model.info["metrics"] = ev["metrics"]
-        model.info["held_out"] = {k: ev[k] for k in ("coverage", "risk_k", "out_of_support_share", "n")}
-        model.risk_k = ev["risk_k"]
-        if not options.refit:
-            return model
-        final = train_all(False)
-        info = dict(model.info)
-        info["metrics_note"] = ("metrics: of the networks trained without the held-out records; "
-                                "the saved networks were then refit on all records (see refit)")
-        info["refit"] = {**_seen(records, per_sample), "train_records": len(final[0].train_ids),
-                         "val_records": len(final[0].val_ids), "best_epoch": final[0].best_epoch,
-                         "epochs": len(final[0].history)}
-        out = _assemble(dataset, final, records, comm, trained_on, info, options.fallback)
-        out.risk_k = model.risk_k
-        return out
-
-    # -- persistence -----------------------------------------------------------------------------------------
+    # -- persistence (``checkpoint``) ------------------------------------------------------------------------
     def to_checkpoint(self) -> dict[str, Any]:
         """Plain Python types and tensors only, so ``torch.load(weights_only=True)`` can read it."""
-        ck: dict[str, Any] = {
-            "kind": CHECKPOINT_KIND,
-            "version": ARTEFACT_VERSION,
-            "autoshard_version": __version__,
-            "architecture": self.config.to_json(),
-            "state_dict": {k: v.detach().clone() for k, v in self.net.state_dict().items()},
-            "normalizer": self.normalizer.to_json(),
-            "target_scaler": self.scaler.to_json(),
-            "comm": self.comm.to_json(),
-            "trained_on": _plain(self.trained_on),
-            "info": _plain(self.info),
-        }
-        if self.ensemble_size > 1:
-            ck["members"] = [{"state_dict": {k: v.detach().clone() for k, v in net.state_dict().items()},
-                              "target_scaler": scaler.to_json()} for net, scaler in self.members[1:]]
-        if self.support is not None:
-            ck["support"] = _plain(self.support.to_json())
-        if self.fallback is not None:
-            ck["fallback"] = {**{k: float(getattr(self.fallback, k)) for k in FALLBACK_KEYS},
-                              "rel_std": self.fallback_rel_std}
-        if self.risk_k or self.has_spread:
-            ck["risk_k"] = self.risk_k
-        return ck
+        return checkpoint_of(self)
 
     def save(self, path: str | Path) -> None:
-        buf = io.BytesIO()
-        torch.save(self.to_checkpoint(), buf)
-        atomic_write_bytes(path, buf.getvalue())
+        save_checkpoint(self, path)
 
     @staticmethod
     def load(path: str | Path, allow_other_hardware: bool = False) -> LearnedCostModel:
         """Load a checkpoint; refuse (one line) if it was trained on other hardware, unless allowed."""
-        p = Path(path)
-        if not p.is_file():
-            raise AutoshardError(f"{p}: no such cost model file; train one with 'autoshard train-cost'")
-        try:
-            ck = torch.load(p, map_location="cpu", weights_only=True)
-        except Exception as e:  # noqa: BLE001 - any unpickling failure means the same thing to the user
-            raise AutoshardError(f"{p}: not a readable cost model checkpoint ({type(e).__name__}); "
-                                 "pass a file written by 'autoshard train-cost' or retrain it") from None
-        if not isinstance(ck, dict) or ck.get("kind") != CHECKPOINT_KIND:
-            raise AutoshardError(f"{p}: not an autoshard cost model; "
-                                 "pass a file written by 'autoshard train-cost'")
-        if ck.get("version") != ARTEFACT_VERSION:
-            raise AutoshardError(f"{p}: checkpoint version {ck.get('version')!r} unsupported; retrain it")
-        try:
-            config = CostNetConfig.from_json(ck["architecture"])
-            net = CostNet(config)
-            net.load_state_dict(ck["state_dict"])
-            extra = []
-            for m in ck.get("members", []):
-                m_net = CostNet(config)
-                m_net.load_state_dict(m["state_dict"])
-                extra.append((m_net, TargetScaler.from_json(m["target_scaler"])))
-            comm = ck["comm"]
-            comm_model = AlphaBeta(float(comm["alpha_ms"]), float(comm["bytes_per_ms"]),
-                                   str(comm.get("source", "")))
-            fb = ck.get("fallback")
-            fallback = None if fb is None else AnalyticalCostModel(
-                **{k: float(fb[k]) for k in FALLBACK_KEYS}, comm=comm_model, name="analytical-fitted")
-            model = LearnedCostModel(
-                net, FeatureNormalizer.from_json(ck["normalizer"]),
-                TargetScaler.from_json(ck["target_scaler"]), comm_model, ck["trained_on"], ck.get("info", {}),
-                allow_other_hardware, extra_members=extra,
-                support=Support.from_json(ck["support"]) if ck.get("support") is not None else None,
-                fallback=fallback, fallback_rel_std=float(fb.get("rel_std", 0.0)) if fb else 0.0,
-                risk_k=float(ck.get("risk_k", 0.0)))
-        except (KeyError, RuntimeError, TypeError, ValueError, AutoshardError) as e:
-            msg = str(e).splitlines()[0][:120]
-            raise AutoshardError(f"{p}: cost model checkpoint is incomplete or inconsistent ({msg}); "
-                                 "retrain it") from None
-        if not allow_other_hardware:
-            model.check_host(host_info(str(model.trained_on.get("settings", {}).get("device", "cpu"))),
-                             str(p))
-        return model
+        return load_checkpoint(path, LearnedCostModel, allow_other_hardware)
 
-    # -- compatibility ---------------------------------------------------------------------------------------
+    # -- compatibility (``compat``) --------------------------------------------------------------------------
     def describe_hardware(self) -> str:
-        t = self.trained_on
-        host = t.get("host", {})
-        hw = host.get("gpu") or host.get("cpu") or "unknown hardware"
-        s = t.get("settings", {})
-        batch = t.get("batch_size")
-        if batch is None and t.get("batch_sizes"):
-            batch = "-".join(str(b) for b in t["batch_sizes"])
-        precision = t.get("precision") or "/".join(t.get("precisions", [])) or "?"
-        out = (f"{hw} ({s.get('device', 'cpu')}, {s.get('threads', '?')} thread(s), optimizer "
-               f"{s.get('optimizer', '?')}), batch {batch}, {precision}")
-        return out if self.ensemble_size == 1 else f"{out}, ensemble of {self.ensemble_size}"
+        return describe_trained_hardware(self.trained_on, self.ensemble_size)
 
     def check_host(self, host: dict[str, Any], where: str = "cost model") -> None:
         """Refuse a model trained on another machine (CPU/GPU model, cache size, device kind)."""
         if self.allow_other_hardware:
             return
-        mine = self.trained_on.get("host", {})
-        diff = [k for k in HARDWARE_KEYS if k in mine and k in host and mine[k] != host[k]]
-        if diff:
-            k = diff[0]
-            raise AutoshardError(
-                f"{where} was trained on {k}={mine[k]!r} but this machine has {host[k]!r}; "
-                "profile and retrain here, or pass --allow-other-hardware to use it anyway")
+        check_trained_host(self.trained_on, host, where)
 
     def check_compatible(self, task: Task | None = None, settings: Any = None) -> None:
         """Refuse a task (batch size, precision) or measure settings other than those trained on, unless
@@ -351,26 +195,7 @@ class LearnedCostModel:
         priced by its fallback (``out_of_support``)."""
         if self.allow_other_hardware:
             return
-        t = self.trained_on
-        if task is not None and not self.config.context:
-            if int(t.get("batch_size") or task.batch_size) != task.batch_size:
-                raise AutoshardError(
-                    f"cost model was trained at batch size {t['batch_size']} ({self.describe_hardware()}) "
-                    f"but the task uses {task.batch_size}; "
-                    "profile and retrain at that batch, or allow other hardware")
-            if str(t.get("precision") or task.precision.value) != task.precision.value:
-                raise AutoshardError(
-                    f"cost model was trained on {t['precision']} tables "
-                    f"but the task is {task.precision.value}; "
-                    "profile and retrain at that precision, or allow other hardware")
-        if settings is not None:
-            want = settings.to_json() if hasattr(settings, "to_json") else dict(settings)
-            have = t.get("settings", {})
-            for k in SETTING_KEYS:
-                if k in want and k in have and str(want[k]) != str(have[k]):
-                    raise AutoshardError(
-                        f"cost model was trained with {k}={have[k]!r} but {k}={want[k]!r} was asked; "
-                        "retrain with those settings, or allow other hardware")
+        check_trained_compatible(self.trained_on, self.config.context, self.ensemble_size, task, settings)
 
     # -- support ---------------------------------------------------------------------------------------------
     def out_of_support(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> list[tuple[int, str]]:
@@ -615,110 +440,3 @@ class LearnedCostModel:
                                                  task.precision.bytes)
             out = self.net.plan_forward(rep, head_comm, acc[..., -2] > 0.5)
             return self.scaler.to_ms(out, 2).double().numpy()
-
-
-class LearnedAccumulator:
-    """A device's state is the sum of its shards' vectors (and of their traffic volumes, and its support
-    statistics), so adding a shard is one addition and every candidate of every episode is priced in one
-    batched network call."""
-
-    def __init__(self, model: LearnedCostModel, task: Task, num_envs: int, risk: float = 0.0) -> None:
-        self.model, self.task, self.risk = model, task, float(risk)
-        self.enc = model.encode_task(task)
-        self.acc = torch.zeros((num_envs, task.num_devices, self.enc.shape[-1]), dtype=self.enc.dtype)
-        self.volumes = torch.zeros((num_envs, task.num_devices, len(VOLUMES)), dtype=torch.float64)
-        self.stats = empty_stats((num_envs, task.num_devices)) if model.prices_fallback else None
-
-    def _vector(self, shard: ShardRef) -> torch.Tensor:
-        if shard.is_whole and shard.dim == self.task.tables[shard.table].dim:
-            return self.enc[shard.table]
-        return self.model.encode_refs(self.task, [shard])[0]
-
-    def _stats(self, shard: ShardRef) -> np.ndarray:
-        return shard_stats(shard_values(self.task, [shard]))[0]
-
-    def costs_if_added(self, shard: ShardRef) -> np.ndarray:
-        volumes = self.volumes + torch.from_numpy(shard_volumes(self.task, [shard])[0])
-        acc = self.acc + self._vector(shard)
-        if self.model._plain:
-            return self.model.costs_from_acc(self.task, acc, volumes).double().numpy()
-        stats = None if self.stats is None else combine(self.stats, self._stats(shard))
-        pred = self.model._price(self.task, acc, volumes, stats)
-        return pred.mean + self.risk * pred.std if self.risk else pred.mean
-
-    def add(self, env: int, device: int, shard: ShardRef) -> None:
-        self.acc[env, device] += self._vector(shard)
-        self.volumes[env, device] += torch.from_numpy(shard_volumes(self.task, [shard])[0])
-        if self.stats is not None:
-            self.stats[env, device] = combine(self.stats[env, device], self._stats(shard))
-
-
-def _tables_per_sample(records: Sequence[Any]) -> bool:
-    """True when no table is in two records (the broad design's tables, generated per sample)."""
-    names = [n for r in records for n in set(r.tables)]
-    return len(names) == len(set(names))
-
-
-def _seen(records: Sequence[Any], per_sample: bool) -> dict[str, Any]:
-    """What a model trained on ``records`` has seen: its tables, or (tables generated per sample, one record
-    each) its sample ids, which name the same thing in far fewer entries."""
-    if per_sample:
-        return {"train_samples": sorted(r.sample_id for r in records)}
-    return {"train_tables": sorted({n for r in records for n in r.tables})}
-
-
-def _assemble(dataset: Any, results: Sequence[Any], records: Sequence[Any], comm: AlphaBeta,
-              trained_on: dict[str, Any], info: dict[str, Any], use_fallback: bool) -> LearnedCostModel:
-    """The model of trained ``results`` (members), with the support of and a fallback fitted on ``records``
-    (those the members trained on); ``use_fallback`` False: recorded in info, not used to price."""
-    from autoshard.costs.learned.training import record_precision
-
-    stats, batches, precisions = [], [], []
-    fb_bytes, measured = [], []
-    tables = dataset.pool.by_name()
-    for r in records:
-        prec = record_precision(r)
-        task = Task(tuple(tables[n] for n in r.tables), (2**62,), precision=prec,
-                    batch_size=int(r.batch_size), name="record")
-        shards = [ShardRef(i, int(d)) for i, d in enumerate(r.dims)]
-        st = device_stats(task, [shards])[0]
-        stats.append(st)
-        batches.append(int(r.batch_size))
-        precisions.append(prec.value)
-        # fit_from_dataset's bytes: batch x element bytes x sum of (pooling + 1) x dim
-        fb_bytes.append(r.batch_size * prec.bytes * sum((tables[n].pooling_factor + 1.0) * d
-                                                        for n, d in zip(r.tables, r.dims)))
-        measured.append(float(r.fwd_ms) + float(r.bwd_ms))
-    support = Support.from_devices(np.array(stats), batches, precisions)
-    fallback = AnalyticalCostModel().fit_from_dataset(dataset, records)
-    nbytes = np.array(fb_bytes)
-    predicted = (fallback.fwd_launch_ms + nbytes / fallback.fwd_bytes_per_ms
-                 + fallback.bwd_launch_ms + nbytes / fallback.bwd_bytes_per_ms)
-    ratio = np.log(np.maximum(np.array(measured), 1e-9) / np.maximum(predicted, 1e-9))
-    rel_std = float(np.sqrt(np.mean(ratio ** 2)))
-    info = {**info, "support": support.to_json(),
-            "fallback": {**{k: float(getattr(fallback, k)) for k in FALLBACK_KEYS},
-                         "rel_std": rel_std, "records": len(records)}}
-    first = results[0]
-    return LearnedCostModel(first.net, dataset.pool.normalizer, first.scaler, comm, trained_on, info,
-                            extra_members=[(r.net, r.scaler) for r in results[1:]], support=support,
-                            fallback=fallback if use_fallback else None,
-                            fallback_rel_std=rel_std if use_fallback else 0.0)
-
-
-def _plain(obj: Any) -> Any:
-    """Only the types ``torch.load(weights_only=True)`` accepts: str subclasses (e.g. torch's TorchVersion)
-    become str, numpy scalars Python numbers, tuples lists."""
-    if isinstance(obj, dict):
-        return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    if obj is None or type(obj) in (bool, int, float, str):
-        return obj
-    if isinstance(obj, (bool, np.bool_)):
-        return bool(obj)
-    if isinstance(obj, (int, np.integer)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        return float(obj)
-    return str(obj.value) if hasattr(obj, "value") and isinstance(obj.value, str) else str(obj)

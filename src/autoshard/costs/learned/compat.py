@@ -1,0 +1,73 @@
+"""What a learned cost model was trained on, and whether it may price a host, task or measure settings.
+
+A model's ``trained_on`` (``LearnedCostModel.trained_on``) records the host (``autoshard.host.host_info``),
+batch size, precision and measure settings of its training data; these checks refuse, in one line, what
+it does not describe. ``LearnedCostModel.describe_hardware``, ``.check_host`` and ``.check_compatible``
+call them (and skip the checks when the model allows other hardware)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autoshard.errors import AutoshardError
+from autoshard.tasks import Task
+
+HARDWARE_KEYS = ("device", "cpu", "gpu", "llc_bytes")
+"""Host fields (``autoshard.host.host_info``) that identify the hardware a cost refers to; hostname
+and library versions are recorded but don't make a model invalid."""
+
+SETTING_KEYS = ("optimizer", "threads", "device", "backend")
+"""Measurement settings that change kernel cost (rows_cap, repeats etc. only change the measurement)."""
+
+
+def describe_trained_hardware(trained_on: dict[str, Any], ensemble_size: int = 1) -> str:
+    """One line naming the hardware, settings, batch and precision a model was trained on."""
+    t = trained_on
+    host = t.get("host", {})
+    hw = host.get("gpu") or host.get("cpu") or "unknown hardware"
+    s = t.get("settings", {})
+    batch = t.get("batch_size")
+    if batch is None and t.get("batch_sizes"):
+        batch = "-".join(str(b) for b in t["batch_sizes"])
+    precision = t.get("precision") or "/".join(t.get("precisions", [])) or "?"
+    out = (f"{hw} ({s.get('device', 'cpu')}, {s.get('threads', '?')} thread(s), optimizer "
+           f"{s.get('optimizer', '?')}), batch {batch}, {precision}")
+    return out if ensemble_size == 1 else f"{out}, ensemble of {ensemble_size}"
+
+
+def check_trained_host(trained_on: dict[str, Any], host: dict[str, Any], where: str = "cost model") -> None:
+    """Refuse a model trained on another machine (CPU/GPU model, cache size, device kind)."""
+    mine = trained_on.get("host", {})
+    diff = [k for k in HARDWARE_KEYS if k in mine and k in host and mine[k] != host[k]]
+    if diff:
+        k = diff[0]
+        raise AutoshardError(
+            f"{where} was trained on {k}={mine[k]!r} but this machine has {host[k]!r}; "
+            "profile and retrain here, or pass --allow-other-hardware to use it anyway")
+
+
+def check_trained_compatible(trained_on: dict[str, Any], context: bool, ensemble_size: int,
+                     task: Task | None = None, settings: Any = None) -> None:
+    """Refuse a task (batch size, precision) or measure settings other than those trained on. A
+    ``context`` network takes any batch size and precision: those outside its support are priced by its
+    fallback (``LearnedCostModel.out_of_support``)."""
+    t = trained_on
+    if task is not None and not context:
+        if int(t.get("batch_size") or task.batch_size) != task.batch_size:
+            raise AutoshardError(
+                f"cost model was trained at batch size {t['batch_size']} "
+                f"({describe_trained_hardware(t, ensemble_size)}) but the task uses {task.batch_size}; "
+                "profile and retrain at that batch, or allow other hardware")
+        if str(t.get("precision") or task.precision.value) != task.precision.value:
+            raise AutoshardError(
+                f"cost model was trained on {t['precision']} tables "
+                f"but the task is {task.precision.value}; "
+                "profile and retrain at that precision, or allow other hardware")
+    if settings is not None:
+        want = settings.to_json() if hasattr(settings, "to_json") else dict(settings)
+        have = t.get("settings", {})
+        for k in SETTING_KEYS:
+            if k in want and k in have and str(want[k]) != str(have[k]):
+                raise AutoshardError(
+                    f"cost model was trained with {k}={have[k]!r} but {k}={want[k]!r} was asked; "
+                    "retrain with those settings, or allow other hardware")

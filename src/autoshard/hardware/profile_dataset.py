@@ -1,0 +1,113 @@
+"""A profile directory read back (``load_dataset``): the table pool, every rank's records merged in
+sample order, and the comm model (``CostDataset``), what the cost models are trained and calibrated on."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from autoshard.costs.comm import AlphaBeta
+from autoshard.errors import AutoshardError
+from autoshard.hardware.comm import COMM_MODEL_FILE
+from autoshard.hardware.jsonl import read_jsonl
+from autoshard.hardware.profile_records import (
+    MANIFEST_FILE,
+    SHARDS_GLOB,
+    TABLES_FILE,
+    CostRecord,
+    sample_index,
+)
+from autoshard.io import read_json
+from autoshard.shards import ShardRef
+from autoshard.tables.table import FeatureNormalizer, Precision, Table, TablePool
+from autoshard.tasks import Task
+
+log = logging.getLogger(__name__)
+
+UNBOUNDED_MEMORY = 2**62
+"""Device memory of the one-device task a sample is timed in: profiling measures, it does not plan."""
+
+
+@dataclass(frozen=True)
+class CostDataset:
+    """Everything a profile directory holds."""
+
+    pool: TablePool
+    records: list[CostRecord]
+    comm: AlphaBeta | None
+    settings: dict[str, Any] = field(default_factory=dict)
+    """The profile manifest (profile.json), empty when the directory has none."""
+
+    def task_of(self, record: CostRecord) -> tuple[Task, list[ShardRef]]:
+        """The one-device task and shards a record was measured as (to re-measure or featurise it)."""
+        return sample_task(self.pool, record.tables, record.dims, record.batch_size,
+                           Precision(record.settings.get("precision", "fp32")))
+
+    @property
+    def design(self) -> str:
+        """'broad' (tables generated per sample) or 'pool' (tables of tables.json)."""
+        return "broad" if isinstance(self.settings.get("design"), dict) else "pool"
+
+
+def sample_task(pool: TablePool, names: Sequence[str], dims: Sequence[int], batch_size: int,
+                precision: Precision) -> tuple[Task, list[ShardRef]]:
+    """The one-device task (unbounded memory) and shards a sample of the pool's tables is timed as."""
+    lookup = pool.by_name()
+    missing = [n for n in names if n not in lookup]
+    if missing:
+        raise AutoshardError(f"tables {missing[:3]} are not in the profiled pool; "
+                             "the dataset is inconsistent")
+    task = Task(tuple(lookup[n] for n in names), (UNBOUNDED_MEMORY,), precision=precision,
+                batch_size=batch_size, name="profile-sample")
+    return task, [ShardRef(i, int(d)) for i, d in enumerate(dims)]
+
+
+def load_dataset(path: str | Path) -> CostDataset:
+    """Read a profile directory: the pool, every rank's records (merged, in sample order) and the comm
+    model."""
+    d = Path(path)
+    if not d.is_dir():
+        raise AutoshardError(f"{d}: no such directory; run 'autoshard profile -o {d}' first")
+    manifest = read_json(d / MANIFEST_FILE, kind="autoshard.profile") if (d / MANIFEST_FILE).is_file() else {}
+    broad = isinstance(manifest.get("design"), dict)
+    if not (d / TABLES_FILE).is_file() and not broad:
+        raise AutoshardError(f"{d} has no {TABLES_FILE}; "
+                             "it is not a profile directory (autoshard profile -o DIR)")
+    pool = TablePool.load(str(d / TABLES_FILE)) if (d / TABLES_FILE).is_file() else None
+    names = set(pool.by_name()) if pool is not None else set()
+    seen: dict[str, CostRecord] = {}
+    own: dict[str, Table] = {}
+    for p in sorted(d.glob(SHARDS_GLOB)):
+        for raw in read_jsonl(p):
+            rec = CostRecord.from_json(raw)
+            if rec.sample_id in seen:
+                log.warning("%s: sample %s recorded twice; keeping the first", p, rec.sample_id)
+                continue
+            mine = {t.name: t for t in rec.own_tables()}
+            unknown = [n for n in rec.tables if n not in names and n not in mine]
+            if unknown:
+                raise AutoshardError(f"{p}: record {rec.sample_id} names table {unknown[0]!r}, "
+                                     f"not in {TABLES_FILE} nor in the record's table_specs")
+            clash = [n for n in mine if n in names or (n in own and own[n] != mine[n])]
+            if clash:
+                raise AutoshardError(f"{p}: record {rec.sample_id} redefines table {clash[0]!r}")
+            own.update(mine)
+            seen[rec.sample_id] = rec
+    records = sorted(seen.values(), key=lambda r: sample_index(r.sample_id))
+    comm = AlphaBeta.load(str(d / COMM_MODEL_FILE)) if (d / COMM_MODEL_FILE).is_file() else None
+    return CostDataset(_dataset_pool(d, pool, tuple(own.values())), records, comm, manifest)
+
+
+def _dataset_pool(d: Path, pool: TablePool | None, own: tuple[Table, ...]) -> TablePool:
+    """tables.json plus the records' own tables; the normaliser is tables.json's, or (broad design, no
+    tables file) fitted on the records' tables."""
+    if not own:
+        if pool is None:
+            raise AutoshardError(f"{d}: no records yet; run 'autoshard profile -o {d}' first")
+        return pool
+    if pool is None:
+        return TablePool(own, FeatureNormalizer.fit(own), {"generated_by": "autoshard.profile broad design"})
+    return TablePool(pool.tables + own, pool.normalizer, pool.source)

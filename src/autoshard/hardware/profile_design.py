@@ -1,0 +1,299 @@
+"""What sample ``i`` of a profile is: two designs, either a deterministic function of ``(seed, i)``.
+
+- ``pool`` (``sample_shards``): 1..K tables drawn from the pool, and with probability ``column_share`` a table
+  is cut to a column shard (a random multiple of 4 columns, below its dim), so the cost model sees column
+  shards.
+- ``broad`` (``broad_sample``, ``BroadDesign``): the tables are GENERATED per sample to span what users run:
+  dims 4-256 (multiples of 4, log-uniform; column shards of them with probability ``column_share``), rows
+  1e2-1e8 (log-uniform), pooling 0-200 (uniform in log(1 + pooling)) with a bag-size CV, an access skew
+  (power-law alpha) and an active vocabulary, 1-40 tables a device, per-device batch 512-65536 (log-uniform),
+  fp32 and fp16. Samples are STRATIFIED by tables per device (``BroadDesign.strata``; sample ``i`` is in
+  stratum ``i % S``, so any S consecutive samples cover every stratum) and, within a stratum, space-filling:
+  a scrambled Sobol sequence (``scipy.stats.qmc``, seeded by ``(seed, stratum)``) over the device's
+  composition (tables, batch, precision) and another over table features, the k-th sample of a stratum taking
+  the next ``tables`` points of it, so the tables of one device are spread over the feature space too.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from autoshard.errors import AutoshardError
+from autoshard.hardware.profile_records import sample_id
+from autoshard.plan import COLUMN_SHARD_MULTIPLE
+from autoshard.tables.table import LookupKind, LookupSpec, Precision, Table, TablePool
+
+DEFAULT_MAX_TABLES = 8
+"""Most tables per sample; DreamShard's tasks put ~10-20 tables on a device, 8 keeps a sample at ~0.1-1 s."""
+
+DEFAULT_COLUMN_SHARE = 0.2
+"""Share of a sample's tables cut to a column shard, so column-wise placements are in the data."""
+
+STRATUM_STARTS = (1, 2, 4, 7, 11, 17, 25, 33, 41)
+"""First tables-per-device count of each stratum of the broad design: 1, 2-3, 4-6, 7-10, 11-16, 17-24,
+25-32, 33-40, then one stratum every 8 tables. Finer where few tables are (each table changes the device's
+cost more) and where learned planners have failed (many tables a device)."""
+
+DEVICE_AXES = ("tables", "batch", "precision")
+"""Sobol axes of a broad sample's composition (one point per sample)."""
+TABLE_AXES = ("dim", "rows", "pooling", "pooling_cv", "alpha", "vocab", "column_cut", "column_dim")
+"""Sobol axes of a broad sample's tables (one point per table)."""
+
+
+def tables_strata(lo: int, hi: int) -> tuple[tuple[int, int], ...]:
+    """The strata (first, last tables per device) of ``STRATUM_STARTS`` that meet ``lo..hi``, cut to it."""
+    starts = list(STRATUM_STARTS)
+    while starts[-1] <= hi:
+        starts.append(starts[-1] + 8)
+    out = []
+    for a, b in itertools.pairwise(starts):
+        first, last = max(a, lo), min(b - 1, hi)
+        if first <= last:
+            out.append((first, last))
+    return tuple(out)
+
+
+def _range(value: Any, what: str) -> tuple[float, float]:
+    try:
+        lo, hi = (float(x) for x in value)
+    except (TypeError, ValueError):
+        raise AutoshardError(f"broad design {what} {value!r} must be a (low, high) pair") from None
+    if not (np.isfinite(lo) and np.isfinite(hi) and lo <= hi):
+        raise AutoshardError(f"broad design {what} ({lo:g}, {hi:g}) needs finite low <= high")
+    return lo, hi
+
+
+@dataclass(frozen=True)
+class BroadDesign:
+    """The ``broad`` profiling design: ranges spanning what users run (see the module docstring).
+
+    Every range is inclusive (low, high); a range with low == high fixes the quantity."""
+
+    dims: tuple[int, int] = (4, 256)
+    """Table dims, multiples of 4, log-uniform."""
+    rows: tuple[int, int] = (100, 10**8)
+    """Table rows (the real ones; timing keeps min(rows, rows_cap)), log-uniform."""
+    pooling: tuple[float, float] = (0.0, 200.0)
+    """Mean bag size, uniform in log(1 + pooling)."""
+    pooling_cv: tuple[float, float] = (0.0, 2.0)
+    """Coefficient of variation of the bag sizes (gamma-Poisson), uniform."""
+    alpha: tuple[float, float] = (0.0, 2.0)
+    """Access skew: power-law exponent over the active vocabulary's rows (0: uniform), uniform."""
+    vocab_log_fraction: tuple[float, float] = (-3.0, 0.0)
+    """log10 of the active vocabulary's share of the rows (0: every row), uniform."""
+    tables_per_device: tuple[int, int] = (1, 40)
+    """Tables a sample (device) holds; stratified (``strata``), uniform within a stratum."""
+    batch_sizes: tuple[int, int] = (512, 65536)
+    """Per-device kernel batch, log-uniform."""
+    precisions: tuple[str, ...] = ("fp32", "fp16")
+    """Weight precisions, equally often."""
+    column_share: float = DEFAULT_COLUMN_SHARE
+    """Probability that a table is cut to a column shard (a multiple of 4 columns below its dim)."""
+    stats_batch: int = 65536
+    """Batch of the one lookup batch the access bins are counted on: that of the synthetic pools users plan
+    with (``tables.synth.STATS_BATCH_SIZE``), so bins mean the same in training and in planning."""
+
+    def __post_init__(self) -> None:
+        dims = tuple(int(x) for x in _range(self.dims, "dims"))
+        if dims[0] < COLUMN_SHARD_MULTIPLE or any(d % COLUMN_SHARD_MULTIPLE for d in dims):
+            raise AutoshardError(f"broad design dims {dims} must be multiples of {COLUMN_SHARD_MULTIPLE}")
+        rows = tuple(int(x) for x in _range(self.rows, "rows"))
+        tables = tuple(int(x) for x in _range(self.tables_per_device, "tables per device"))
+        batch = tuple(int(x) for x in _range(self.batch_sizes, "batch sizes"))
+        if rows[0] < 1 or tables[0] < 1 or batch[0] < 1:
+            raise AutoshardError("broad design rows, tables per device and batch sizes must be >= 1")
+        pooling, cv = _range(self.pooling, "pooling"), _range(self.pooling_cv, "pooling CV")
+        alpha, vocab = _range(self.alpha, "alpha"), _range(self.vocab_log_fraction, "vocab log fraction")
+        if pooling[0] < 0 or cv[0] < 0 or alpha[0] < 0 or vocab[1] > 0:
+            raise AutoshardError("broad design pooling, pooling CV and alpha must be >= 0, "
+                                 "the vocab log fraction <= 0")
+        precisions = tuple(str(p) for p in self.precisions)
+        if not precisions or len(set(precisions)) != len(precisions):
+            raise AutoshardError("broad design precisions must be one or more distinct of fp32, fp16")
+        for prec in precisions:
+            _precision(prec)
+        if not 0.0 <= self.column_share <= 1.0:
+            raise AutoshardError(f"column share {self.column_share} must be within 0..1")
+        if int(self.stats_batch) <= 0:
+            raise AutoshardError(f"broad design stats batch {self.stats_batch} must be positive")
+        for name, value in (("dims", dims), ("rows", rows), ("pooling", pooling), ("pooling_cv", cv),
+                            ("alpha", alpha), ("vocab_log_fraction", vocab), ("tables_per_device", tables),
+                            ("batch_sizes", batch), ("precisions", precisions)):
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "column_share", float(self.column_share))
+        object.__setattr__(self, "stats_batch", int(self.stats_batch))
+
+    @property
+    def strata(self) -> tuple[tuple[int, int], ...]:
+        """(first, last) tables per device of each stratum; sample ``i`` is in stratum ``i % len``."""
+        return tables_strata(*self.tables_per_device)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": "broad", "dims": list(self.dims), "rows": list(self.rows),
+                "pooling": list(self.pooling), "pooling_cv": list(self.pooling_cv), "alpha": list(self.alpha),
+                "vocab_log_fraction": list(self.vocab_log_fraction),
+                "tables_per_device": list(self.tables_per_device), "batch_sizes": list(self.batch_sizes),
+                "precisions": list(self.precisions), "column_share": self.column_share,
+                "stats_batch": self.stats_batch}
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> BroadDesign:
+        known = set(BroadDesign.__dataclass_fields__)
+        try:
+            return BroadDesign(**{k: tuple(v) if isinstance(v, list) else v
+                                  for k, v in d.items() if k in known})
+        except TypeError as e:
+            raise AutoshardError(f"broad design not understood ({e})") from None
+
+
+def _precision(text: str) -> Precision:
+    try:
+        return Precision(text)
+    except ValueError:
+        raise AutoshardError(f"precision {text!r} unknown; use fp32 or fp16") from None
+
+
+@dataclass(frozen=True)
+class BroadSample:
+    """One sample of the broad design: a device's tables (generated), its shard dims, batch and precision."""
+
+    tables: tuple[Table, ...]
+    dims: tuple[int, ...]
+    """Columns of each table on the device (below the table's dim for a column shard)."""
+    batch_size: int
+    precision: Precision
+    stratum: int
+
+
+class _SobolStream:
+    """The points of one scrambled Sobol sequence, generated on demand in powers of two (a prefix of the
+    sequence does not depend on how many points were asked for, so a sample never changes as the profile
+    grows)."""
+
+    def __init__(self, dim: int, seed: Sequence[int]) -> None:
+        self.dim, self.seed = dim, list(seed)
+        self.points = np.zeros((0, dim))
+
+    def take(self, start: int, count: int) -> np.ndarray:
+        need = start + count
+        if need > len(self.points):
+            from scipy.stats import qmc
+
+            m = max(1, int(np.ceil(np.log2(max(need, 2)))))
+            sobol = qmc.Sobol(self.dim, scramble=True, seed=np.random.default_rng(self.seed))
+            self.points = sobol.random_base2(m)
+        return self.points[start:need]
+
+
+class _BroadSampler:
+    """Per stratum: the Sobol stream of compositions, that of tables, and the tables used by earlier samples
+    (the k-th sample of a stratum takes the table points after those of samples 0..k-1)."""
+
+    def __init__(self, design: BroadDesign, seed: int) -> None:
+        self.design, self.seed = design, seed
+        n = len(design.strata)
+        self.devices = [_SobolStream(len(DEVICE_AXES), [seed, s, 1]) for s in range(n)]
+        self.tables = [_SobolStream(len(TABLE_AXES), [seed, s, 2]) for s in range(n)]
+        self.offsets: list[list[int]] = [[0] for _ in range(n)]
+
+    def composition(self, stratum: int, k: int) -> tuple[int, int, Precision, int]:
+        """(tables, batch, precision, first table point) of the k-th sample of ``stratum``."""
+        offsets = self.offsets[stratum]
+        while len(offsets) <= k:
+            j = len(offsets) - 1
+            offsets.append(offsets[-1] + self._point(stratum, j)[0])
+        return (*self._point(stratum, k), offsets[k])
+
+    def _point(self, stratum: int, k: int) -> tuple[int, int, Precision]:
+        d = self.design
+        u = self.devices[stratum].take(k, 1)[0]
+        lo, hi = d.strata[stratum]
+        n = min(hi, lo + int(u[0] * (hi - lo + 1)))
+        b0, b1 = d.batch_sizes
+        batch = round(float(np.exp(np.log(b0) + u[1] * (np.log(b1) - np.log(b0)))))
+        prec = d.precisions[min(len(d.precisions) - 1, int(u[2] * len(d.precisions)))]
+        return n, min(max(batch, b0), b1), Precision(prec)
+
+
+_SAMPLERS: dict[tuple[BroadDesign, int], _BroadSampler] = {}
+
+
+def _sampler(design: BroadDesign, seed: int) -> _BroadSampler:
+    key = (design, seed)
+    if key not in _SAMPLERS:
+        if len(_SAMPLERS) > 8:
+            _SAMPLERS.clear()
+        _SAMPLERS[key] = _BroadSampler(design, seed)
+    return _SAMPLERS[key]
+
+
+def _log_uniform(u: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    return np.exp(np.log(lo) + u * (np.log(hi) - np.log(lo)))
+
+
+def broad_sample(design: BroadDesign, seed: int, index: int, bins: bool = True) -> BroadSample:
+    """Sample ``index`` of the broad design: a deterministic function of (design, seed, index).
+
+    ``bins``: count the tables' access bins on one generated batch of ``design.stats_batch`` (what a
+    profile records); False leaves them at the default (to inspect the design quickly)."""
+    from autoshard.tables.lookups import access_bins, sample_lookups
+
+    if index < 0:
+        raise AutoshardError(f"sample index {index} must be >= 0")
+    d = design
+    sampler = _sampler(design, seed)
+    stratum, k = index % len(d.strata), index // len(d.strata)
+    n, batch, precision, first = sampler.composition(stratum, k)
+    u = sampler.tables[stratum].take(first, n)
+    m = COLUMN_SHARD_MULTIPLE
+    dims = np.clip(m * np.rint(_log_uniform(u[:, 0], *d.dims) / m), *d.dims).astype(np.int64)
+    rows = np.clip(np.rint(_log_uniform(u[:, 1], *d.rows)), *d.rows).astype(np.int64)
+    lp0, lp1 = np.log1p(d.pooling[0]), np.log1p(d.pooling[1])
+    pooling = np.clip(np.expm1(lp0 + u[:, 2] * (lp1 - lp0)), *d.pooling)
+    cv = d.pooling_cv[0] + u[:, 3] * (d.pooling_cv[1] - d.pooling_cv[0])
+    alpha = d.alpha[0] + u[:, 4] * (d.alpha[1] - d.alpha[0])
+    vocab_frac = 10.0 ** (d.vocab_log_fraction[0] + u[:, 5] * (d.vocab_log_fraction[1]
+                                                                 - d.vocab_log_fraction[0]))
+    tables, shard_dims = [], []
+    for j in range(n):
+        vocab = None if vocab_frac[j] >= 1.0 else max(1, round(float(rows[j] * vocab_frac[j])))
+        lookup_seed = int(np.random.default_rng([seed, index, j]).integers(2**31))
+        spec = LookupSpec(LookupKind.POWER_LAW, seed=lookup_seed,
+                          alpha=round(float(alpha[j]), 6), pooling_cv=round(float(cv[j]), 6), vocab=vocab)
+        t = Table(f"{sample_id(seed, index)}/t{j}", int(dims[j]), int(rows[j]), round(float(pooling[j]), 6),
+                  lookups=spec)
+        if bins:
+            from dataclasses import replace
+
+            t = replace(t, access_bins=access_bins(sample_lookups(t, d.stats_batch).indices))
+        dim = t.dim
+        if u[j, 6] < d.column_share and t.dim > m:
+            dim = m * (1 + min((t.dim - 1) // m - 1, int(u[j, 7] * ((t.dim - 1) // m))))
+        tables.append(t)
+        shard_dims.append(int(dim))
+    return BroadSample(tuple(tables), tuple(shard_dims), batch, precision, stratum)
+
+
+def sample_shards(pool: TablePool, seed: int, index: int, max_tables: int,
+                  column_share: float = DEFAULT_COLUMN_SHARE) -> list[tuple[str, int]]:
+    """Sample ``index``'s (table name, dim) list: a deterministic function of (seed, index) and the pool."""
+    rng = np.random.default_rng([seed, index])
+    n = len(pool.tables)
+    k = int(rng.integers(1, min(max_tables, n) + 1))
+    picks = rng.choice(n, size=k, replace=False)
+    out = []
+    for j in picks:
+        t = pool.tables[int(j)]
+        cut = rng.random() < column_share
+        dim = t.dim
+        if cut and t.dim > COLUMN_SHARD_MULTIPLE:
+            # a multiple of 4 strictly below the dim: 4, 8, ..., the largest multiple of 4 below dim
+            choices = (t.dim - 1) // COLUMN_SHARD_MULTIPLE
+            dim = COLUMN_SHARD_MULTIPLE * int(rng.integers(1, choices + 1))
+        out.append((t.name, dim))
+    return out

@@ -1,0 +1,107 @@
+"""The profiling dataset's record format: one measured sample (:class:`CostRecord`) a JSON line, in
+``shards-rank<R>.jsonl`` (rank R appends its own file; ``hardware.profiler`` writes them), and the sample ids
+that name records (``sample_id``: '<seed>-<index>')."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autoshard.errors import AutoshardError
+from autoshard.hardware.jsonl import read_jsonl
+from autoshard.tables.table import Table
+
+TABLES_FILE = "tables.json"
+MANIFEST_FILE = "profile.json"
+SHARDS_GLOB = "shards-*.jsonl"
+
+
+@dataclass(frozen=True)
+class CostRecord:
+    """One measured shard: a set of tables (at ``dims``) fused on one device, and what it cost."""
+
+    sample_id: str
+    """'<seed>-<index>': which sample of the profile this is (unique in a dataset)."""
+    tables: tuple[str, ...]
+    """Names of the tables in the pool (tables.json)."""
+    dims: tuple[int, ...]
+    """Columns of each table on the device (below the table's dim for a column shard)."""
+    batch_size: int
+    fwd_ms: float
+    bwd_ms: float
+    fwd_cv: float
+    bwd_cv: float
+    settings: dict[str, Any]
+    """MeasureSettings as JSON plus 'precision': the same MeasureSettings for every record of a dataset; the
+    precision too in the ``pool`` design, the sample's own in the ``broad`` one."""
+    host: dict[str, Any]
+    """Where it was measured (hostname, CPU/GPU, versions, rank)."""
+    rows: tuple[int, ...] = ()
+    """Rows each table KEPT for timing (the rows rule of hardware.kernel: min(rows, cap))."""
+    tries: int = 1
+    """Measurement tries (more than 1 when a try was noisier than settings.max_cv)."""
+    real_rows: tuple[int, ...] = ()
+    """Rows each table really has (what the cost model is given); empty in records made before it was
+    recorded (the pool's tables say it)."""
+    table_specs: tuple[dict[str, Any], ...] = ()
+    """The sample's own tables (``Table.to_json``), in the order of ``tables``: the ``broad`` design
+    generates them per sample; empty when the tables are the dataset's tables.json."""
+
+    def to_json(self) -> dict[str, Any]:
+        d = {"sample_id": self.sample_id, "tables": list(self.tables), "dims": list(self.dims),
+             "batch_size": self.batch_size, "fwd_ms": self.fwd_ms, "bwd_ms": self.bwd_ms,
+             "fwd_cv": self.fwd_cv, "bwd_cv": self.bwd_cv, "settings": self.settings, "host": self.host,
+             "rows": list(self.rows), "tries": self.tries}
+        if self.real_rows:
+            d["real_rows"] = list(self.real_rows)
+        if self.table_specs:
+            d["table_specs"] = [dict(t) for t in self.table_specs]
+        return d
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> CostRecord:
+        try:
+            rec = CostRecord(str(d["sample_id"]), tuple(map(str, d["tables"])),
+                             tuple(int(x) for x in d["dims"]), int(d["batch_size"]), float(d["fwd_ms"]),
+                             float(d["bwd_ms"]), float(d["fwd_cv"]), float(d["bwd_cv"]),
+                             dict(d["settings"]), dict(d["host"]),
+                             tuple(int(x) for x in d.get("rows", ())), int(d.get("tries", 1)),
+                             tuple(int(x) for x in d.get("real_rows", ())),
+                             tuple(dict(t) for t in d.get("table_specs", ())))
+        except (KeyError, TypeError, ValueError) as e:
+            raise AutoshardError(f"cost record {d.get('sample_id')!r} lacks or has a bad field ({e})") \
+                from None
+        if len(rec.tables) != len(rec.dims) or not rec.tables:
+            raise AutoshardError(f"cost record {rec.sample_id}: "
+                                 "tables and dims must be non-empty, same length")
+        if rec.table_specs and [str(t.get("name")) for t in rec.table_specs] != list(rec.tables):
+            raise AutoshardError(f"cost record {rec.sample_id}: its table_specs do not name its tables")
+        return rec
+
+    def own_tables(self) -> tuple[Table, ...]:
+        """The record's own tables (``table_specs``; empty when they are the dataset's tables.json)."""
+        return tuple(Table.from_json(t) for t in self.table_specs)
+
+
+def sample_id(seed: int, index: int) -> str:
+    return f"{seed}-{index}"
+
+
+def sample_index(sid: str) -> tuple[int, int]:
+    """(seed, index) of a sample id; (0, -1) for an id not of the form '<seed>-<index>'."""
+    m = re.fullmatch(r"(-?\d+)-(\d+)", sid)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, -1)
+
+
+def shard_file(out_dir: str | Path, rank: int) -> Path:
+    return Path(out_dir) / f"shards-rank{rank}.jsonl"
+
+
+def done_sample_ids(out_dir: str | Path) -> set[str]:
+    """Sample ids already recorded by any rank in ``out_dir``."""
+    done: set[str] = set()
+    for p in sorted(Path(out_dir).glob(SHARDS_GLOB)):
+        done.update(str(d.get("sample_id")) for d in read_jsonl(p))
+    return done
