@@ -325,3 +325,18 @@ def test_cli_synth_then_plan_prints_every_plan_type_and_writes_json(tmp_path, ca
     assert plans["flexshard"]["a2a_bytes"] <= plans["row_wise"]["a2a_bytes"]
     assert main(["flexshard"]) == 2
     assert "--tables" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_cli_measure_times_every_plan_on_d_processes(tmp_path, capsys):
+    from autoshard.cli.main import main
+
+    seq = tmp_path / "seq.json"
+    assert main(["flexshard", "--synth", str(seq), "--rows", "5000", "--dim", "8"]) == 0
+    out = tmp_path / "cmp.json"
+    assert main(["flexshard", "--tables", str(seq), "--devices", "2x2", "--measure", "--json", str(out)]) == 0
+    assert "MEASURED on 4 local gloo processes" in capsys.readouterr().out
+    import json
+
+    plans = json.loads(out.read_text())["plans"]
+    assert all(plans[n]["measured_ms"] > 0 for n in plans)
