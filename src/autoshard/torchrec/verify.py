@@ -36,10 +36,11 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
-from autoshard.errors import AutoshardError
+from autoshard.errors import AutoshardError, PlanError
 from autoshard.hardware.multiprocess import RankContext, check_world, run_on_ranks
 from autoshard.plan import Plan, validate
 from autoshard.tasks import Task
+from autoshard.torchrec.export import to_sharding_plan
 
 logger = logging.getLogger(__name__)
 
@@ -290,6 +291,12 @@ def verify_plan(plan: Plan, task: Task, settings: VerifySettings | None = None) 
         raise AutoshardError(f"device {s.device!r} unknown; use cpu or cuda")
     backend = "nccl" if s.device == "cuda" else "gloo"
     check_world(backend, task.num_devices)  # NCCL: one GPU per rank, checked before tables are sampled
+    # a plan TorchRec's kernels would run wrongly (e.g. an uneven row split) is refused here, before any
+    # process starts: one line, with the pointer to autoshard's own runtime
+    try:
+        to_sharding_plan(plan, task, device_type=s.device, local_size=task.num_devices, rows_cap=s.rows_cap)
+    except PlanError as e:
+        raise PlanError(f"{e}; verify it with --runtime autoshard") from None
     # tables without a lookup distribution get the documented default (tables.lookups.default_lookup_spec)
 
     world = task.num_devices
