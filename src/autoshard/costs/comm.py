@@ -39,10 +39,11 @@ class AlphaBeta:
         return self.alpha_ms + bytes_sent / self.bytes_per_ms
 
     def device_comm_ms(self, dim_sum: Any, batch_size: int, num_devices: int, elem_bytes: int = 4) -> Any:
-        """Forward + backward all-to-all time of a device whose shards' dims add up to ``dim_sum``: the one
-        place this formula lives. ``dim_sum`` may be a number, a numpy array or a torch tensor (the result is
-        of the same kind, so planners and the learned model call it on their own arrays); 0 on one device or
-        with nothing placed."""
+        """Forward + backward pooled-output all-to-all time of a device whose shards' dims add up to
+        ``dim_sum`` (the papers' per-device comm: the learned model's plan head takes it as input; the
+        training step's collectives, ids included, are ``costs.step``'s). ``dim_sum`` may be a number, a
+        numpy array or a torch tensor (the result is of the same kind); 0 on one device or with nothing
+        placed."""
         if num_devices <= 1:
             return dim_sum * 0.0
         per_dim_ms = all_to_all_bytes(1.0, batch_size, num_devices, elem_bytes) / self.bytes_per_ms

@@ -183,8 +183,9 @@ def device_comm_ms(task: Task, comm: AlphaBeta, volumes: Any) -> Any:
     return sum((v > 0) * (comm.alpha_ms + v / comm.bytes_per_ms) for v in parts)
 
 
-def _collectives_ms(task: Task, comm: AlphaBeta, volumes: np.ndarray) -> dict[str, np.ndarray]:
-    traffic = collective_bytes(task, volumes)
+def _collectives_ms(task: Task, comm: AlphaBeta, volumes: np.ndarray,
+                    traffic: dict[str, tuple[Any, Any]] | None = None) -> dict[str, np.ndarray]:
+    traffic = collective_bytes(task, volumes) if traffic is None else traffic
     if task.topology.hosts <= 1:
         return {name: collective_ms(comm, sent, recv) for name, (sent, recv) in traffic.items()}
     inter = inter_host_bytes(task, volumes)
@@ -231,7 +232,7 @@ def plan_collectives(task: Task, comm: AlphaBeta, devices: Sequence[Sequence[Sha
         zero = tuple(0.0 for _ in devices)
         return tuple(CollectiveCost(name, stage, 0.0, zero, zero, 0.0) for name, stage in COLLECTIVES)
     traffic = collective_bytes(task, volumes)
-    times = _collectives_ms(task, comm, volumes)
+    times = _collectives_ms(task, comm, volumes, traffic)
     out = []
     for name, stage in COLLECTIVES:
         sent, recv = traffic[name]

@@ -96,20 +96,30 @@ class MeasuredCostModel:
         return out
 
 
-def measure_plan_collectives(task: Task, plan: Plan, comm: AlphaBeta, backend: str = "auto",
-                              repeats: int = 10) -> tuple[CollectiveCost, ...]:
-    """The plan's collectives with the all-to-alls timed on D local processes with the plan's own uneven
-    splits (``hardware.collectives``); each keeps the network model's estimate beside the measurement. The
-    replicas' all-reduce stays modelled."""
-    devices = plan.device_shards(task)
-    modelled = plan_collectives(task, comm, devices)
-    if task.num_devices <= 1:
+def measure_plans_collectives(task: Task, plans: Sequence[Plan], comm: AlphaBeta, backend: str = "auto",
+                               repeats: int = 10) -> list[tuple[CollectiveCost, ...]]:
+    """Each plan's collectives with the all-to-alls timed on D local processes with the plan's own uneven
+    splits (``hardware.collectives``), all plans in one process group; each keeps the network model's
+    estimate beside the measurement. The replicas' all-reduce stays modelled."""
+    devices = [plan.device_shards(task) for plan in plans]
+    modelled = [plan_collectives(task, comm, devs) for devs in devices]
+    if task.num_devices <= 1 or not plans:
         return modelled
-    matrices = collective_matrices(task, device_volumes(task, devices))
-    timed = dict(zip(ALL_TO_ALLS, measure_all_to_alls([matrices[n] for n in ALL_TO_ALLS], backend=backend,
-                                                       repeats=repeats)))
-    return tuple(replace(c, ms=timed[c.name].ms, measured_ms=timed[c.name].ms) if c.name in timed else c
-                 for c in modelled)
+    matrices = [collective_matrices(task, device_volumes(task, devs)) for devs in devices]
+    timings = iter(measure_all_to_alls([m[name] for m in matrices for name in ALL_TO_ALLS], backend=backend,
+                                       repeats=repeats))
+    out = []
+    for cols in modelled:
+        timed = {name: next(timings).ms for name in ALL_TO_ALLS}
+        out.append(tuple(replace(c, ms=timed[c.name], measured_ms=timed[c.name]) if c.name in timed else c
+                         for c in cols))
+    return out
+
+
+def measure_plan_collectives(task: Task, plan: Plan, comm: AlphaBeta, backend: str = "auto",
+                             repeats: int = 10) -> tuple[CollectiveCost, ...]:
+    """``measure_plans_collectives`` of one plan."""
+    return measure_plans_collectives(task, [plan], comm, backend, repeats)[0]
 
 
 def evaluate_plan(task: Task, plan: Plan, settings: MeasureSettings | None = None,

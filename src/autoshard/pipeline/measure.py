@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,9 +27,9 @@ import numpy as np
 from autoshard.breakdown import CollectiveCost
 from autoshard.costs.base import CostModel, plan_cost
 from autoshard.costs.comm import AlphaBeta
-from autoshard.costs.step import ALL_TO_ALLS, collective_matrices, compose, device_volumes, plan_collectives
+from autoshard.costs.step import compose, plan_collectives
 from autoshard.errors import AutoshardError
-from autoshard.hardware.collectives import measure_all_to_alls
+from autoshard.hardware.evaluator import measure_plans_collectives
 from autoshard.io import read_json, write_json
 from autoshard.pipeline.progress import Progress, no_progress
 from autoshard.pipeline.results import AlgoResult, TaskResult
@@ -89,23 +89,11 @@ round gets a new instance: the same evaluator (class and settings), measuring ag
 def measure_collectives(task: Task, results: Sequence[AlgoResult], comm: AlphaBeta,
                         backend: str = "auto") -> dict[str, tuple[CollectiveCost, ...]]:
     """Every planned result's collectives with its all-to-alls timed with the plan's own splits on D local
-    processes, all plans of the task in one process group (``hardware.collectives``); the network model's
-    estimate is kept beside each measurement."""
+    processes, all plans of the task in one process group
+    (``hardware.evaluator.measure_plans_collectives``)."""
     planned = [r for r in results if r.ok and r.plan is not None]
-    modelled = {r.algorithm: plan_collectives(task, comm, r.plan.device_shards(task)) for r in planned}
-    if task.num_devices <= 1 or not planned:
-        return modelled
-    matrices = []
-    for r in planned:
-        m = collective_matrices(task, device_volumes(task, r.plan.device_shards(task)))
-        matrices.extend(m[name] for name in ALL_TO_ALLS)
-    timings = iter(measure_all_to_alls(matrices, backend=backend))
-    out = {}
-    for r in planned:
-        timed = {name: next(timings).ms for name in ALL_TO_ALLS}
-        out[r.algorithm] = tuple(replace(c, ms=timed[c.name], measured_ms=timed[c.name]) if c.name in timed
-                                 else c for c in modelled[r.algorithm])
-    return out
+    timed = measure_plans_collectives(task, [r.plan for r in planned], comm, backend)
+    return {r.algorithm: cols for r, cols in zip(planned, timed)}
 
 
 def measure_task(task: Task, results: Sequence[AlgoResult], make_evaluator: EvaluatorFactory, rounds: int,
