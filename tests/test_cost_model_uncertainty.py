@@ -414,3 +414,49 @@ def test_without_the_fallback_the_networks_price_every_device_and_support_still_
     members = np.stack([m.device_costs(task, devices) for m in model.member_models()])
     np.testing.assert_allclose(model.device_costs(task, devices)[:, :2], members[..., :2].mean(axis=0),
                                rtol=1e-12)
+
+
+# -- the heuristic guard -------------------------------------------------------------------------------------
+def test_guard_keeps_the_best_heuristic_unless_the_gain_beats_the_uncertainty(ensemble, dataset):
+    from autoshard.costs.base import plan_cost
+    from autoshard.planners.base import make_planner
+    from autoshard.planners.guard import GUARD_HEURISTICS, guard_plan, plan_spread_ms
+
+    task = _task(dataset, devices=3)
+    options = PlannerOptions(cost_model=ensemble)
+    mine = make_planner("random", options).plan(task)
+    heuristics = {n: make_planner(n, options).plan(task) for n in GUARD_HEURISTICS}
+    priced = {n: plan_cost(ensemble, task, p).plan_ms for n, p in heuristics.items()}
+    best = min(priced, key=lambda n: (priced[n], n))
+    spread = plan_spread_ms(ensemble, task, mine), plan_spread_ms(ensemble, task, heuristics[best])
+    assert min(spread) > 0  # an ensemble (and its fallback) have a spread
+    mine_ms = plan_cost(ensemble, task, mine).plan_ms
+    # k = 0: whichever the mean prices cheaper; a huge k: always the heuristic
+    chosen, decision = guard_plan(task, mine, heuristics, ensemble, 0.0)
+    assert decision.kept_planner == (mine_ms < priced[best]) and decision.margin_ms == 0
+    chosen, decision = guard_plan(task, mine, heuristics, ensemble, 1e6)
+    assert not decision.kept_planner and chosen.placements == heuristics[best].placements
+    assert decision.margin_ms == pytest.approx(1e6 * float(np.hypot(*spread)))
+    assert chosen.algorithm == mine.algorithm  # the heuristic's plan, under the planner's name
+    assert "within the model's uncertainty" in decision.describe()
+
+
+def test_guarded_planners_never_predict_worse_than_the_best_heuristic(ensemble, dataset):
+    from autoshard.costs.base import plan_cost
+    from autoshard.planners.base import make_planner, run_planner
+    from autoshard.planners.guard import GUARD_HEURISTICS, GuardedPlanner
+
+    task = _task(dataset, devices=3)
+    options = PlannerOptions(cost_model=ensemble, time_limit_s=0.5)
+    best = min(plan_cost(ensemble, task, make_planner(n, options).plan(task)).plan_ms
+               for n in GUARD_HEURISTICS)
+    for name in ("search", "neuroshard", "ilp"):
+        planner = make_planner(name, options)
+        assert isinstance(planner, GuardedPlanner)
+        plan = run_planner(planner, task)
+        assert plan_cost(ensemble, task, plan).plan_ms <= best + 1e-9
+        assert planner.last_decision is not None
+    assert not isinstance(make_planner("search", replace(options, extra={"guard": "0"})), GuardedPlanner)
+    assert not isinstance(make_planner("lookup_greedy", options), GuardedPlanner)
+    with pytest.raises(AutoshardError, match="guard"):
+        make_planner("search", replace(options, extra={"guard": "-1"}))

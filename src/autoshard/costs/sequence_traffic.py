@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -96,6 +97,10 @@ class SequencePlacement:
 
     def __post_init__(self) -> None:
         d = self.num_devices
+        if not isinstance(self.kind, str) or not self.kind:
+            raise AutoshardError("placement: its kind must be a non-empty string (e.g. 'flexshard')")
+        if self.rows < 1:
+            raise AutoshardError(f"placement {self.kind}: {self.rows} rows; a table has at least one")
         if d < 1 or self.hosts < 1 or d % self.hosts:
             raise AutoshardError(f"placement: {d} devices do not split evenly over {self.hosts} hosts")
         pos = 0
@@ -167,6 +172,39 @@ class SequencePlacement:
     def memory_bytes(self, dim: int) -> np.ndarray:
         """(D,) bytes each device holds: rows x dim x 4 (SGD: no optimizer state)."""
         return self.rows_on() * float(dim * ELEM_BYTES)
+
+    def to_json(self) -> dict[str, Any]:
+        """The placement as plain JSON (every tier's row range and copies), read back by ``from_json``."""
+        return {"kind": self.kind, "rows": self.rows, "num_devices": self.num_devices, "hosts": self.hosts,
+                "tiers": [{"start": t.start, "stop": t.stop, "copies": [list(c) for c in t.copies]}
+                          for t in self.tiers]}
+
+    @staticmethod
+    def from_json(d: Any) -> SequencePlacement:
+        """From ``to_json``; a one-line AutoshardError for a missing field, a non-integer, or tiers that do
+        not cover the rows with valid copies (``__post_init__`` checks the structure)."""
+        need = "a placement needs kind, rows, num_devices, hosts and tiers (each start, stop, copies)"
+        if not isinstance(d, dict) or not isinstance(d.get("tiers"), list):
+            raise AutoshardError(f"{need}; regenerate the plan")
+        try:
+            tiers = []
+            for t in d["tiers"]:
+                if not isinstance(t, dict) or not isinstance(t.get("copies"), list) \
+                        or not all(isinstance(c, list) for c in t["copies"]):
+                    raise TypeError
+                tiers.append(Tier(_whole(t["start"]), _whole(t["stop"]),
+                                  tuple(tuple(_whole(r) for r in c) for c in t["copies"])))
+            return SequencePlacement(d["kind"], _whole(d["rows"]), _whole(d["num_devices"]),
+                                     _whole(d["hosts"]), tuple(tiers))
+        except (KeyError, TypeError):
+            raise AutoshardError(f"{need}, all whole numbers; regenerate the plan") from None
+
+
+def _whole(x: Any) -> int:
+    """``x`` if it is a JSON integer (not a bool, not a float); TypeError otherwise."""
+    if isinstance(x, bool) or not isinstance(x, int):
+        raise TypeError(x)
+    return x
 
 
 # ------------------------------------------------------------------------------------------ constructors

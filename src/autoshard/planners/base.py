@@ -90,7 +90,13 @@ def make_planner(name: str, options: PlannerOptions | None = None) -> Planner:
     own = options.algorithm_extra.get(name)
     if own:
         options = replace(options, extra={**options.extra, **own}, algorithm_extra={})
-    return getattr(importlib.import_module(module), factory)(options)
+    from autoshard.planners.guard import DEFAULT_GUARD_K, GUARD_OPTION, GUARDED, GuardedPlanner, parse_guard
+
+    k = parse_guard(options.extra.get(GUARD_OPTION, DEFAULT_GUARD_K))
+    if GUARD_OPTION in options.extra:  # the guard's key, not the planner's own setting
+        options = replace(options, extra={key: v for key, v in options.extra.items() if key != GUARD_OPTION})
+    planner = getattr(importlib.import_module(module), factory)(options)
+    return GuardedPlanner(planner, options, k) if name in GUARDED and k > 0 else planner
 
 
 def config_from_extra(cls: type, extra: Mapping[str, object], shared_with: Iterable[type] = ()) -> object:

@@ -30,6 +30,8 @@ CHECKPOINT_KIND = "autoshard.cost_model"
 
 FALLBACK_KEYS = ("fwd_launch_ms", "fwd_bytes_per_ms", "bwd_launch_ms", "bwd_bytes_per_ms")
 """The calibrated analytical fallback's constants, as stored in a checkpoint."""
+FALLBACK_OPTIONAL_KEYS = ("fwd_shard_ms", "fwd_lookup_ns", "bwd_shard_ms", "bwd_lookup_ns")
+"""Constants added later (per shard and per lookup); a checkpoint without them had them at 0."""
 
 
 def checkpoint_of(model: Any) -> dict[str, Any]:
@@ -53,7 +55,8 @@ def checkpoint_of(model: Any) -> dict[str, Any]:
     if model.support is not None:
         ck["support"] = _plain(model.support.to_json())
     if model.fallback is not None:
-        ck["fallback"] = {**{k: float(getattr(model.fallback, k)) for k in FALLBACK_KEYS},
+        ck["fallback"] = {**{k: float(getattr(model.fallback, k))
+                             for k in FALLBACK_KEYS + FALLBACK_OPTIONAL_KEYS},
                           "rel_std": model.fallback_rel_std}
     if model.risk_k or model.has_spread:
         ck["risk_k"] = model.risk_k
@@ -97,7 +100,9 @@ def load_checkpoint(path: str | Path, build: Callable[..., Any], allow_other_har
                                str(comm.get("source", "")))
         fb = ck.get("fallback")
         fallback = None if fb is None else AnalyticalCostModel(
-            **{k: float(fb[k]) for k in FALLBACK_KEYS}, comm=comm_model, name="analytical-fitted")
+            **{k: float(fb[k]) for k in FALLBACK_KEYS},
+            **{k: float(fb.get(k, 0.0)) for k in FALLBACK_OPTIONAL_KEYS}, comm=comm_model,
+            name="analytical-fitted")
         model = build(
             net, FeatureNormalizer.from_json(ck["normalizer"]),
             TargetScaler.from_json(ck["target_scaler"]), comm_model, ck["trained_on"], ck.get("info", {}),

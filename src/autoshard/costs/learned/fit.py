@@ -16,7 +16,7 @@ import numpy as np
 
 from autoshard.costs.analytical import AnalyticalCostModel
 from autoshard.costs.comm import AlphaBeta
-from autoshard.costs.learned.checkpoint import FALLBACK_KEYS
+from autoshard.costs.learned.checkpoint import FALLBACK_KEYS, FALLBACK_OPTIONAL_KEYS
 from autoshard.costs.learned.support import Support, device_stats
 from autoshard.shards import ShardRef
 from autoshard.tasks import Task
@@ -116,30 +116,24 @@ def _assemble(build: Callable[..., Any], dataset: Any, results: Sequence[Any], r
     from autoshard.costs.learned.training import record_precision
 
     stats, batches, precisions = [], [], []
-    fb_bytes, measured = [], []
     tables = dataset.pool.by_name()
     for r in records:
         prec = record_precision(r)
         task = Task(tuple(tables[n] for n in r.tables), (2**62,), precision=prec,
                     batch_size=int(r.batch_size), name="record")
         shards = [ShardRef(i, int(d)) for i, d in enumerate(r.dims)]
-        st = device_stats(task, [shards])[0]
-        stats.append(st)
+        stats.append(device_stats(task, [shards])[0])
         batches.append(int(r.batch_size))
         precisions.append(prec.value)
-        # fit_from_dataset's bytes: batch x element bytes x sum of (pooling + 1) x dim
-        fb_bytes.append(r.batch_size * prec.bytes * sum((tables[n].pooling_factor + 1.0) * d
-                                                        for n, d in zip(r.tables, r.dims)))
-        measured.append(float(r.fwd_ms) + float(r.bwd_ms))
     support = Support.from_devices(np.array(stats), batches, precisions)
     fallback = AnalyticalCostModel().fit_from_dataset(dataset, records)
-    nbytes = np.array(fb_bytes)
-    predicted = (fallback.fwd_launch_ms + nbytes / fallback.fwd_bytes_per_ms
-                 + fallback.bwd_launch_ms + nbytes / fallback.bwd_bytes_per_ms)
+    terms = AnalyticalCostModel.record_terms(dataset, records)
+    predicted = np.add(*fallback.compute_ms(terms[:, 0], terms[:, 1], terms[:, 2]))
+    measured = np.array([float(r.fwd_ms) + float(r.bwd_ms) for r in records])
     ratio = np.log(np.maximum(np.array(measured), 1e-9) / np.maximum(predicted, 1e-9))
     rel_std = float(np.sqrt(np.mean(ratio ** 2)))
     info = {**info, "support": support.to_json(),
-            "fallback": {**{k: float(getattr(fallback, k)) for k in FALLBACK_KEYS},
+            "fallback": {**{k: float(getattr(fallback, k)) for k in FALLBACK_KEYS + FALLBACK_OPTIONAL_KEYS},
                          "rel_std": rel_std, "records": len(records)}}
     first = results[0]
     return build(first.net, dataset.pool.normalizer, first.scaler, comm, trained_on, info,

@@ -336,9 +336,8 @@ class LearnedCostModel:
             assert self.support is not None and self.fallback is not None
             outside = self.support.outside(task, stats) & used
             if outside.any():
-                fb, nbytes = self.fallback, stats[..., STATS.index("nbytes")]
-                fwd = fb.fwd_launch_ms + nbytes / fb.fwd_bytes_per_ms
-                bwd = fb.bwd_launch_ms + nbytes / fb.bwd_bytes_per_ms
+                fwd, bwd = self.fallback.compute_ms(*(stats[..., STATS.index(k)]
+                                                      for k in ("count", "lookups", "nbytes")))
                 analytic = np.stack([fwd, bwd], axis=-1)
                 mean[..., :2] = np.where(outside[..., None], analytic, mean[..., :2])
                 std[..., :2] = np.where(outside[..., None], self.fallback_rel_std * analytic, std[..., :2])

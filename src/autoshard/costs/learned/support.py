@@ -19,15 +19,17 @@ from typing import Any
 
 import numpy as np
 
+from autoshard.costs.analytical import AnalyticalCostModel
 from autoshard.errors import AutoshardError
 from autoshard.shards import ShardRef
 from autoshard.tasks import Task
 
-STATS = ("count", "nbytes", "dim_lo", "dim_hi", "log10_rows_lo", "log10_rows_hi", "pooling_lo", "pooling_hi")
-"""A device's statistics: shards held and analytical lookup bytes (both sums), then the min and max of each
-shard feature (``SHARD_FEATURES``); an empty device has count 0, +inf minima and -inf maxima."""
+STATS = ("count", "nbytes", "lookups", "dim_lo", "dim_hi", "log10_rows_lo", "log10_rows_hi", "pooling_lo",
+         "pooling_hi")
+"""A device's statistics: shards held, analytical lookup bytes and lookups (sums), then the min and max of
+each shard feature (``SHARD_FEATURES``); an empty device has count 0, +inf minima and -inf maxima."""
 SHARD_FEATURES = ("dim", "log10_rows", "pooling")
-SUM_STATS = 2
+SUM_STATS = 3
 """The first ``SUM_STATS`` statistics add up; the others are (min, max) pairs."""
 
 TOLERANCE = 1e-6
@@ -35,27 +37,23 @@ TOLERANCE = 1e-6
 
 
 def shard_values(task: Task, shards: Sequence[ShardRef]) -> np.ndarray:
-    """(len(shards), 4) analytical lookup bytes (``AnalyticalCostModel.shard_bytes``'s formula), dim, log10
-    rows and pooling factor of each shard."""
+    """(len(shards), 5) analytical lookup bytes and lookups (``AnalyticalCostModel.shard_terms``), dim, log10
+    rows and pooling factor (lookups per sample the shard serves: the table's x its lookup share) of each
+    shard."""
     n = len(shards)
-    out = np.zeros((n, 4))
+    out = np.zeros((n, 5))
     if n == 0:
         return out
-    d = task.num_devices
+    terms = AnalyticalCostModel.shard_terms(task, shards)
     table = np.fromiter((s.table for s in shards), dtype=np.int64, count=n)
-    dims = np.fromiter((s.dim for s in shards), dtype=np.float64, count=n)
     rows = np.array([t.rows for t in task.tables], dtype=np.float64)[table]
-    pooling = np.array([t.pooling_factor for t in task.tables], dtype=np.float64)[table]
-    outputs = np.ones(n)
     if not all(s.is_whole for s in shards):
-        tables = task.tables
-        rows = np.array([s.num_rows(tables[s.table].rows) for s in shards], dtype=np.float64)
-        pooling = pooling * np.array([s.lookup_share(tables[s.table].rows, d) for s in shards])
-        outputs = np.array([1.0 / d if s.replica else 1.0 for s in shards])
-    out[:, 0] = task.batch_size * (pooling + outputs) * dims * task.precision.bytes
-    out[:, 1] = dims
-    out[:, 2] = np.log10(np.maximum(rows, 1.0))
-    out[:, 3] = pooling
+        rows = np.array([s.num_rows(task.tables[s.table].rows) for s in shards], dtype=np.float64)
+    out[:, 0] = terms[:, 1]
+    out[:, 1] = terms[:, 0]
+    out[:, 2] = np.fromiter((s.dim for s in shards), dtype=np.float64, count=n)
+    out[:, 3] = np.log10(np.maximum(rows, 1.0))
+    out[:, 4] = terms[:, 0] / task.batch_size
     return out
 
 
@@ -71,9 +69,9 @@ def shard_stats(values: np.ndarray) -> np.ndarray:
     """(n, len(STATS)) the statistics of n one-shard devices from their ``shard_values``."""
     out = np.empty((len(values), len(STATS)))
     out[:, 0] = 1.0
-    out[:, 1] = values[:, 0]
-    out[:, SUM_STATS::2] = values[:, 1:]
-    out[:, SUM_STATS + 1::2] = values[:, 1:]
+    out[:, 1:SUM_STATS] = values[:, :SUM_STATS - 1]
+    out[:, SUM_STATS::2] = values[:, SUM_STATS - 1:]
+    out[:, SUM_STATS + 1::2] = values[:, SUM_STATS - 1:]
     return out
 
 
