@@ -21,7 +21,10 @@ QUICKSTART_DIR = "autoshard-quickstart"
 def register(sub: argparse._SubParsersAction) -> None:
     b = sub.add_parser("bench", help="benchmark every algorithm on a suite, measured on real kernels",
                        description=__doc__)
-    b.add_argument("--suite", required=False, help="suite name (see --list-suites), e.g. quick or dlrm-50-4")
+    b.add_argument("--suite", required=False,
+                   help="suite name (see --list-suites), e.g. quick or dlrm-50-4; seq-* suites (e.g. "
+                        "seq-2x4) compare FlexShard with its baselines on sequence tables (--test-tasks, "
+                        "--rounds: timed runs per collective, --algos, --collectives apply)")
     b.add_argument("-o", "--output", help="output directory (default bench-SUITE)")
     b.add_argument("--list-suites", action="store_true", help="list the suites and exit")
     _common(b)
@@ -160,17 +163,54 @@ def _command(prog: str, argv: list[str]) -> str:
 
 
 def run_bench_cmd(args: argparse.Namespace) -> int:
+    from autoshard.bench.sequence import SEQ_SUITES, is_seq_suite
     from autoshard.bench.suites import SUITES
     from autoshard.errors import AutoshardError
 
     if args.list_suites:
-        for name, suite in SUITES.items():
+        for name, suite in {**SUITES, **SEQ_SUITES}.items():
             print(f"{name:<14} {suite.description}")
         return 0
     if not args.suite:
         raise AutoshardError("give --suite NAME (see autoshard bench --list-suites)")
     out = args.output or f"bench-{args.suite}"
+    if is_seq_suite(args.suite):
+        return _run_seq(args, out)
     return _run(args, args.suite, out, _command("bench", _reconstruct(args, out)))
+
+
+def _run_seq(args: argparse.Namespace, out: str) -> int:
+    """A sequence suite (``autoshard.bench.sequence``): FlexShard and its baselines, collectives only, so
+    the pooled pipeline's inputs do not apply (one line if given)."""
+    from autoshard.bench.sequence import get_seq_suite, run_seq_suite
+    from autoshard.bench.suites import with_overrides
+    from autoshard.errors import AutoshardError
+
+    suite = get_seq_suite(args.suite)
+    pooled_only = [flag for flag, value in (
+        ("--tables", args.tables), ("--cost-model", args.cost_model), ("--policy", args.policy),
+        ("--comm", args.comm), ("--time-limit", args.time_limit), ("--profile-samples", args.profile_samples),
+        ("--policy-iterations", args.policy_iterations), ("--device cuda", args.device != "cpu"),
+        ("--backend torch", args.backend != "fbgemm"), ("--allow-other-hardware", args.allow_other_hardware))
+        if value]
+    if pooled_only:
+        raise AutoshardError(f"{pooled_only[0]} does not apply to sequence suites: they plan FlexShard and "
+                             "its baselines and time only the collectives (gloo)")
+    for flag, value in (("--test-tasks", args.test_tasks), ("--rounds", args.rounds)):
+        if value is not None and value <= 0:
+            raise AutoshardError(f"{flag} {value} must be a positive integer")
+    suite = with_overrides(suite, num_tasks=args.test_tasks, repeats=args.rounds)
+    algos = tuple(a.strip() for a in args.algos.split(",") if a.strip()) if args.algos else None
+    argv = ["--suite", args.suite, "-o", out, "--collectives", args.collectives]
+    for flag, value in (("--algos", args.algos), ("--test-tasks", args.test_tasks),
+                        ("--rounds", args.rounds)):
+        if value is not None:
+            argv += [flag, str(value)]
+    result = run_seq_suite(suite, out, collectives=args.collectives, algorithms=algos,
+                           command=_command("bench", argv), say=_say)
+    print(result.report)
+    print(f"wrote {', '.join(str(p) for p in result.files.values())}", file=sys.stderr)
+    return 0
 
 
 def run_quickstart_cmd(args: argparse.Namespace) -> int:

@@ -30,14 +30,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--measure", action="store_true",
                    help="also time every plan's all-to-alls (and FlexShard's replica all-reduce) on D local "
                         "gloo processes grouped into the hosts (one machine: no slow link between them)")
-    p.add_argument("--json", help="also write the comparison as JSON here")
+    p.add_argument("--json", help="also write the comparison as JSON here (to plan the tables with one of "
+                                  "these and write a plan file: autoshard plan --tables FILE --algo NAME)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from autoshard.errors import AutoshardError
-    from autoshard.io import ARTEFACT_VERSION, parse_bytes, read_json, write_json
+    from autoshard.io import ARTEFACT_VERSION, write_json
     from autoshard.planners.flexshard import compare_at_same_memory
+    from autoshard.planners.sequence_plan import device_budget, load_sequence_tables, write_sequence_tables
     from autoshard.tables.sequence import SequenceTable
     from autoshard.topology import Topology, parse_devices
 
@@ -45,23 +47,15 @@ def run(args: argparse.Namespace) -> int:
         tables = [SequenceTable.from_power_law(f"a{a}_s{s}", args.rows, args.dim, a, s, seq_len_cv=0.5,
                                                head_rows=4096, seed=i)
                   for i, (a, s) in enumerate((a, s) for a in (0.8, 1.0, 1.2) for s in (50, 200, 500))]
-        write_json(args.synth, {"kind": "autoshard.sequence_tables", "version": ARTEFACT_VERSION,
-                                "tables": [t.to_json() for t in tables]})
+        write_sequence_tables(args.synth, tables)
         print(f"wrote {len(tables)} sequence tables to {args.synth}", file=sys.stderr)
         return 0
     if not args.tables:
         raise AutoshardError("give --tables FILE (sequence tables), or --synth FILE to write an example")
-    data = read_json(args.tables, kind="autoshard.sequence_tables")
-    tables = [SequenceTable.from_json(t) for t in data.get("tables", [])]
-    if not tables:
-        raise AutoshardError(f"{args.tables}: no sequence tables in the file")
+    tables = load_sequence_tables(args.tables)
     hosts, d = parse_devices(args.devices)
     topo = Topology(hosts)
-    footprint = sum(-(-t.rows // d) * t.dim * 4 for t in tables)
-    budget = parse_bytes(args.memory) if args.memory else footprint * 1.05
-    if budget < footprint:
-        raise AutoshardError(f"--memory {args.memory}: row-wise alone needs {footprint / 1e9:.2f} GB a "
-                             "device; give at least that")
+    budget = device_budget(args.memory, tables, d)
     cmp = compare_at_same_memory(tables, topo, d, args.batch_per_rank, budget)
     print(f"{len(tables)} sequence tables on {hosts} hosts x {d // hosts} devices, {args.batch_per_rank} "
           f"samples per rank per step, {budget / 1e9:.3f} GB a device; times MODELLED on the declared "

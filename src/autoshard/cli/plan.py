@@ -1,4 +1,7 @@
-"""``autoshard plan``: place a task's tables with one algorithm and print the per-device table."""
+"""``autoshard plan``: place a task's tables with one algorithm and print the per-device table.
+
+A ``--tables`` file of sequence tables (kind ``autoshard.sequence_tables``) is planned by a sequence planner
+(``autoshard.planners.sequence_plan``: flexshard, the default there, or a baseline) into a sequence plan."""
 
 from __future__ import annotations
 
@@ -7,20 +10,29 @@ import sys
 
 from autoshard.cli.common import device_memory, positive_int
 
+POOLED_ALGO = "size_lookup_greedy"
+POOLED_MEMORY = "5GB"
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="plan a task with one algorithm", description=__doc__)
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--tables", help="tables file (autoshard tables ...); all its tables form the task")
+    src.add_argument("--tables", help="tables file (autoshard tables ...); all its tables form the task; a "
+                                      "sequence-tables file (autoshard flexshard --synth) is planned with "
+                                      "a sequence planner")
     src.add_argument("--task", help="tasks file (autoshard tasks ...); see --task-index")
     p.add_argument("--task-index", type=int, default=0, help="which task of --task (default 0)")
     p.add_argument("--devices", type=devices_spec,
                    help="devices (with --tables): a count (8) or HOSTSxLOCAL (2x4: 2 hosts of 4, for "
                         "table_row_wise and inter-host traffic at the declared bandwidth)")
-    p.add_argument("--memory", default="5GB", help="memory per device, e.g. 5GB, or one per device: 8GB,4GB")
+    p.add_argument("--memory", default=None,
+                   help=f"memory per device, e.g. 5GB, or one per device: 8GB,4GB (default {POOLED_MEMORY}; "
+                        "sequence tables: row_wise's footprint + 5%%)")
     p.add_argument("--batch-size", type=positive_int, default=None,
-                   help="per-device batch size (with --tables)")
-    p.add_argument("--algo", default="size_lookup_greedy", help="algorithm; see --list-algos")
+                   help="per-device batch size (with --tables; sequence tables: samples per rank per step, "
+                        "default 64)")
+    p.add_argument("--algo", default=None,
+                   help=f"algorithm; see --list-algos (default {POOLED_ALGO}; flexshard for sequence tables)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cost-model", help="cost model for cost-driven algorithms: a checkpoint (train-cost), "
                    "'analytical', or 'measured[:comm_model.json]' (time on this machine's kernels; for ilp); "
@@ -73,7 +85,7 @@ def load_task(args: argparse.Namespace):
         raise AutoshardError("--tables needs --devices N (a positive number of devices)")
     hosts, devices = parse_devices(args.devices)
     pool = TablePool.load(args.tables)
-    return Task(tables=pool.tables, device_memory=device_memory(args.memory, devices),
+    return Task(tables=pool.tables, device_memory=device_memory(args.memory or POOLED_MEMORY, devices),
                 batch_size=args.batch_size or DEFAULT_BATCH_SIZE, name=args.tables, topology=Topology(hosts))
 
 
@@ -92,11 +104,24 @@ def parse_options(pairs: list[str]) -> dict[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     from autoshard.planners.base import PlannerOptions, available_planners, make_planner, run_planner
+    from autoshard.planners.sequence_plan import (
+        SEQUENCE_HINT,
+        SEQUENCE_PLANNERS,
+        check_pooled_algorithm,
+        is_sequence_tables,
+    )
 
     if args.list_algos:
         for name, desc in available_planners().items():
             print(f"{name:<20} {desc}")
+        print(f"for sequence tables only ({SEQUENCE_HINT}):")
+        for name, desc in SEQUENCE_PLANNERS.items():
+            print(f"{name:<20} [sequence tables] {desc}")
         return 0
+    if args.tables and is_sequence_tables(args.tables):
+        return _plan_sequence(args)
+    args.algo = args.algo or POOLED_ALGO
+    check_pooled_algorithm(args.algo)
     from autoshard.costs.comm import AlphaBeta
     from autoshard.costs.loading import resolve_cost_model
     from autoshard.pipeline.models import load_cost_model
@@ -144,3 +169,39 @@ def _measure_top(args: argparse.Namespace, task, options, estimator):
     print(f"measured {min(args.measure_top, len(candidates))} of {len(candidates)} candidates in "
           f"{choice.measuring_s:.1f} s; kept {choice.best.algorithm}'s plan")
     return choice.best
+
+
+def _plan_sequence(args: argparse.Namespace) -> int:
+    """``--tables`` holds sequence tables: plan them with a sequence planner, print the per-table summary,
+    write the sequence plan (``autoshard.planners.sequence_plan``)."""
+    from autoshard.errors import AutoshardError
+    from autoshard.planners.sequence_plan import (
+        DEFAULT_BATCH_PER_RANK,
+        check_sequence_algorithm,
+        device_budget,
+        format_sequence_plan,
+        load_sequence_tables,
+        plan_sequence,
+    )
+    from autoshard.topology import Topology, parse_devices
+
+    algo = args.algo or "flexshard"
+    check_sequence_algorithm(algo)
+    pooled_only = [flag for flag, value in (("--cost-model", args.cost_model), ("--comm", args.comm),
+                                            ("--policy", args.policy), ("--measure-top", args.measure_top),
+                                            ("--option", args.option)) if value]
+    if pooled_only:
+        raise AutoshardError(f"{pooled_only[0]} applies to pooled tables; sequence planners price the "
+                             "collectives on the declared topology")
+    if not args.devices:
+        raise AutoshardError("sequence tables need --devices HOSTSxLOCAL (e.g. 2x4)")
+    tables = load_sequence_tables(args.tables)
+    hosts, devices = parse_devices(args.devices)
+    budget = device_budget(args.memory, tables, devices)
+    plan = plan_sequence(tables, algo, Topology(hosts), devices, args.batch_size or DEFAULT_BATCH_PER_RANK,
+                         budget)
+    print(format_sequence_plan(plan, tables))
+    if args.output:
+        plan.save(args.output)
+        print(f"wrote {args.output}", file=sys.stderr)
+    return 0

@@ -125,13 +125,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "processes, print per-device costs, every collective's bytes and time, "
                                    "and the step cost (max fwd + forward collectives + max bwd + backward "
                                    "collectives).")
-    e.add_argument("--plan", required=True, help="plan file (autoshard plan -o ...)")
+    e.add_argument("--plan", required=True,
+                   help="plan file (autoshard plan -o ...); a sequence plan is evaluated against its "
+                        "--tables (sequence tables): every collective's bytes, modelled and measured ms")
     src = e.add_mutually_exclusive_group()
     src.add_argument("--tables", help="tables file; all its tables form the task")
     src.add_argument("--task", help="tasks file; see --task-index")
     e.add_argument("--task-index", type=int, default=0)
     e.add_argument("--memory", default="5GB", help="memory per device with --tables (default 5GB)")
-    e.add_argument("--batch-size", type=positive_int, default=None, help="batch with --tables (default 2048)")
+    e.add_argument("--batch-size", type=positive_int, default=None,
+                   help="batch with --tables (default 2048; a sequence plan: samples per rank per step, "
+                        "default the plan's)")
     e.add_argument("--precision", choices=["fp32", "fp16"], default=None, help="weights with --tables")
     e.add_argument("--comm-model", help="comm_model.json (autoshard profile-comm); default: uncalibrated")
     e.add_argument("--json", help="also write the result as JSON here")
@@ -288,6 +292,11 @@ def run_profile_comm(args: argparse.Namespace) -> int:
 def run_evaluate(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
+    from autoshard.planners.sequence_plan import is_sequence_plan
+
+    if os.path.isfile(args.plan) and is_sequence_plan(args.plan):  # a missing file: the pooled checks first
+        return _evaluate_sequence(args)
+
     from tqdm import tqdm
 
     from autoshard.cli.plan import load_task
@@ -329,5 +338,35 @@ def run_evaluate(args: argparse.Namespace) -> int:
                                "collectives": args.collectives,
                                "comm_backend": backend if args.collectives == "measure" else None,
                                "host": host_info(settings.device.value)})
+        print(f"wrote {args.json}", file=sys.stderr)
+    return 0
+
+
+def _evaluate_sequence(args: argparse.Namespace) -> int:
+    """``--plan`` is a sequence plan: its step's collectives, modelled and (unless ``--collectives model``)
+    timed on D local gloo processes (``autoshard.hardware.sequence_evaluation``)."""
+    from autoshard.hardware.sequence_evaluation import evaluate_sequence_plan
+    from autoshard.host import host_info
+    from autoshard.io import ARTEFACT_VERSION, write_json
+    from autoshard.planners.sequence_plan import SequencePlan, load_sequence_tables
+
+    if not args.tables:
+        raise AutoshardError("a sequence plan is evaluated against its sequence tables: give --tables FILE")
+    pooled_only = [flag for flag, value in (("--precision", args.precision),
+                                            ("--comm-model", args.comm_model),
+                                            ("--comm-backend nccl", args.comm_backend == "nccl"),
+                                            ("--device cuda", args.device != "cpu")) if value]
+    if pooled_only:
+        raise AutoshardError(f"{pooled_only[0]} applies to pooled plans; a sequence plan's collectives are "
+                             "modelled on its declared topology and timed with gloo")
+    plan = SequencePlan.load(args.plan)
+    tables = load_sequence_tables(args.tables)
+    ev = evaluate_sequence_plan(plan, tables, collectives=args.collectives, batch_per_rank=args.batch_size,
+                                warmup=args.warmup, repeats=args.repeats)
+    print(ev.format())
+    if args.json:
+        write_json(args.json, {"kind": "autoshard.sequence_evaluation", "version": ARTEFACT_VERSION,
+                               "plan": args.plan, "tables": args.tables, **ev.to_json(),
+                               "warmup": args.warmup, "repeats": args.repeats, "host": host_info("cpu")})
         print(f"wrote {args.json}", file=sys.stderr)
     return 0
