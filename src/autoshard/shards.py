@@ -120,11 +120,6 @@ class ShardRef(NamedTuple):
             return 1.0
         return self.num_rows(table_rows) / table_rows
 
-    def lookup_share(self, table_rows: int, num_devices: int) -> float:
-        """Share of the step's lookups of its table this shard serves: its share of the rows (the uniform
-        estimate; the measured kernels see the real skew), or 1 / D for a replica (its rank's samples)."""
-        return 1.0 / num_devices if self.replica else self.row_fraction(table_rows)
-
     @property
     def is_whole(self) -> bool:
         """A whole table looked up by the whole batch (table-wise, or a column shard of every row)."""

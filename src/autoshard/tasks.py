@@ -15,6 +15,7 @@ import numpy as np
 from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.io import ARTEFACT_VERSION, check_finite, format_bytes, read_json, write_json
 from autoshard.shards import ShardRef
+from autoshard.tables.lookups import row_range_share
 from autoshard.tables.table import Precision, Table, TablePool, check_unique_names
 from autoshard.topology import Topology
 
@@ -76,6 +77,17 @@ class Task:
         """Bytes a shard (weights + optimizer state) takes on a device in this task."""
         t = self.tables[shard.table]
         return self.table_memory(t, shard.dim, shard.num_rows(t.rows))
+
+    def lookup_share(self, shard: ShardRef) -> float:
+        """Share of the step's lookups of its table ``shard`` serves: 1 for a whole table or a column shard,
+        1 / D for a data-parallel replica (its rank's samples), and for a row shard the share of the table's
+        lookups that fall in its rows (``tables.lookups.row_range_share``: skew-aware, not its share of
+        rows). The one place every cost model and the step's id traffic take it from."""
+        if shard.replica:
+            return 1.0 / self.num_devices
+        if shard.row_start == 0 and shard.row_end is None:
+            return 1.0
+        return row_range_share(self.tables[shard.table], shard.row_start, shard.row_end)
 
     def check_fits(self) -> None:
         """Fail early, naming the bytes missing, if the devices together cannot hold the tables. A table

@@ -72,8 +72,9 @@ class AnalyticalCostModel:
     @staticmethod
     def shard_terms(task: Task, shards: Sequence[ShardRef]) -> np.ndarray:
         """(len(shards), 2) lookups and lookup bytes per step of each shard. A row shard is looked up its
-        share of the rows x the pooling factor per sample (the uniform estimate) and still writes a (partial)
-        pooled output for every sample; a replica looks up and pools only its rank's B / D samples."""
+        range's share of the lookups (``Task.lookup_share``: skew-aware) x the pooling factor per sample and
+        still writes a (partial) pooled output for every sample; a replica looks up and pools only its rank's
+        B / D samples."""
         n = len(shards)
         out = np.zeros((n, 2))
         if n == 0:
@@ -83,8 +84,7 @@ class AnalyticalCostModel:
         pooling = _pooling_factors(task)[table]
         outputs = np.ones(n)
         if not all(s.is_whole for s in shards):
-            pooling = pooling * np.array([s.lookup_share(task.tables[s.table].rows, task.num_devices)
-                                          for s in shards])
+            pooling = pooling * np.array([task.lookup_share(s) for s in shards])
             outputs = np.array([1.0 / task.num_devices if s.replica else 1.0 for s in shards])
         out[:, 0] = task.batch_size * pooling
         out[:, 1] = task.batch_size * (pooling + outputs) * dims * task.precision.bytes

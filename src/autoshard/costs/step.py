@@ -71,7 +71,7 @@ def shard_volumes(task: Task, shards: Sequence[ShardRef]) -> np.ndarray:
     share = np.ones(n)
     whole = np.fromiter((s.is_whole for s in shards), dtype=bool, count=n)
     if not whole.all():
-        share = np.array([s.row_fraction(task.tables[s.table].rows) for s in shards])
+        share = np.array([task.lookup_share(s) for s in shards])  # ids bucketised by row range
     out[:, 0] = np.where(replica, 0.0, pooling * share * INDEX_BYTES + LENGTH_BYTES)
     out[:, 1] = np.where(replica, 0.0, dims * OUTPUT_BYTES)
     if replica.any():

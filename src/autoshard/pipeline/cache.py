@@ -19,7 +19,7 @@ from autoshard.errors import AutoshardError
 from autoshard.io import ARTEFACT_VERSION, read_json, write_json
 from autoshard.pipeline.progress import Say, log_line
 
-PIPELINE_CODE_VERSION = 1
+PIPELINE_CODE_VERSION = 2
 """Version of what the stages produce, part of every stage key and of each measured task's key. Bump it when a
 change makes a stage's outputs mean something else (another generator, profile, fit, training or measuring
 recipe), so that a re-run in an old output directory redoes that work instead of reusing stale results.

@@ -67,6 +67,10 @@ class LocalSearchConfig:
     sharding_moves: int = 8
     """Tables (hottest first) tried as data-parallel replicas or row-wise shards after the placement search
     (``sharding_moves``); 0 = table- and column-wise only."""
+    uneven_rows: bool = False
+    """Also try row-wise ranges of equal lookup shares for skewed tables (``sharding_moves``): cheaper where
+    a few rows take most lookups, but TorchRec's DMP cannot run them (it bucketises by even blocks), so off
+    by default; autoshard's runtime runs them."""
 
     def __post_init__(self) -> None:
         if not self.starts or "search" in self.starts:
@@ -295,14 +299,16 @@ class LocalSearchPlanner:
         if final_ms > start_ms:  # cannot happen by construction; guards the promise against model quirks
             best_ranks, final_ms = start_ranks, start_ms
         plan, moves = improve(task, to_plan(task, layout, best_ranks, self.name), self.cost_model,
-                              self.config.sharding_moves, deadline=deadline + 0.1 * self.time_limit_s)
+                              self.config.sharding_moves, deadline=deadline + 0.1 * self.time_limit_s,
+                              uneven_rows=self.config.uneven_rows)
         if moves:
             final_ms = plan_cost(self.cost_model, task, plan).plan_ms
         if self.config.sharding_moves:
             # a start plan with its own moves may beat the moved search result (the moves are greedy): the
             # search returns the cheapest, so it is never worse than any start planner with its moves
             for _, start in self._start_plans:
-                other, other_moves = improve(task, start, self.cost_model, self.config.sharding_moves)
+                other, other_moves = improve(task, start, self.cost_model, self.config.sharding_moves,
+                                             uneven_rows=self.config.uneven_rows)
                 other_ms = plan_cost(self.cost_model, task, other).plan_ms
                 if other_moves and other_ms < final_ms:
                     plan, moves, final_ms = replace(other, algorithm=self.name), other_moves, other_ms

@@ -79,6 +79,10 @@ class NeuroShardConfig:
     sharding_moves: int = 8
     """Tables (hottest first) then tried as data-parallel replicas or row-wise shards
     (``sharding_moves``); 0 = table- and column-wise only."""
+    uneven_rows: bool = False
+    """Also try row-wise ranges of equal lookup shares for skewed tables (``sharding_moves``): cheaper where
+    a few rows take most lookups, but TorchRec's DMP cannot run them (it bucketises by even blocks), so off
+    by default; autoshard's runtime runs them."""
     uncapped: bool = True
     """Also run the greedy with no dim-sum cap (memory only), so a tight grid never hides a feasible plan."""
 
@@ -267,7 +271,7 @@ class NeuroShardPlanner:
     def plan(self, task: Task) -> Plan:
         layout, ranks, _ = self.search(task)
         plan, _ = improve(task, to_plan(task, layout, ranks, self.name), self.cost_model,
-                          self.config.sharding_moves)
+                          self.config.sharding_moves, uneven_rows=self.config.uneven_rows)
         return plan
 
 

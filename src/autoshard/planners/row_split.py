@@ -3,8 +3,9 @@
 Every planner places whole tables (or column shards of them). A table that fits on no device is therefore
 cut, before the planner runs, into ``k`` row pieces of ``ceil(rows / k)`` rows, with ``k = max(D,
 ceil(memory / (PIECE_FILL x largest device)))``, each a table of its own in a derived task: ``1 / k`` of the
-rows, looked up ``1 / k`` of the pooling (the uniform share a row shard gets, the estimate every cost model
-makes of a row shard: ``autoshard.shards.ShardRef.lookup_share``). The planner places the pieces like any
+rows, looked up ``1 / k`` of the pooling (the uniform share: pieces must stay interchangeable, see below; the
+merged plan is then priced with each range's real, skew-aware share, ``Task.lookup_share``, and search's
+sharding moves may re-cut a skewed table by lookups). The planner places the pieces like any
 table, under the same memory constraint, so every planner (heuristics, search, ilp, rl) handles such tables
 alike and none needs to know about row sharding. Afterwards the pieces on each rank are merged into one
 contiguous row range (pieces are interchangeable, so any assignment of pieces to ranks is one of contiguous

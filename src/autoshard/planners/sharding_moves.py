@@ -5,10 +5,12 @@ only when the cost model's step cost drops.
 Top to bottom: price the plan (``costs.base.plan_cost``: the step); take the table-wise tables in
 descending predicted cost alone (the hot ones first: a replica spares their id and output traffic, a row
 split spreads their kernel work); for each, price the plan with that table replicated, then with it
-row-split in TorchRec's even blocks (so the plan still exports), and keep the cheaper of the two if it beats
-the current plan by ``min_gain``; stop after ``tries`` tables or at the deadline. Memory is checked exactly
-(a replica costs the whole table on every rank). Row pieces of tables larger than a device
-(``row_split``) are left alone.
+row-split in TorchRec's even blocks (so the plan still exports), then row-split in ranges of equal lookup
+shares (a skewed table's hot rows in a short range: TorchRec's estimator assumes every row shard gets an
+equal share of the lookups, and its kernels bucketise by even blocks, so only autoshard's runtime runs
+these; ``uneven_rows``, off by default), and keep the cheapest if it beats the current plan by
+``min_gain``; stop after ``tries`` tables or at the deadline. Memory is checked exactly (a replica costs
+the whole table on every rank). Row pieces of tables larger than a device (``row_split``) are left alone.
 
 When it pays: a replica removes a table from the all-to-alls but adds an all-reduce of its whole gradient
 (rows x dim x 4 bytes, 2 (D - 1) / D of it per rank) and, if no other replica exists, one more collective's
@@ -18,6 +20,7 @@ replicas pay for small, hot tables on a fast network, row splits for kernel-boun
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from dataclasses import replace
@@ -28,6 +31,8 @@ from autoshard.costs.base import CostModel, plan_cost
 from autoshard.plan import Plan, ShardingType, TablePlacement
 from autoshard.planners.row_split import is_piece
 from autoshard.shards import ShardRef, row_shards
+from autoshard.tables.lookups import lookup_balanced_bounds
+from autoshard.tables.table import Table
 from autoshard.tasks import Task
 
 log = logging.getLogger(__name__)
@@ -50,9 +55,22 @@ def torchrec_row_wise(table: str, rows: int, dim: int, num_devices: int) -> Tabl
     return TablePlacement(table, ShardingType.ROW_WISE, row_shards(ranks, [n for n in counts if n > 0], dim))
 
 
+def lookup_balanced_row_wise(table: Table, num_devices: int) -> TablePlacement | None:
+    """Row shards over every rank in ranges of about equal lookup shares (``tables.lookups.
+    lookup_balanced_bounds``), or None where they are TorchRec's even blocks anyway. TorchRec 1.8 cannot run
+    them (it bucketises ids by even blocks); autoshard's runtime (``verify --runtime autoshard``) can."""
+    bounds = lookup_balanced_bounds(table, num_devices)
+    counts = [b - a for a, b in itertools.pairwise(bounds)]
+    placement = TablePlacement(table.name, ShardingType.ROW_WISE,
+                               row_shards(range(len(counts)), counts, table.dim))
+    even = torchrec_row_wise(table.name, table.rows, table.dim, num_devices)
+    return None if placement.shards == even.shards else placement
+
+
 def improve(task: Task, plan: Plan, model: CostModel, tries: int = 8, min_gain: float = 1e-3,
-            deadline: float | None = None) -> tuple[Plan, list[str]]:
-    """``plan`` with the row-wise and data-parallel moves that lower the step cost, and what was changed."""
+            deadline: float | None = None, uneven_rows: bool = False) -> tuple[Plan, list[str]]:
+    """``plan`` with the row-wise and data-parallel moves that lower the step cost, and what was changed
+    (``uneven_rows``: also try lookup-balanced uneven row ranges, which TorchRec cannot export)."""
     if task.num_devices <= 1 or tries <= 0:
         return plan, []
     cost = plan_cost(model, task, plan).plan_ms
@@ -69,6 +87,9 @@ def improve(task: Task, plan: Plan, model: CostModel, tries: int = 8, min_gain: 
         options = [TablePlacement.data_parallel(t.name, range(task.num_devices), t.dim)]
         if t.rows >= task.num_devices:
             options.append(torchrec_row_wise(t.name, t.rows, t.dim, task.num_devices))
+            if uneven_rows:
+                balanced = lookup_balanced_row_wise(t, task.num_devices)
+                options += [balanced] if balanced is not None else []
         best = None
         for placement in options:
             candidate = _with(plan, placement)
@@ -76,7 +97,9 @@ def improve(task: Task, plan: Plan, model: CostModel, tries: int = 8, min_gain: 
                 continue
             c = plan_cost(model, task, candidate).plan_ms
             if c < cost * (1 - min_gain) and (best is None or c < best[0]):
-                best = (c, candidate, placement.sharding_type.value)
+                even = placement.sharding_type is not ShardingType.ROW_WISE or placement.shards == \
+                    torchrec_row_wise(t.name, t.rows, t.dim, task.num_devices).shards
+                best = (c, candidate, placement.sharding_type.value + ("" if even else " (lookup-balanced)"))
         if best is not None:
             changes.append(f"{t.name} -> {best[2]} ({cost:.3f} -> {best[0]:.3f} ms)")
             cost, plan = best[0], best[1]

@@ -8,8 +8,10 @@ and a seeded bijection scatters the ranks over all rows (real hot rows are not c
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
+import math
 import threading
 
 import numpy as np
@@ -22,8 +24,11 @@ from autoshard.tables.trace_file import trace_lookups
 
 logger = logging.getLogger(__name__)
 
-_PERMUTATION_PRIMES = (1_000_003, 1_000_033, 1_000_037)
-"""Multipliers of the rank->row bijection (k * p + off) mod rows; small enough that k * p fits in int64."""
+_GOLDEN = 0.6180339887498949
+"""The rank->row bijection multiplies by the integer coprime with the row count nearest above rows x this
+(a Weyl sequence): consecutive hot ranks land about 0.62 of the table apart, so no row range collects them."""
+_EXACT_PRODUCT = 2**62
+"""Beyond this rank x multiplier, the bijection's product is taken in Python integers (no int64 overflow)."""
 
 
 _BINCOUNT_MAX_RANGE = 1 << 25
@@ -46,10 +51,18 @@ def _power_law_ranks(rng: np.random.Generator, n: int, rows: int, alpha: float) 
 
 
 def _rank_to_row(ranks: np.ndarray, rows: int, seed: int) -> np.ndarray:
-    """Scatter hot ranks over the table (real hot rows are not contiguous) with a seeded bijection."""
-    p = next(p for p in _PERMUTATION_PRIMES if rows % p != 0)
+    """Scatter hot ranks over the table (real hot rows are not contiguous) with a seeded bijection:
+    row = (rank x m + seed) mod rows, m coprime with rows near 0.62 x rows. (Until stop 13 m was a prime near
+    1e6, which is 3 mod rows below 1e6 rows and so kept the hot rows within a few hundred rows of each other:
+    a row-wise split put nearly all lookups in one range.)"""
+    m = max(1, int(rows * _GOLDEN))
+    while math.gcd(m, rows) != 1:
+        m += 1
     off = seed % rows
-    return (ranks * p + off) % rows
+    ranks = np.asarray(ranks, dtype=np.int64)
+    if len(ranks) and int(ranks.max()) * m >= _EXACT_PRODUCT:
+        return np.array([(int(k) * m + off) % rows for k in ranks], dtype=np.int64)
+    return (ranks * m + off) % rows
 
 
 def _bag_lengths(rng: np.random.Generator, batch_size: int, mean: float, cv: float) -> np.ndarray:
@@ -187,3 +200,55 @@ def access_bins(indices: np.ndarray) -> tuple[float, ...]:
         return (0.0,) * NUM_ACCESS_BINS
     hist = np.bincount(count_bins(counts), minlength=NUM_ACCESS_BINS)
     return tuple(float(x) for x in hist / len(counts))
+
+
+SHARE_SAMPLE_IDS = 1 << 18
+"""Lookups drawn (deterministically) to estimate the share of a table's lookups in a row range: the standard
+error of a share p is sqrt(p (1 - p) / 2^18) < 0.1 percentage point, while a hot range's excess is tens of
+percent."""
+
+
+@functools.lru_cache(maxsize=512)
+def _sorted_sample(table: Table) -> np.ndarray:
+    per_sample = max(table.pooling_factor, 1e-3)
+    samples = max(1, min(PUBLISHED_BATCH_SIZE, int(np.ceil(SHARE_SAMPLE_IDS / per_sample))))
+    return np.sort(sample_lookups(table, samples, seed=0).indices)
+
+
+@functools.lru_cache(maxsize=65536)
+def row_range_share(table: Table, row_start: int, row_end: int | None) -> float:
+    """Share of ``table``'s lookups that fall in rows [row_start, row_end) (None: to the last row), from its
+    lookup distribution: what a row shard of that range serves. Skew makes it differ from the range's share
+    of the rows (a frequency-ordered table's first rows take most lookups; a scattered one's ranges are even
+    up to where its few hottest rows land). A table without a lookup distribution gets the row share (the
+    uniform estimate, TorchRec's)."""
+    end = table.rows if row_end is None else int(row_end)
+    if row_start <= 0 and end >= table.rows:
+        return 1.0
+    if table.lookups is None:
+        return (end - row_start) / table.rows
+    ids = _sorted_sample(table)
+    if len(ids) == 0:
+        return (end - row_start) / table.rows
+    inside = np.searchsorted(ids, end, side="left") - np.searchsorted(ids, row_start, side="left")
+    return float(inside) / len(ids)
+
+
+def lookup_balanced_bounds(table: Table, parts: int) -> list[int]:
+    """Row boundaries [0, b1, ..., rows] cutting ``table`` into ``parts`` contiguous ranges that serve about
+    equal shares of its lookups (by ``row_range_share``'s sample), each at least one row: uneven ranges that
+    balance a skewed table's kernel work instead of its rows (TorchRec cuts even rows). A table without a
+    lookup distribution, or with fewer rows than parts, gets even blocks."""
+    parts = max(1, min(int(parts), table.rows))
+    even = [min(i * -(-table.rows // parts), table.rows) for i in range(parts + 1)]
+    if table.lookups is None or parts == 1:
+        return even
+    ids = _sorted_sample(table)
+    if len(ids) == 0:
+        return even
+    bounds = [0]
+    for r in range(1, parts):
+        cut = int(ids[min(len(ids) - 1, (r * len(ids)) // parts)])
+        # strictly increasing, and room left for one row per remaining range
+        bounds.append(min(max(cut, bounds[-1] + 1), table.rows - (parts - r)))
+    return bounds + [table.rows]

@@ -290,7 +290,7 @@ class LearnedCostModel:
         frac = share = None
         if not all(s.is_whole for s in shards):
             frac = np.array([s.row_fraction(task.tables[s.table].rows) for s in shards])
-            share = np.array([s.lookup_share(task.tables[s.table].rows, task.num_devices) for s in shards])
+            share = np.array([task.lookup_share(s) for s in shards])
         return self.encode_shards(task, idx, dims, frac, share)
 
     def _member_ms(self, acc: torch.Tensor) -> torch.Tensor:
