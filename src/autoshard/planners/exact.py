@@ -16,8 +16,11 @@ model's own additive view of the tables (a model with fused-kernel savings, like
     solve       CP-SAT with the time limit, hinted with a greedy (LPT) placement
     extract     ranks from x; the objective, the solver's best bound (a lower bound) and the gap
 
-The planner's plan is judged elsewhere with the full cost model; ``ExactPlanner.last_result`` holds the
-optimality gap and lower bound of the linearised problem, and ``lower_bound`` gives the benchmark a bound.
+Afterwards the plan gets ``sharding_moves`` (replicas and row-wise shards for the hottest tables, kept only
+when the model's step cost drops), as search and neuroshard do; the ILP's optimality is over table-wise
+placements only. The planner's plan is judged elsewhere with the full cost model; ``ExactPlanner.last_result``
+holds the optimality gap and lower bound of the linearised problem, and ``lower_bound`` gives the benchmark
+a bound.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.plan import COLUMN_SHARD_MULTIPLE, Plan
 from autoshard.planners.base import PlannerOptions, config_from_extra
 from autoshard.planners.pricing import device_overhead_ms, planner_settings, planning_model
+from autoshard.planners.sharding_moves import improve
 from autoshard.shards import ShardRef
 from autoshard.tasks import Task
 
@@ -100,6 +104,12 @@ class ExactConfig:
     """CP-SAT search workers; 1 keeps runs reproducible and leaves the shared CPU to others."""
     symmetry_breaking: bool = True
     """Order devices of equal memory by cost, which removes their permutations from the search."""
+    sharding_moves: int = 8
+    """After the solve, tables (hottest first) tried as data-parallel replicas or row-wise shards, kept when
+    the step cost drops (``sharding_moves``: the ILP itself stays exact over table-wise placements); 0 =
+    table-wise only."""
+    uneven_rows: bool = False
+    """Those moves also try lookup-balanced uneven row ranges (not exportable to TorchRec)."""
 
     def __post_init__(self) -> None:
         if self.workers < 1:
@@ -270,7 +280,10 @@ class ExactPlanner:
             log.warning("ilp: stopped at the %g s time limit: "
                         "objective %.3f ms, lower bound %.3f ms, gap %.3f%%",
                         self.time_limit_s, result.objective_ms, result.lower_bound_ms, 100 * result.gap)
-        return Plan.from_ranks(task, ranks.tolist(), self.name)
+        plan = Plan.from_ranks(task, ranks.tolist(), self.name)
+        plan, _ = improve(task, plan, self.cost_model, self.config.sharding_moves,
+                          uneven_rows=self.config.uneven_rows)
+        return plan
 
 
 def ilp_planner(options: PlannerOptions) -> ExactPlanner:
