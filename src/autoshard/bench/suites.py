@@ -73,10 +73,21 @@ OVERSIZE = Suite(
 )
 """The production shape of the row-wise issue: TorchRec plans such tasks; a table-wise planner cannot."""
 
+PRODUCTION = Suite(
+    name="production-40-8", num_tables=40, num_devices=8, device_memory=24 * 10**9, dims=(32, 64, 128, 256),
+    pool_tables=200, pool_overrides=(("rows_mean", 3.0e6), ("rows_std", 8.0e6), ("pooling_mean", 30.0),
+                                     ("pooling_std", 35.0)),
+    description="40 tables of dims 32-256 (rows gamma mean 3M, std 8M: a few of 10M+ rows; multi-hot pooling "
+                "gamma mean 30, std 35: up to 100+) onto 8 devices of 24 GB",
+)
+"""The cost-model issue's production shape: what a recommender of today holds, far from DreamShard's dim-16
+tables (a model trained on those prices most of its devices by the analytical fallback)."""
+
 SUITES: dict[str, Suite] = {
     "quick": QUICK,
     "tiny": TINY,
     "oversize-22-8": OVERSIZE,
+    "production-40-8": PRODUCTION,
     **{f"dlrm-{t}-{d}": _dlrm(t, d) for t in SUITE_TABLE_COUNTS for d in SUITE_DEVICE_COUNTS},
 }
 
