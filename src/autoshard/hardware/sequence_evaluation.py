@@ -27,7 +27,6 @@ from autoshard.errors import AutoshardError
 from autoshard.hardware.collectives import measure_all_to_alls
 from autoshard.hardware.multiprocess import DEFAULT_TIMEOUT_S
 from autoshard.hardware.sequence_runtime import measure_replica_sync
-from autoshard.planners.sequence_plan import SequencePlan
 from autoshard.tables.sequence import SequenceTable
 
 log = logging.getLogger(__name__)
@@ -153,7 +152,7 @@ class SequenceEvaluation:
         return "\n".join(lines)
 
 
-def evaluate_sequence_plan(plan: SequencePlan, tables: Sequence[SequenceTable], *, collectives: str = MEASURE,
+def evaluate_sequence_plan(plan: Any, tables: Sequence[SequenceTable], *, collectives: str = MEASURE,
                            batch_per_rank: float | None = None, warmup: int = 2, repeats: int = 10,
                            timeout_s: float = DEFAULT_TIMEOUT_S) -> SequenceEvaluation:
     """Every collective of ``plan``'s step on ``tables`` (checked against the plan), modelled and, with

@@ -15,6 +15,14 @@ from typing import Any, Protocol, runtime_checkable
 from autoshard.costs.base import CostModel
 from autoshard.errors import AutoshardError
 from autoshard.plan import Plan, validate
+from autoshard.planners.guard import (
+    DEFAULT_GUARD_K,
+    GUARD_HEURISTICS,
+    GUARD_OPTION,
+    GUARDED,
+    GuardedPlanner,
+    parse_guard,
+)
 from autoshard.planners.row_split import split_oversize
 from autoshard.tasks import Task
 
@@ -90,13 +98,14 @@ def make_planner(name: str, options: PlannerOptions | None = None) -> Planner:
     own = options.algorithm_extra.get(name)
     if own:
         options = replace(options, extra={**options.extra, **own}, algorithm_extra={})
-    from autoshard.planners.guard import DEFAULT_GUARD_K, GUARD_OPTION, GUARDED, GuardedPlanner, parse_guard
-
     k = parse_guard(options.extra.get(GUARD_OPTION, DEFAULT_GUARD_K))
     if GUARD_OPTION in options.extra:  # the guard's key, not the planner's own setting
         options = replace(options, extra={key: v for key, v in options.extra.items() if key != GUARD_OPTION})
     planner = getattr(importlib.import_module(module), factory)(options)
-    return GuardedPlanner(planner, options, k) if name in GUARDED and k > 0 else planner
+    if name not in GUARDED or k <= 0:
+        return planner
+    plain = replace(options, extra={}, algorithm_extra={})
+    return GuardedPlanner(planner, options, k, {h: make_planner(h, plain) for h in GUARD_HEURISTICS})
 
 
 def config_from_extra(cls: type, extra: Mapping[str, object], shared_with: Iterable[type] = ()) -> object:

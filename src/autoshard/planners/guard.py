@@ -112,8 +112,10 @@ def guard_plan(task: Task, plan: Plan, heuristics: dict[str, Plan], model: CostM
 class GuardedPlanner:
     """A learned planner whose plan must beat the heuristics' by more than the model's uncertainty."""
 
-    def __init__(self, inner: Any, options: Any, k: float) -> None:
+    def __init__(self, inner: Any, options: Any, k: float, heuristics: dict[str, Any]) -> None:
         self.inner, self.options, self.k = inner, options, k
+        self.heuristics = dict(heuristics)
+        """The heuristic planners (name -> planner) whose plans the inner one's must beat."""
         self.name = inner.name
         self.plans_rows = bool(getattr(inner, "plans_rows", False))
         self.last_decision: GuardDecision | None = None
@@ -126,14 +128,11 @@ class GuardedPlanner:
         return getattr(self.__dict__["inner"], name)
 
     def plan(self, task: Task) -> Plan:
-        from autoshard.planners.base import make_planner
-
         plan = self.inner.plan(task)
         heuristics: dict[str, Plan] = {}
-        base = replace(self.options, extra={}, algorithm_extra={})
-        for name in GUARD_HEURISTICS:
+        for name, planner in self.heuristics.items():
             try:
-                heuristics[name] = make_planner(name, base).plan(task)
+                heuristics[name] = planner.plan(task)
             except InfeasibleError:
                 continue
         plan = replace(plan, algorithm=plan.algorithm or self.name)
