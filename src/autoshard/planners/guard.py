@@ -18,7 +18,10 @@ ensemble's disagreement, or the calibrated fallback's relative error on devices 
 deviation margin, taking the two plans' errors as independent); otherwise return H* under the planner's
 name, and log why. A model without spread (the analytical one, a single network without support) has
 margin 0: the guard then only keeps whichever of P and the heuristics the model prices cheapest, which a
-planner's own search should already ensure. ``guard=0`` switches the guard off.
+planner's own search should already ensure. ``guard=0`` switches the guard off. Plans that tie on the
+step (one device, say a hot table alone, bounds them all) are ranked by their devices' costs from the
+slowest down (leximax): the heuristics among themselves and, without a margin, the planner's plan against
+them.
 """
 
 from __future__ import annotations
@@ -93,16 +96,27 @@ def plan_spread_ms(model: CostModel, task: Task, plan: Plan) -> float:
                0.0)
 
 
+def _leximax(cost: Any) -> tuple[float, ...]:
+    """A plan's step, then its devices' fwd + bwd from the slowest down (rounded to 1 ns): plans tie on the
+    step whenever one device (say, a hot table alone) bounds them all, and then the one whose other devices
+    are lighter has the most room for the model's errors."""
+    totals = sorted((round(d.fwd_ms + d.bwd_ms, 6) for d in cost.devices), reverse=True)
+    return (round(cost.plan_ms, 6), *totals)
+
+
 def guard_plan(task: Task, plan: Plan, heuristics: dict[str, Plan], model: CostModel,
                k: float) -> tuple[Plan, GuardDecision | None]:
     """``plan`` or the cheapest heuristic plan (by ``model``'s mean), by the rule of the module docstring."""
     if not heuristics:
         return plan, None
-    priced = {name: plan_cost(model, task, p).plan_ms for name, p in heuristics.items()}
-    best = min(priced, key=lambda n: (priced[n], n))
-    mine = plan_cost(model, task, plan).plan_ms
+    keys = {name: _leximax(plan_cost(model, task, p)) for name, p in heuristics.items()}
+    best = min(keys, key=lambda n: (keys[n], n))
+    mine_key = _leximax(plan_cost(model, task, plan))
+    mine, best_ms = mine_key[0], keys[best][0]
+    priced = {best: best_ms}
     margin = k * math.hypot(plan_spread_ms(model, task, plan), plan_spread_ms(model, task, heuristics[best]))
-    keep = mine + margin < priced[best]
+    # strictly cheaper by more than the margin; with no margin, a tie on the step goes to the better-balanced
+    keep = mine + margin < best_ms or (margin == 0 and mine_key < keys[best])
     decision = GuardDecision(plan.algorithm, mine, best, priced[best], margin, keep)
     if keep:
         return plan, decision
