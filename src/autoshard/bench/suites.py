@@ -60,7 +60,8 @@ TINY = Suite(
     batch_size=64, time_limit_s=0.5, stats_batch_size=1024,
     description="test-sized: DLRM-6 (2) at batch 64, 2 test tasks, kernels timed with <= 5k rows a table",
     eval=EvalConfig(rounds=2, warmup=1, repeats=2, rows_cap=5_000),
-    training=TrainingConfig(profile_samples=12, profile_max_tables=3, cost_epochs=20, policy_iterations=1),
+    training=TrainingConfig(profile_samples=12, profile_max_tables=3, cost_epochs=20, policy_iterations=1,
+                            cost_ensemble=2),
 )
 """For the tests: seconds end to end."""
 

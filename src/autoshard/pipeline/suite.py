@@ -33,6 +33,10 @@ class TrainingConfig:
     """Most tables in one profiled shard."""
     cost_epochs: int = 800
     """Most training epochs of the learned cost model (early stopping usually ends it near 100)."""
+    cost_ensemble: int = 5
+    """Networks in the cost model's ensemble (each on its own bootstrap): their disagreement is the spread the
+    learned planners' guard (``planners.guard``) and risk pricing need. 1: one network (spread only where the
+    analytical fallback prices a device outside the training support)."""
     policy_iterations: int = 300
     """RL iterations (each collects episodes on the train tasks, then updates the policy): ~1 min for
     DLRM-20 (4) on this CPU. (Until stop 10 this was 10, which left the policy barely trained.)"""

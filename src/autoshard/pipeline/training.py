@@ -40,10 +40,11 @@ def stage_cost_model(ctx: Context, k_split: str, k_comm: str) -> tuple[str, str]
     costs = ctx.out / "costs"
     path = ctx.out / "cost_model.pt"
     settings = {"epochs": t.cost_epochs, "seed": s.seed, "extra": t.extra.get("cost_model", {}),
-                "comm": ctx.config.comm_path, "recipe": COST_MODEL_RECIPE}
+                "comm": ctx.config.comm_path, "recipe": COST_MODEL_RECIPE, "ensemble": t.cost_ensemble}
 
     def make(resume: bool) -> None:
-        options = TrainOptions(seed=s.seed, max_epochs=t.cost_epochs, **settings["extra"])
+        options = TrainOptions(seed=s.seed, max_epochs=t.cost_epochs,
+                               **{"ensemble": t.cost_ensemble, **settings["extra"]})
         given = ctx.config.comm_path
         if given and given != "default":
             # The model's comm term is the same alpha-beta as the evaluator's.
