@@ -24,12 +24,13 @@ from autoshard.hardware.evaluator import evaluate_plan
 from autoshard.hardware.kernel import MeasureSettings
 from autoshard.plan import Plan
 from autoshard.planners.base import PlannerOptions, make_planner, run_planner
+from autoshard.planners.guard import GUARD_HEURISTICS
 from autoshard.tasks import Task
 
 log = logging.getLogger(__name__)
 
-HEURISTICS = ("dim_greedy", "lookup_greedy", "size_greedy", "size_lookup_greedy")
-"""The deterministic load-balancing heuristics every measured choice also considers."""
+HEURISTICS = GUARD_HEURISTICS
+"""The deterministic load-balancing heuristics every measured choice also considers (the guard's)."""
 
 
 @dataclass(frozen=True)
