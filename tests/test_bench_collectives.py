@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from conftest import make_tables
 
@@ -15,7 +17,11 @@ from autoshard.tasks import Task
 def test_measured_collectives_replace_the_model_and_keep_its_estimate():
     task = Task(tuple(make_tables(6, seed=4, dims=(16, 32), max_rows=4000)), (10**9,) * 2, batch_size=256)
     planned = plan_task(task, ["round_robin", "size_greedy"], PlannerOptions(), None)
+    planned.append(replace(planned[0], algorithm="copy"))  # a planner that returned round_robin's plan
     measured = measure_task(task, planned, AnalyticalCostModel, rounds=2, collectives="measure")
+    # identical plans share their timings (kernels and collectives): no noise between them
+    assert measured[0].measured.collectives == measured[-1].measured.collectives
+    assert measured[0].rounds_ms == measured[-1].rounds_ms
     for r in measured:
         cols = {c.name: c for c in r.measured.collectives}
         for name in ("input_ids", "pooled_outputs", "output_grads"):

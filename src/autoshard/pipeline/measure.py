@@ -90,10 +90,16 @@ def measure_collectives(task: Task, results: Sequence[AlgoResult], comm: AlphaBe
                         backend: str = "auto") -> dict[str, tuple[CollectiveCost, ...]]:
     """Every planned result's collectives with its all-to-alls timed with the plan's own splits on D local
     processes, all plans of the task in one process group
-    (``hardware.evaluator.measure_plans_collectives``)."""
+    (``hardware.evaluator.measure_plans_collectives``). Plans with the same devices (a learned planner that
+    returned a heuristic's plan) are timed once and share the timing, as their devices' kernels do: timing
+    them apart would only add noise between identical plans."""
     planned = [r for r in results if r.ok and r.plan is not None]
-    timed = measure_plans_collectives(task, [r.plan for r in planned], comm, backend)
-    return {r.algorithm: cols for r, cols in zip(planned, timed)}
+    keys = {r.algorithm: tuple(_device_key(d) for d in r.plan.device_shards(task)) for r in planned}
+    first: dict[tuple, AlgoResult] = {}
+    for r in planned:
+        first.setdefault(keys[r.algorithm], r)
+    timed = dict(zip(first, measure_plans_collectives(task, [r.plan for r in first.values()], comm, backend)))
+    return {r.algorithm: timed[keys[r.algorithm]] for r in planned}
 
 
 def measure_task(task: Task, results: Sequence[AlgoResult], make_evaluator: EvaluatorFactory, rounds: int,
