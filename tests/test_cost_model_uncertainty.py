@@ -245,7 +245,9 @@ def test_accumulator_and_plan_costs_agree_with_device_costs_fallback_included(en
     for p in range(4):
         devices = [[ShardRef(t, task.tables[t].dim) for t in range(task.num_tables) if ranks[p, t] == d]
                    for d in range(3)]
-        np.testing.assert_allclose(batched[p], ensemble.device_costs(task, devices), rtol=1e-9)
+        # float32 networks: batches of other shapes may round differently in the last bits (seen once in a
+        # few dozen runs at 1e-9, whose fixture model is trained on fresh kernel timings each session)
+        np.testing.assert_allclose(batched[p], ensemble.device_costs(task, devices), rtol=1e-6)
     acc = ensemble.accumulator(task, 1, risk=1.5)
     placed: list[list[ShardRef]] = [[], [], []]
     for t in range(task.num_tables):

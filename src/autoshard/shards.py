@@ -135,6 +135,13 @@ def column_shards(ranks: Sequence[int], dims: Sequence[int]) -> tuple[Shard, ...
     return tuple(out)
 
 
+def even_row_bounds(rows: int, parts: int) -> list[int]:
+    """Boundaries [0, ..., rows] of TorchRec's even row blocks: ``parts`` blocks of ceil(rows / parts) rows,
+    the empty ones at the end dropped (what its row-wise sharding bucketises ids by)."""
+    block = -(-rows // max(1, parts))
+    return sorted({min(i * block, rows) for i in range(max(1, parts) + 1)})
+
+
 def row_shards(ranks: Sequence[int], row_counts: Sequence[int], dim: int) -> tuple[Shard, ...]:
     """Consecutive row ranges of ``row_counts`` rows on ``ranks``, every column."""
     out, start = [], 0

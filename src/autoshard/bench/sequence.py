@@ -45,6 +45,7 @@ from autoshard.bench.summary import FEW_TASKS, Comparison, compare, geomean
 from autoshard.errors import AutoshardError
 from autoshard.hardware.sequence_evaluation import MEASURE, MODEL, measure_plans_comm, measurement_note
 from autoshard.io import ARTEFACT_VERSION, atomic_write_bytes, read_json, write_json
+from autoshard.pipeline.cache import code_version
 from autoshard.pipeline.progress import Say, log_line
 from autoshard.planners.flexshard import compare_at_same_memory
 from autoshard.planners.sequence_plan import row_wise_footprint, tier_rows
@@ -168,7 +169,8 @@ def resolve_collectives(asked: str, num_devices: int) -> tuple[str, str]:
 
 # ------------------------------------------------------------------------------------------ one task
 def _task_key(suite: SeqSuite, index: int, algorithms: Sequence[str], mode: str) -> dict[str, Any]:
-    """What a cached task must have been run with to be reused (the task count is not part of it)."""
+    """What a cached task must have been run with to be reused (the task count is not part of it; the code
+    version is, so a re-run after an upgrade re-measures)."""
     s = suite.to_json()
     s.pop("num_tasks")
     s.pop("description")
@@ -176,7 +178,7 @@ def _task_key(suite: SeqSuite, index: int, algorithms: Sequence[str], mode: str)
         s.pop("warmup")
         s.pop("repeats")
     return {"format": TASK_FORMAT, "suite": s, "index": index, "algorithms": list(algorithms),
-            "collectives": mode}
+            "collectives": mode, "code": code_version()}
 
 
 def run_task(suite: SeqSuite, index: int, algorithms: Sequence[str], mode: str) -> dict[str, Any]:

@@ -86,26 +86,19 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _measure(cmp: dict, tables: list, num_devices: int) -> dict[str, float]:
-    """Every plan's three all-to-alls timed with their own byte matrices on D processes in one process
-    group, plus FlexShard's replica all-reduce; printed and returned (ms a step, measured)."""
-    import os
+    """Every plan's three all-to-alls timed with their own byte matrices on D processes, plus the replicas'
+    all-reduce where a plan has replicas (``hardware.sequence_evaluation.measure_plans_comm``); printed and
+    returned (ms a step, measured)."""
+    from autoshard.hardware.sequence_evaluation import measure_plans_comm, measurement_note
 
-    from autoshard.hardware.collectives import measure_all_to_alls
-    from autoshard.hardware.sequence_runtime import measure_replica_sync
-
-    names = ("ids", "embeddings", "gradients")
-    mats = [cmp[p].traffic.get(n).matrix for p in PLANS for n in names]
-    timings = measure_all_to_alls(mats, backend="gloo")
-    sync = measure_replica_sync([(t.dim, pl) for t, pl in zip(tables, cmp["flexshard"].placements)])
-    cores = os.cpu_count() or 1
-    print(f"MEASURED on {num_devices} local gloo processes ({cores} cores"
-          + (": the processes share them, so times include contention" if num_devices > cores else "")
-          + "; the hosts are a label, no slow link)")
+    timed = measure_plans_comm([(cmp[p].traffic, [(t.dim, pl) for t, pl in zip(tables, cmp[p].placements)])
+                                for p in PLANS])
+    print(measurement_note(num_devices))
     out = {}
-    for k, name in enumerate(PLANS):
-        ms = sum(timings[3 * k + j].ms for j in range(3)) + (sync.ms if name == "flexshard" else 0.0)
-        out[name] = ms
-        extra = f" (+ replica all-reduce {sync.ms:.1f} ms)" if name == "flexshard" else ""
-        print(f"{name:15s} all-to-alls {ms - (sync.ms if name == 'flexshard' else 0.0):8.1f} ms{extra}")
+    for name, m in zip(PLANS, timed):
+        out[name] = m.total_ms
+        sync = m.ms["replica_sync"]
+        extra = f" (+ replica all-reduce {sync:.1f} ms)" if sync else ""
+        print(f"{name:15s} all-to-alls {m.total_ms - sync:8.1f} ms{extra}")
     print(f"measured: flexshard {out['row_wise'] / out['flexshard']:.2f}x lower than row_wise")
     return out

@@ -90,11 +90,6 @@ class AnalyticalCostModel:
         out[:, 1] = task.batch_size * (pooling + outputs) * dims * task.precision.bytes
         return out
 
-    @staticmethod
-    def shard_bytes(task: Task, shard: ShardRef) -> float:
-        """Bytes a shard's kernels move per step (``shard_terms``)."""
-        return float(AnalyticalCostModel.shard_terms(task, [shard])[0, 1])
-
     def compute_ms(self, shards: Any, lookups: Any, nbytes: Any) -> tuple[np.ndarray, np.ndarray]:
         """Forward and backward ms of devices holding ``shards`` shards that make ``lookups`` lookups moving
         ``nbytes`` bytes (arrays of one shape; a device with no shard costs 0). The one place of the
@@ -161,15 +156,17 @@ class AnalyticalCostModel:
             out[i] = (len(r.tables), terms[:, 0].sum(), terms[:, 1].sum())
         return out
 
-    def fit_from_dataset(self, dataset: Any, records: Sequence[Any] | None = None) -> AnalyticalCostModel:
+    def fit_from_dataset(self, dataset: Any, records: Sequence[Any] | None = None,
+                         terms: np.ndarray | None = None) -> AnalyticalCostModel:
         """``fit`` on profiled records (``autoshard.hardware.profiler.CostDataset``; default: all of them),
-        and take the dataset's measured alpha-beta comm model when it has one."""
+        and take the dataset's measured alpha-beta comm model when it has one. ``terms``: the records'
+        ``record_terms`` when the caller has them already."""
         from autoshard.errors import AutoshardError
 
         records = list(dataset.records if records is None else records)
         if len(records) < 2:
             raise AutoshardError("fitting the analytical model needs at least 2 profiled records")
-        terms = self.record_terms(dataset, records)
+        terms = self.record_terms(dataset, records) if terms is None else terms
         fitted = self.fit(terms[:, 0], terms[:, 1], terms[:, 2], np.array([r.fwd_ms for r in records]),
                           np.array([r.bwd_ms for r in records]))
         return fitted if dataset.comm is None else replace(fitted, comm=dataset.comm)

@@ -83,7 +83,16 @@ from autoshard.topology import Topology
 DEFAULT_QUANTA = 64
 DEFAULT_WINDOW = 8
 _EPS = 1e-9
-"""Slack of the floors of memory bounds against rounding (far below a row)."""
+"""Slack of the floors of memory bounds in rows against rounding (far below a row)."""
+MEMORY_RTOL = 1e-12
+"""Float round-off a device's bytes may exceed the budget by, relative (``memory_bytes / row`` of a budget
+that is an exact multiple of the row comes out a hair below it); the one tolerance of every fit check here,
+so the planner never places what the checks then call over budget."""
+
+
+def within_budget(peak_bytes: float, budget_bytes: float) -> bool:
+    """Whether a fullest device of ``peak_bytes`` fits ``budget_bytes`` (up to ``MEMORY_RTOL``)."""
+    return peak_bytes <= budget_bytes * (1 + MEMORY_RTOL)
 
 
 @dataclass(frozen=True)
@@ -156,7 +165,7 @@ def _search(table: SequenceTable, topology: Topology, num_devices: int, batch_pe
     hosts = topology.hosts
     loc = topology.local_size(d)
     row = float(table.dim * ELEM_BYTES)
-    budget = math.floor(memory_bytes / row + 1e-9)
+    budget = math.floor(memory_bytes / row * (1 + MEMORY_RTOL))
     if -(-n // d) > budget:
         raise InfeasibleError(f"table {table.name}: {memory_bytes:.4g} bytes per device cannot hold even its "
                               f"row_wise share ({-(-n // d)} rows of {row:.0f} bytes)")
@@ -314,7 +323,7 @@ class FlexShardPlanner:
             zero = tuple(TierChoice(0, 0, objective_ms(t, topo, d, b, 0, 0), base[i])
                          for i, t in enumerate(tables))
             plan, traffic = FlexShardPlan(tables, rw, zero, self.memory, topo, b), rw_traffic
-        if traffic.peak_memory_bytes > self.memory * (1 + 1e-12):
+        if not within_budget(traffic.peak_memory_bytes, self.memory):
             raise AutoshardError(f"flexshard: internal error, a device holds {traffic.peak_memory_bytes:.6g} "
                                  f"bytes over the budget {self.memory:.6g}")
         return plan
@@ -369,10 +378,11 @@ def compare_at_same_memory(tables: Sequence[SequenceTable], topology: Topology, 
     out: dict[str, PlanComparison] = {}
     for name, placements in baseline_placements(tables, num_devices, topology.hosts).items():
         tr = sequence_traffic(list(zip(tables, placements)), topology, batch_per_rank)
-        out[name] = PlanComparison(name, placements, tr, tr.peak_memory_bytes <= device_memory_bytes)
+        fits = within_budget(tr.peak_memory_bytes, device_memory_bytes)
+        out[name] = PlanComparison(name, placements, tr, fits)
     planner = FlexShardPlanner(topology, num_devices, batch_per_rank, device_memory_bytes, quanta, window)
     plan = planner.plan(tables)
     tr = plan.traffic()
     out["flexshard"] = PlanComparison("flexshard", plan.placements, tr,
-                                      tr.peak_memory_bytes <= device_memory_bytes)
+                                      within_budget(tr.peak_memory_bytes, device_memory_bytes))
     return out

@@ -87,13 +87,13 @@ def mean_model(model: CostModel | None) -> CostModel:
     return resolved.base if isinstance(resolved, RiskPricedModel) else resolved
 
 
-def plan_spread_ms(model: CostModel, task: Task, plan: Plan) -> float:
+def plan_spread_ms(model: CostModel, task: Task, plan: Plan, mean_ms: float | None = None) -> float:
     """The model's spread of ``plan``'s step: the step priced at mean + 1 x spread minus the step at the mean
-    (0 for a model without spread)."""
+    (``mean_ms`` if already priced; 0 for a model without spread)."""
     if not offers_spread(model):
         return 0.0
-    return max(plan_cost(risk_priced(model, 1.0), task, plan).plan_ms - plan_cost(model, task, plan).plan_ms,
-               0.0)
+    mean_ms = plan_cost(model, task, plan).plan_ms if mean_ms is None else mean_ms
+    return max(plan_cost(risk_priced(model, 1.0), task, plan).plan_ms - mean_ms, 0.0)
 
 
 def _leximax(cost: Any) -> tuple[float, ...]:
@@ -109,15 +109,17 @@ def guard_plan(task: Task, plan: Plan, heuristics: dict[str, Plan], model: CostM
     """``plan`` or the cheapest heuristic plan (by ``model``'s mean), by the rule of the module docstring."""
     if not heuristics:
         return plan, None
-    keys = {name: _leximax(plan_cost(model, task, p)) for name, p in heuristics.items()}
+    costs = {name: plan_cost(model, task, p) for name, p in heuristics.items()}
+    keys = {name: _leximax(c) for name, c in costs.items()}
     best = min(keys, key=lambda n: (keys[n], n))
-    mine_key = _leximax(plan_cost(model, task, plan))
-    mine, best_ms = mine_key[0], keys[best][0]
-    priced = {best: best_ms}
-    margin = k * math.hypot(plan_spread_ms(model, task, plan), plan_spread_ms(model, task, heuristics[best]))
+    own = plan_cost(model, task, plan)
+    mine_key = _leximax(own)
+    mine, best_ms = own.plan_ms, costs[best].plan_ms
+    margin = k * math.hypot(plan_spread_ms(model, task, plan, mine),
+                            plan_spread_ms(model, task, heuristics[best], best_ms))
     # strictly cheaper by more than the margin; with no margin, a tie on the step goes to the better-balanced
-    keep = mine + margin < best_ms or (margin == 0 and mine_key < keys[best])
-    decision = GuardDecision(plan.algorithm, mine, best, priced[best], margin, keep)
+    keep = mine_key[0] + margin < keys[best][0] or (margin == 0 and mine_key < keys[best])
+    decision = GuardDecision(plan.algorithm, mine, best, best_ms, margin, keep)
     if keep:
         return plan, decision
     return replace(heuristics[best], algorithm=plan.algorithm), decision

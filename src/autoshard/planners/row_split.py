@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 from autoshard.errors import InfeasibleError
 from autoshard.plan import Plan, ShardingType, TablePlacement
-from autoshard.shards import Shard
+from autoshard.shards import Shard, even_row_bounds
 from autoshard.tasks import Task
 
 PIECE_FILL = 0.5
@@ -87,8 +87,7 @@ def split_oversize(task: Task) -> RowPieces | None:
         # at least one piece a device, cut at TorchRec's row blocks (ceil(rows / k)): when the planner puts
         # the D pieces on D distinct ranks, the merged plan is exactly TorchRec's row_wise and exports
         k = min(max(pieces_needed(task, need), task.num_devices), t.rows)
-        block = -(-t.rows // k)
-        bounds = sorted({min(i * block, t.rows) for i in range(k + 1)})  # no empty pieces
+        bounds = even_row_bounds(t.rows, k)  # no empty pieces
         for i in range(len(bounds) - 1):
             name = f"{t.name}@rows{bounds[i]}-{bounds[i + 1]}"
             share = (bounds[i + 1] - bounds[i]) / t.rows

@@ -37,7 +37,7 @@ from autoshard.costs.sequence_traffic import (
 )
 from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.io import ARTEFACT_VERSION, parse_bytes, read_json, write_json
-from autoshard.planners.flexshard import FlexShardPlanner, baseline_placements
+from autoshard.planners.flexshard import FlexShardPlanner, baseline_placements, within_budget
 from autoshard.tables.sequence import SequenceTable
 from autoshard.topology import Topology, parse_devices
 
@@ -309,7 +309,7 @@ def plan_sequence(tables: Sequence[SequenceTable], algorithm: str, topology: Top
                         tuple(placements), topology, num_devices, float(device_memory_bytes),
                         float(batch_per_rank), time.perf_counter() - t0)
     peak = plan.traffic(tables).peak_memory_bytes
-    if peak > device_memory_bytes * (1 + 1e-12):
+    if not within_budget(peak, device_memory_bytes):
         raise InfeasibleError(f"{algorithm}: its fullest device needs {peak / 1e9:.4g} GB, over the "
                               f"{device_memory_bytes / 1e9:.4g} GB budget; give --memory "
                               f"{math.ceil(peak / 1e6)}MB or plan with row_wise or flexshard")

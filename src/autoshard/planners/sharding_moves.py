@@ -30,7 +30,7 @@ import numpy as np
 from autoshard.costs.base import CostModel, plan_cost
 from autoshard.plan import Plan, ShardingType, TablePlacement
 from autoshard.planners.row_split import is_piece
-from autoshard.shards import ShardRef, row_shards
+from autoshard.shards import ShardRef, even_row_bounds, row_shards
 from autoshard.tables.lookups import lookup_balanced_bounds
 from autoshard.tables.table import Table
 from autoshard.tasks import Task
@@ -49,10 +49,8 @@ def _fits(task: Task, plan: Plan) -> bool:
 
 def torchrec_row_wise(table: str, rows: int, dim: int, num_devices: int) -> TablePlacement:
     """Row shards over every rank in TorchRec's even blocks of ceil(rows / D) rows (what its kernels run)."""
-    block = -(-rows // num_devices)
-    counts = [max(0, min(block, rows - r * block)) for r in range(num_devices)]
-    ranks = [r for r, n in enumerate(counts) if n > 0]
-    return TablePlacement(table, ShardingType.ROW_WISE, row_shards(ranks, [n for n in counts if n > 0], dim))
+    counts = [b - a for a, b in itertools.pairwise(even_row_bounds(rows, num_devices))]
+    return TablePlacement(table, ShardingType.ROW_WISE, row_shards(range(len(counts)), counts, dim))
 
 
 def lookup_balanced_row_wise(table: Table, num_devices: int) -> TablePlacement | None:
@@ -84,22 +82,20 @@ def improve(task: Task, plan: Plan, model: CostModel, tries: int = 8, min_gain: 
         if is_piece(task, t.name) or plan.placement(t.name).sharding_type is not ShardingType.TABLE_WISE:
             continue
         tried += 1
-        options = [TablePlacement.data_parallel(t.name, range(task.num_devices), t.dim)]
+        options = [("data_parallel", TablePlacement.data_parallel(t.name, range(task.num_devices), t.dim))]
         if t.rows >= task.num_devices:
-            options.append(torchrec_row_wise(t.name, t.rows, t.dim, task.num_devices))
-            if uneven_rows:
-                balanced = lookup_balanced_row_wise(t, task.num_devices)
-                options += [balanced] if balanced is not None else []
+            options.append(("row_wise", torchrec_row_wise(t.name, t.rows, t.dim, task.num_devices)))
+            balanced = lookup_balanced_row_wise(t, task.num_devices) if uneven_rows else None
+            if balanced is not None:
+                options.append(("row_wise (lookup-balanced)", balanced))
         best = None
-        for placement in options:
+        for label, placement in options:
             candidate = _with(plan, placement)
             if not _fits(task, candidate):
                 continue
             c = plan_cost(model, task, candidate).plan_ms
             if c < cost * (1 - min_gain) and (best is None or c < best[0]):
-                even = placement.sharding_type is not ShardingType.ROW_WISE or placement.shards == \
-                    torchrec_row_wise(t.name, t.rows, t.dim, task.num_devices).shards
-                best = (c, candidate, placement.sharding_type.value + ("" if even else " (lookup-balanced)"))
+                best = (c, candidate, label)
         if best is not None:
             changes.append(f"{t.name} -> {best[2]} ({cost:.3f} -> {best[0]:.3f} ms)")
             cost, plan = best[0], best[1]

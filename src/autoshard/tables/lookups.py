@@ -17,6 +17,7 @@ import threading
 import numpy as np
 
 from autoshard.errors import AutoshardError
+from autoshard.shards import even_row_bounds
 from autoshard.tables.lookup_batch import Lookups
 from autoshard.tables.published import PUBLISHED_BATCH_SIZE
 from autoshard.tables.table import NUM_ACCESS_BINS, LookupKind, LookupSpec, Table
@@ -240,12 +241,11 @@ def lookup_balanced_bounds(table: Table, parts: int) -> list[int]:
     balance a skewed table's kernel work instead of its rows (TorchRec cuts even rows). A table without a
     lookup distribution, or with fewer rows than parts, gets even blocks."""
     parts = max(1, min(int(parts), table.rows))
-    even = [min(i * -(-table.rows // parts), table.rows) for i in range(parts + 1)]
     if table.lookups is None or parts == 1:
-        return even
+        return even_row_bounds(table.rows, parts)
     ids = _sorted_sample(table)
     if len(ids) == 0:
-        return even
+        return even_row_bounds(table.rows, parts)
     bounds = [0]
     for r in range(1, parts):
         cut = int(ids[min(len(ids) - 1, (r * len(ids)) // parts)])

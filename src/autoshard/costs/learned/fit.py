@@ -17,7 +17,7 @@ import numpy as np
 from autoshard.costs.analytical import AnalyticalCostModel
 from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.learned.checkpoint import FALLBACK_KEYS, FALLBACK_OPTIONAL_KEYS
-from autoshard.costs.learned.support import Support, device_stats
+from autoshard.costs.learned.support import STATS, Support, device_stats
 from autoshard.shards import ShardRef
 from autoshard.tasks import Task
 
@@ -126,8 +126,9 @@ def _assemble(build: Callable[..., Any], dataset: Any, results: Sequence[Any], r
         batches.append(int(r.batch_size))
         precisions.append(prec.value)
     support = Support.from_devices(np.array(stats), batches, precisions)
-    fallback = AnalyticalCostModel().fit_from_dataset(dataset, records)
-    terms = AnalyticalCostModel.record_terms(dataset, records)
+    # the records' shards, lookups and bytes (record_terms) are in their support statistics already
+    terms = np.array(stats)[:, [STATS.index(k) for k in ("count", "lookups", "nbytes")]]
+    fallback = AnalyticalCostModel().fit_from_dataset(dataset, records, terms)
     predicted = np.add(*fallback.compute_ms(terms[:, 0], terms[:, 1], terms[:, 2]))
     measured = np.array([float(r.fwd_ms) + float(r.bwd_ms) for r in records])
     ratio = np.log(np.maximum(np.array(measured), 1e-9) / np.maximum(predicted, 1e-9))
