@@ -95,3 +95,24 @@ def test_a_skewed_tables_hot_row_range_costs_more_than_a_cold_one_of_the_same_si
     cold = measure_shard(task, [ShardRef(0, 64, 3 * quarter, table.rows)], settings)
     assert hot.rows == cold.rows == (quarter,)
     assert hot.fwd_ms + hot.bwd_ms > 1.5 * (cold.fwd_ms + cold.bwd_ms)
+
+
+def test_time_budget_cuts_the_steps_of_a_slow_shard_but_never_below_three() -> None:
+    task, shards = _task(), [ShardRef(0, 16)]
+    full = MeasureSettings(warmup=2, repeats=8, max_cv=10.0, max_tries=1, flush_cache=False, num_batches=2)
+    assert len(measure_shard(task, shards, full).fwd_runs_ms) == 8
+    tight = MeasureSettings(warmup=2, repeats=8, max_cv=10.0, max_tries=1, flush_cache=False, num_batches=2,
+                            time_budget_ms=1e-6)  # every step is "slow" against this budget
+    t = measure_shard(task, shards, tight)
+    assert len(t.fwd_runs_ms) == len(t.bwd_runs_ms) == 3 and t.fwd_ms > 0
+    roomy = MeasureSettings(warmup=2, repeats=8, max_cv=10.0, max_tries=1, flush_cache=False, num_batches=2,
+                            time_budget_ms=1e9)
+    assert len(measure_shard(task, shards, roomy).fwd_runs_ms) == 8
+
+
+def test_time_budget_is_recorded_only_when_set() -> None:
+    assert "time_budget_ms" not in MeasureSettings().to_json()  # profiles made before the option still match
+    s = MeasureSettings(time_budget_ms=2000.0)
+    assert s.to_json()["time_budget_ms"] == 2000.0 and MeasureSettings.from_json(s.to_json()) == s
+    with pytest.raises(AutoshardError, match="time_budget_ms"):
+        MeasureSettings(time_budget_ms=-1.0)

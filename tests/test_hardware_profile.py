@@ -157,3 +157,29 @@ def test_load_dataset_rejects_a_corrupt_middle_line(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(AutoshardError, match="not a profile directory"):
         load_dataset(tmp_path / "empty")
+
+
+def test_pack_merges_ranks_byte_stably_and_profiling_resumes_beside_it(tmp_path: Path, capsys) -> None:
+    tables = _pool(tmp_path / "tables.json")
+    costs = tmp_path / "costs"
+    for rank in (0, 1):
+        assert main(["profile", "--tables", str(tables), "--samples", "4", "-o", str(costs),
+                     "--rank", str(rank), "--world-size", "2", *FAST]) == 0
+    before = load_dataset(costs).records
+    assert main(["profile-pack", str(costs)]) == 0
+    assert "packed 4 records" in capsys.readouterr().out
+    assert not list(costs.glob("shards-*.jsonl")) and (costs / "shards-packed.jsonl.gz").is_file()
+    assert load_dataset(costs).records == before
+    packed = (costs / "shards-packed.jsonl.gz").read_bytes()
+    assert main(["profile-pack", str(costs)]) == 0
+    assert (costs / "shards-packed.jsonl.gz").read_bytes() == packed  # no time stamp: commit-stable
+    # a later sitting grows the profile: only the new samples are measured, beside the packed file
+    assert main(["profile", "--tables", str(tables), "--samples", "6", "-o", str(costs), *FAST]) == 0
+    assert sorted(_ids_of(costs / "shards-rank0.jsonl")) == ["0-4", "0-5"]
+    assert [r.sample_id for r in load_dataset(costs).records] == [f"0-{i}" for i in range(6)]
+
+
+def test_pack_refuses_a_directory_that_is_not_a_profile(tmp_path: Path, capsys) -> None:
+    assert main(["profile-pack", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "not a profile directory" in err and "\n" not in err

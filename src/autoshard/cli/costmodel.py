@@ -76,9 +76,11 @@ def load_data(path: str) -> Any:
     d = Path(path)
     if not d.is_dir():
         raise AutoshardError(f"{d}: no such dataset directory; create one with 'autoshard profile -o {d}'")
-    if not any(d.glob("shards-*.jsonl")):
-        raise AutoshardError(f"{d}: no shards-*.jsonl records; run 'autoshard profile -o {d}' first")
-    from autoshard.hardware.profiler import load_dataset
+    from autoshard.hardware.profiler import load_dataset, record_files
+
+    if not record_files(d):
+        raise AutoshardError(f"{d}: no shards-*.jsonl or packed records; "
+                             f"run 'autoshard profile -o {d}' first")
 
     return load_dataset(str(d))
 

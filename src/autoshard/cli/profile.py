@@ -19,6 +19,9 @@ def _add_measure_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--warmup", type=int, default=3, help="untimed steps first (default 3)")
     g.add_argument("--repeats", type=positive_int, default=10,
                    help="timed steps; the median is kept (default 10)")
+    g.add_argument("--time-budget-ms", type=float, default=0.0,
+                   help="timed ms a measurement aims for: slow steps are warmed up and repeated fewer "
+                        "times (at least 3); 0 (default) always runs --warmup and --repeats steps")
     g.add_argument("--rows-cap", type=positive_int, default=1_000_000,
                    help="most rows a table keeps for timing; lookups are folded mod it (default 1000000)")
     g.add_argument("--max-shard-bytes", default="2GiB",
@@ -42,7 +45,8 @@ def _settings(args: argparse.Namespace) -> Any:
                            repeats=args.repeats, rows_cap=args.rows_cap,
                            max_shard_bytes=parse_bytes(args.max_shard_bytes), device=args.device,
                            backend=args.backend, max_cv=args.max_cv, max_tries=args.max_tries,
-                           flush_cache=not args.no_flush, statistic=args.statistic)
+                           flush_cache=not args.no_flush, statistic=args.statistic,
+                           time_budget_ms=args.time_budget_ms)
 
 
 def _env_int(name: str, default: int) -> int:
@@ -103,6 +107,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="processes sharing the work ($WORLD_SIZE or 1)")
     _add_measure_args(p)
     p.set_defaults(func=run_profile)
+
+    k = sub.add_parser("profile-pack", help="pack a profile's records into one compressed, stable file",
+                       description="Merge every record of a profile directory into "
+                                   "shards-packed.jsonl.gz (sample order, gzip, no time stamp), delete its "
+                                   "shards-rank*.jsonl files, so the profile can be committed; a later "
+                                   "'autoshard profile' run in it resumes beside the packed file. Not while "
+                                   "a profiler is writing to the directory.")
+    k.add_argument("directory", help="profile directory (autoshard profile -o DIR)")
+    k.set_defaults(func=run_profile_pack)
 
     c = sub.add_parser("profile-comm", help="measure the all-to-all and fit the comm model (resumable)",
                        description="Time forward/backward all-to-all of pooled embeddings over D "
@@ -238,6 +251,20 @@ def run_profile(args: argparse.Namespace) -> int:
     finally:
         bar.close()
     print(f"done: {mine} samples of rank {rank} in {args.output}", file=sys.stderr)
+    return 0
+
+
+def run_profile_pack(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from autoshard.hardware.profiler import MANIFEST_FILE, PACKED_FILE, pack_records
+
+    d = Path(args.directory)
+    if not (d / MANIFEST_FILE).is_file():
+        raise AutoshardError(f"{d}: not a profile directory (no {MANIFEST_FILE}); "
+                             "pass the -o directory of 'autoshard profile'")
+    count, removed = pack_records(d)
+    print(f"packed {count} records into {d / PACKED_FILE}; removed {removed} rank file(s)")
     return 0
 
 

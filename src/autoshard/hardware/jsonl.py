@@ -1,5 +1,5 @@
 """Append-only JSON-lines files: one record a line, each append flushed and fsynced,
-a torn last line tolerated.
+a torn last line tolerated; and packed (gzip) JSON-lines files, written whole and atomically.
 
 A crash or Ctrl-C while a line is being written leaves at most that one line incomplete. Readers skip it;
 ``repair_tail`` cuts it off before a writer appends again, so the next record starts on a fresh line.
@@ -7,6 +7,7 @@ A crash or Ctrl-C while a line is being written leaves at most that one line inc
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import os
@@ -47,7 +48,11 @@ def repair_tail(path: str | os.PathLike[str]) -> bool:
 def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """All records of ``path``; an unparsable LAST line (torn write) is skipped, one elsewhere is an error."""
     p = Path(path)
-    lines = p.read_text(encoding="utf-8").split("\n")
+    if p.suffix == ".gz":
+        with gzip.open(p, "rt", encoding="utf-8") as f:
+            lines = f.read().split("\n")
+    else:
+        lines = p.read_text(encoding="utf-8").split("\n")
     out: list[dict[str, Any]] = []
     for i, line in enumerate(lines):
         if not line.strip():
@@ -64,3 +69,17 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
             raise AutoshardError(f"{p}:{i + 1}: expected a JSON object per line; delete that line")
         out.append(obj)
     return out
+
+
+def write_jsonl_gz(path: str | os.PathLike[str], objs: list[dict[str, Any]]) -> None:
+    """Write ``objs`` as a gzip JSON-lines file atomically (temporary file, fsync, rename). The gzip header
+    carries no time stamp, so the same records give the same bytes (a stable file under version control)."""
+    p = Path(path)
+    tmp = p.with_name(p.name + ".tmp")
+    with open(tmp, "wb") as raw:
+        with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as gz:
+            for obj in objs:
+                gz.write((json.dumps(obj, allow_nan=False, separators=(",", ":")) + "\n").encode("utf-8"))
+        raw.flush()
+        os.fsync(raw.fileno())
+    os.replace(tmp, p)

@@ -17,6 +17,11 @@ distinct seeded lookup batches; forward and backward are timed separately and th
 each (training runs the dense layers in between, which evict the embedding rows). Reported: the median and
 the coefficient of variation (std / mean). A measurement whose CV is above ``max_cv`` is repeated, up to
 ``max_tries`` times, and the least noisy try is kept (``ShardTiming.tries`` says how many were made).
+With a ``time_budget_ms``, slow steps get fewer steps: warm-up stops once it has spent half the budget (after
+at least one step) and a try times ``ceil(budget / last warm-up step)`` steps, at least
+``MIN_BUDGET_REPEATS`` and at most ``repeats``. A step of seconds is repeated 3 times rather than 10 (its run
+to run spread is a few percent; the full protocol made the broad profile's largest samples take 30-90 s each),
+while steps below budget / repeats keep the full protocol.
 
 Backend (``settings.backend``): ``fbgemm`` times the TBE above; ``torch`` times
 ``autoshard.hardware.torch_backend.FusedEmbeddingBags``, the same fused op (same inputs, outputs and optimizer
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -47,6 +53,9 @@ log = logging.getLogger(__name__)
 CPU_FLUSH_BYTES = 64 * 2**20
 """Bytes written to evict the CPU caches between runs: twice this machine's 32 MiB L3 (AMD EPYC, from
 /sys/devices/system/cpu/cpu0/cache/index3/size); server CPUs with a larger L3 can raise it via settings."""
+
+MIN_BUDGET_REPEATS = 3
+"""Fewest timed steps a try makes under a ``time_budget_ms`` (a median of 3 still drops one outlier)."""
 
 GPU_FLUSH_MIN_BYTES = 256 * 2**20
 """Lower bound of the GPU L2 flush buffer; the buffer is max(this, 4 x L2 size) (H100 L2 = 50 MB)."""
@@ -131,6 +140,9 @@ class MeasureSettings:
     """Size of the CPU flush buffer."""
     backend: KernelBackend = KernelBackend.FBGEMM
     """fbgemm (the TBE) or torch (torch_backend, no fbgemm_gpu needed); settings JSON without it is fbgemm."""
+    time_budget_ms: float = 0.0
+    """Timed milliseconds a try aims for: slow steps are warmed up and repeated fewer times (module
+    docstring); 0 (default) runs ``warmup`` and ``repeats`` steps whatever they cost."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "optimizer", _enum(Optimizer, self.optimizer, "optimizer"))
@@ -145,9 +157,13 @@ class MeasureSettings:
             raise AutoshardError(f"measure setting warmup={self.warmup} must be >= 0")
         if not self.max_cv > 0:
             raise AutoshardError(f"measure setting max_cv={self.max_cv} must be positive")
+        if not self.time_budget_ms >= 0:
+            raise AutoshardError(f"measure setting time_budget_ms={self.time_budget_ms} must be >= 0")
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
+        if not self.time_budget_ms:  # off: the settings JSON of profiles made before the option
+            del d["time_budget_ms"]
         d["optimizer"] = self.optimizer.value
         d["device"] = self.device.value
         d["statistic"] = self.statistic.value
@@ -376,13 +392,21 @@ def measure_shard(task: Task, shards: Sequence[ShardRef],
             _, b = timer.time_ms(lambda: out.backward(grad))
             return f, b
 
+        budget = settings.time_budget_ms
+        last = spent = 0.0
         for k in range(settings.warmup):
-            step(k)
+            last = sum(step(k))
+            spent += last
+            if budget and spent >= budget / 2:
+                break
+        repeats = settings.repeats
+        if budget and last > 0:
+            repeats = max(MIN_BUDGET_REPEATS, min(settings.repeats, math.ceil(budget / last)))
         best: tuple[float, np.ndarray, np.ndarray] | None = None
         tries = 0
         while tries < settings.max_tries:
             tries += 1
-            runs = np.array([step(k) for k in range(settings.repeats)])
+            runs = np.array([step(k) for k in range(repeats)])
             fwd, bwd = runs[:, 0], runs[:, 1]
             noise = max(_cv(fwd), _cv(bwd))
             if best is None or noise < best[0]:

@@ -15,9 +15,9 @@ from autoshard.hardware.comm import COMM_MODEL_FILE
 from autoshard.hardware.jsonl import read_jsonl
 from autoshard.hardware.profile_records import (
     MANIFEST_FILE,
-    SHARDS_GLOB,
     TABLES_FILE,
     CostRecord,
+    record_files,
     sample_index,
 )
 from autoshard.io import read_json
@@ -80,7 +80,7 @@ def load_dataset(path: str | Path) -> CostDataset:
     names = set(pool.by_name()) if pool is not None else set()
     seen: dict[str, CostRecord] = {}
     own: dict[str, Table] = {}
-    for p in sorted(d.glob(SHARDS_GLOB)):
+    for p in record_files(d):
         for raw in read_jsonl(p):
             rec = CostRecord.from_json(raw)
             if rec.sample_id in seen:

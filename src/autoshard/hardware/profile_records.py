@@ -1,6 +1,11 @@
 """The profiling dataset's record format: one measured sample (:class:`CostRecord`) a JSON line, in
-``shards-rank<R>.jsonl`` (rank R appends its own file; ``hardware.profiler`` writes them), and the sample ids
-that name records (``sample_id``: '<seed>-<index>')."""
+``shards-rank<R>.jsonl`` (rank R appends its own file; ``hardware.profiler`` writes them) and, once packed
+(``pack_records``), in ``shards-packed.jsonl.gz``; and the sample ids that name records (``sample_id``:
+'<seed>-<index>').
+
+Packing exists so a profile can be kept under version control and grown over several sittings: the packed
+file is compressed (about a fifth of the plain lines), byte-stable, and a later ``autoshard profile`` run
+in the same directory appends new samples to plain rank files beside it, skipping every sample it holds."""
 
 from __future__ import annotations
 
@@ -10,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from autoshard.errors import AutoshardError
-from autoshard.hardware.jsonl import read_jsonl
+from autoshard.hardware.jsonl import read_jsonl, write_jsonl_gz
 from autoshard.tables.table import Table
 
 TABLES_FILE = "tables.json"
 MANIFEST_FILE = "profile.json"
 SHARDS_GLOB = "shards-*.jsonl"
+PACKED_FILE = "shards-packed.jsonl.gz"
 
 
 @dataclass(frozen=True)
@@ -99,9 +105,36 @@ def shard_file(out_dir: str | Path, rank: int) -> Path:
     return Path(out_dir) / f"shards-rank{rank}.jsonl"
 
 
+def record_files(out_dir: str | Path) -> list[Path]:
+    """The files holding a profile directory's records: the packed file first, then the rank files."""
+    d = Path(out_dir)
+    packed = d / PACKED_FILE
+    return ([packed] if packed.is_file() else []) + sorted(d.glob(SHARDS_GLOB))
+
+
 def done_sample_ids(out_dir: str | Path) -> set[str]:
     """Sample ids already recorded by any rank in ``out_dir``."""
     done: set[str] = set()
-    for p in sorted(Path(out_dir).glob(SHARDS_GLOB)):
+    for p in record_files(out_dir):
         done.update(str(d.get("sample_id")) for d in read_jsonl(p))
     return done
+
+
+def pack_records(out_dir: str | Path) -> tuple[int, int]:
+    """Merge every record of ``out_dir`` (packed file and rank files) into the packed file, in sample
+    order, then delete the rank files; returns (records packed, rank files removed). A sample recorded
+    twice keeps its first record, as ``load_dataset`` does. Not while a profiler writes to the directory:
+    its rank file would be removed under it."""
+    files = record_files(out_dir)
+    if not files:
+        raise AutoshardError(f"{out_dir}: no records to pack; run 'autoshard profile -o {out_dir}' first")
+    seen: dict[str, dict[str, Any]] = {}
+    for p in files:
+        for raw in read_jsonl(p):
+            seen.setdefault(str(raw.get("sample_id")), raw)
+    records = sorted(seen.values(), key=lambda r: sample_index(str(r.get("sample_id"))))
+    write_jsonl_gz(Path(out_dir) / PACKED_FILE, records)  # complete and renamed before anything is deleted
+    plain = [p for p in files if p.name != PACKED_FILE]
+    for p in plain:
+        p.unlink()
+    return len(records), len(plain)

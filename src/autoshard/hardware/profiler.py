@@ -7,6 +7,8 @@ Directory layout (``-o costs/``):
   design; the ``broad`` design has none: every record carries its own tables, ``CostRecord.table_specs``);
 - ``profile.json``: the settings every record was measured with; a re-run with other settings is refused;
 - ``shards-rank<R>.jsonl``: one :class:`CostRecord` per line, appended with flush + fsync by rank R;
+- ``shards-packed.jsonl.gz``: records packed by ``autoshard profile-pack`` (``pack_records``), to keep a
+  profile under version control and grow it over several sittings;
 - ``comm.jsonl`` and ``comm_model.json``: written by ``autoshard profile-comm`` (see ``hardware.comm``).
 
 Two designs say what sample ``i`` is, either a deterministic function of ``(seed, i)``: ``pool`` (tables
@@ -54,10 +56,13 @@ from autoshard.hardware.profile_design import (
 )
 from autoshard.hardware.profile_records import (
     MANIFEST_FILE,
+    PACKED_FILE,
     SHARDS_GLOB,
     TABLES_FILE,
     CostRecord,
     done_sample_ids,
+    pack_records,
+    record_files,
     sample_id,
     shard_file,
 )
@@ -67,10 +72,12 @@ from autoshard.tables.table import Precision, TablePool
 from autoshard.tasks import DEFAULT_BATCH_SIZE, Task
 
 __all__ = [  # the loop's own names, and (from the modules it was split into) those importers use here
-    "DEFAULT_COLUMN_SHARE", "DEFAULT_MAX_TABLES", "DEVICE_AXES", "MANIFEST_FILE", "SHARDS_GLOB",
+    "DEFAULT_COLUMN_SHARE", "DEFAULT_MAX_TABLES", "DEVICE_AXES", "MANIFEST_FILE", "PACKED_FILE",
+    "SHARDS_GLOB",
     "STRATUM_STARTS", "TABLES_FILE", "TABLE_AXES", "UNBOUNDED_MEMORY", "BroadDesign", "BroadSample",
     "CostDataset", "CostRecord", "ProfileConfig", "broad_sample", "check_rank", "done_sample_ids",
-    "load_dataset", "pending_samples", "prepare_dir", "profile", "sample_id", "sample_shards", "shard_file",
+    "load_dataset", "pack_records", "pending_samples", "prepare_dir", "profile", "record_files", "sample_id",
+    "sample_shards", "shard_file",
     "tables_strata",
 ]
 

@@ -13,7 +13,7 @@ from autoshard.hardware.comm import (
     load_comm_records,
     profile_comm,
 )
-from autoshard.hardware.profiler import ProfileConfig, pending_samples, profile
+from autoshard.hardware.profiler import ProfileConfig, pending_samples, profile, record_files
 from autoshard.io import read_json
 from autoshard.pipeline.cache import file_key
 from autoshard.pipeline.context import Context
@@ -71,7 +71,7 @@ def stage_profile(ctx: Context, k_split: str) -> str:
         if not resume and _profiled_otherwise(costs, train_pool, config):
             # Records made with other settings or tables: start the dataset over (comm stays). Records of the
             # same settings are kept, so changing only the number of samples continues the dataset.
-            for old in [*costs.glob("shards-*.jsonl"), costs / "tables.json", costs / "profile.json"]:
+            for old in [*record_files(costs), costs / "tables.json", costs / "profile.json"]:
                 old.unlink(missing_ok=True)
         total = t.profile_samples
         start = total - len(pending_samples(costs, config)) if (costs / "profile.json").is_file() else 0
