@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 OUT ?= out
 
-.PHONY: install quickstart demo lint test test-fast clean
+.PHONY: install quickstart demo lint test test-fast clean profile-broad
 
 install: $(VENV)/.installed
 
@@ -20,6 +20,15 @@ $(VENV)/.installed: pyproject.toml
 # The whole learned pipeline on this machine, every stage cached in $(OUT)/quickstart (re-run to continue).
 quickstart: install
 	$(VENV)/bin/autoshard quickstart -o $(OUT)/quickstart
+
+# Grow the committed broad profile (the shipped cost model's training data; see src/autoshard/data/DEFAULTS.md)
+# towards $(PROFILE_SAMPLES) samples, then pack it for committing. Resumable: stop it any time (then run
+# `autoshard profile-pack profiles/broad-seed0`); the next run measures only the samples not there yet.
+PROFILE_SAMPLES ?= 3200
+profile-broad: install
+	$(VENV)/bin/autoshard profile --design broad --samples $(PROFILE_SAMPLES) --seed 0 --time-budget-ms 2000 \
+		-o profiles/broad-seed0
+	$(VENV)/bin/autoshard profile-pack profiles/broad-seed0
 
 # Plan a generated 50-table DLRM-like task on 4 devices with a heuristic and print the per-device table.
 demo: install

@@ -21,6 +21,7 @@ from autoshard.bench.summary import (
     AlgoSummary,
     Comparison,
     compare,
+    cross_fitted_ratio,
     summarize,
     task_costs_from_json,
     verdict,
@@ -199,3 +200,31 @@ def test_suite_summary_prints_interval_and_verdict_columns(tmp_path, capsys):
     assert "| old | x | 4 |" in out and "unit, 4 tasks" in out
     assert "Fewer than 10 tasks: the interval is wide" in out
     assert "4 of 4 tasks" in out and not re.search(r"-\d+(\.\d+)?%", out)
+
+
+def test_cross_fitted_ratio_does_not_bank_the_heuristics_noise():
+    # two heuristics with the same true cost, measured with noise; the learned planner returned a's plan,
+    # so it shares a's rounds. The oracle pick (min of medians) favours whichever was lucky; cross-fitted
+    # picks on one half and prices on the other.
+    rng = np.random.default_rng(0)
+    above = []
+    for _ in range(200):
+        a = tuple(100 * (1 + 0.1 * rng.standard_normal(6)))
+        b = tuple(100 * (1 + 0.1 * rng.standard_normal(6)))
+        t = {"a": (float(np.median(a)), a), "b": (float(np.median(b)), b),
+             "learned": (float(np.median(a)), a)}
+        oracle = t["learned"][0] / min(t["a"][0], t["b"][0])
+        fitted = cross_fitted_ratio(t, "learned", {"a", "b"})
+        assert fitted is not None and oracle >= 1.0
+        above.append((oracle, fitted))
+    oracle_mean = float(np.exp(np.mean([np.log(o) for o, _ in above])))
+    fitted_mean = float(np.exp(np.mean([np.log(f) for _, f in above])))
+    assert oracle_mean > 1.02 and abs(fitted_mean - 1.0) < abs(oracle_mean - 1.0) / 2
+
+
+def test_cross_fitted_ratio_needs_equal_rounds_and_sees_a_real_gap():
+    assert cross_fitted_ratio({"a": (1.0, (1.0,)), "x": (1.0, (1.0,))}, "x", {"a"}) is None
+    assert cross_fitted_ratio({"a": (1.0, (1.0, 1.0)), "x": (1.0, (1.0, 1.0, 1.0))}, "x", {"a"}) is None
+    assert cross_fitted_ratio({"a": (1.0, (1.0, 1.0))}, "x", {"a"}) is None
+    t = {"a": (10.0, (10.0, 10.2, 9.9, 10.1)), "x": (8.0, (8.0, 8.1, 7.9, 8.0))}
+    assert cross_fitted_ratio(t, "x", {"a"}) == pytest.approx(0.8, rel=0.02)

@@ -180,6 +180,33 @@ def compare(tasks: Sequence[PlanCosts], algorithm: str, reference: Collection[st
     return Comparison(label, n, point, low, high, verdict(low, high), level, resamples)
 
 
+def cross_fitted_ratio(t: PlanCosts, algorithm: str, reference: Collection[str]) -> float | None:
+    """``algorithm``'s cost over the reference's on one task, the reference picked on other rounds than those
+    it is priced on.
+
+    ``compare``'s point ratio divides by the minimum over the reference plans' medians, and a minimum of noisy
+    costs is biased low: with several heuristics within noise of each other it banks their noise, so a plan
+    equal to one of them scores above 1. Here the rounds are split into even and odd ones; the reference plan
+    cheapest by its median over one half is priced by its median over the other half, against the
+    algorithm's median over that same half; the two directions' log ratios are averaged. None when a plan has
+    fewer than 2 rounds or the plans' round counts differ (plans of a task are measured in the same rounds,
+    so that happens only in older results)."""
+    refs = [a for a in sorted(reference) if a in t]
+    if algorithm not in t or not refs:
+        return None
+    rounds = {x: np.asarray(t[x][1], dtype=np.float64) for x in dict.fromkeys([algorithm, *refs])}
+    lengths = {len(v) for v in rounds.values()}
+    if len(lengths) != 1 or min(lengths) < 2 or any((v <= 0).any() for v in rounds.values()):
+        return None
+    halves = (slice(0, None, 2), slice(1, None, 2))
+    logs = []
+    for pick, price in (halves, halves[::-1]):
+        best = min(refs, key=lambda x: float(np.median(rounds[x][pick])))
+        cost, ref = (float(np.median(rounds[x][price])) for x in (algorithm, best))
+        logs.append(math.log(cost / ref))
+    return math.exp(sum(logs) / len(logs))
+
+
 @dataclass(frozen=True)
 class EstimateSummary:
     """The measured plans against each task's ``lower_bound_ms``, which is an estimate, not a bound."""
@@ -235,6 +262,9 @@ class AlgoSummary:
     """Geometric mean of measured cost / the task's estimate (``lower_bound_ms``); below 1 is possible."""
     below_estimate: int = 0
     """Tasks where its measured plan came in below the estimate."""
+    geomean_ratio_cross_fitted: float | None = None
+    """Geometric mean over tasks of ``cross_fitted_ratio`` against the heuristics: the ratio to the best
+    heuristic without the oracle pick's bias (None where no task has equal round counts)."""
 
     @property
     def verdict(self) -> str:
@@ -307,6 +337,7 @@ def summarize(results: Sequence[TaskResult], algorithms: Sequence[str], *, resam
         noise = [(max(r.rounds_ms) - min(r.rounds_ms)) / statistics.median(r.rounds_ms) for _, r in ok
                  if r.rounds_ms and statistics.median(r.rounds_ms) > 0]
         gap = geomean(gaps)
+        fitted = [cross_fitted_ratio(t, algo, heuristics) for t in plan_costs] if heuristics else []
         clear = [_clear(r, best_heuristic_result.get(tr.task.name)) for tr, r in ok]
         vs_heur = (compare(plan_costs, algo, heuristics, "best heuristic", resamples=resamples, seed=seed)
                    if heuristics else None)
@@ -328,5 +359,6 @@ def summarize(results: Sequence[TaskResult], algorithms: Sequence[str], *, resam
             geomean_ratio_to_estimate=gap,
             below_estimate=sum(1 for tr, r in ok
                                if tr.lower_bound_ms and r.measured.plan_ms < tr.lower_bound_ms),
+            geomean_ratio_cross_fitted=geomean([x for x in fitted if x is not None]),
         ))
     return out
