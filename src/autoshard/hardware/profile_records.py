@@ -4,8 +4,9 @@
 '<seed>-<index>').
 
 Packing exists so a profile can be kept under version control and grown over several sittings: the packed
-file is compressed (about a fifth of the plain lines), byte-stable, and a later ``autoshard profile`` run
-in the same directory appends new samples to plain rank files beside it, skipping every sample it holds."""
+file is compressed (3.6x smaller than the plain lines on the broad profile), byte-stable, and a later
+``autoshard profile`` run in the same directory appends new samples to plain rank files beside it, skipping
+every sample it holds."""
 
 from __future__ import annotations
 
