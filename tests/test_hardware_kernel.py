@@ -116,3 +116,6 @@ def test_time_budget_is_recorded_only_when_set() -> None:
     assert s.to_json()["time_budget_ms"] == 2000.0 and MeasureSettings.from_json(s.to_json()) == s
     with pytest.raises(AutoshardError, match="time_budget_ms"):
         MeasureSettings(time_budget_ms=-1.0)
+    for bad in (float("inf"), float("nan")):
+        with pytest.raises(AutoshardError, match="finite"):
+            MeasureSettings(time_budget_ms=bad)

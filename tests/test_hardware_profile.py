@@ -183,3 +183,16 @@ def test_pack_refuses_a_directory_that_is_not_a_profile(tmp_path: Path, capsys) 
     assert main(["profile-pack", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert "not a profile directory" in err and "\n" not in err
+
+
+def test_a_corrupt_packed_file_is_a_one_line_error(tmp_path: Path, capsys) -> None:
+    tables = _pool(tmp_path / "tables.json")
+    costs = tmp_path / "costs"
+    assert main(["profile", "--tables", str(tables), "--samples", "2", "-o", str(costs), *FAST]) == 0
+    assert main(["profile-pack", str(costs)]) == 0
+    packed = costs / "shards-packed.jsonl.gz"
+    packed.write_bytes(packed.read_bytes()[:20])  # truncated
+    capsys.readouterr()
+    assert main(["profile-pack", str(costs)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "not a readable gzip JSON-lines file" in err and "\n" not in err and "Traceback" not in err

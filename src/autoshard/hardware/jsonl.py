@@ -19,9 +19,14 @@ from autoshard.errors import AutoshardError
 log = logging.getLogger(__name__)
 
 
+def _line(obj: dict[str, Any]) -> str:
+    """One record as its line (compact JSON, no NaN)."""
+    return json.dumps(obj, allow_nan=False, separators=(",", ":")) + "\n"
+
+
 def append_jsonl(path: str | os.PathLike[str], obj: dict[str, Any]) -> None:
     """Append ``obj`` as one line and fsync, so a returned call means the record is on disk."""
-    line = json.dumps(obj, allow_nan=False, separators=(",", ":")) + "\n"
+    line = _line(obj)
     with open(path, "a", encoding="utf-8") as f:
         f.write(line)
         f.flush()
@@ -49,8 +54,12 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """All records of ``path``; an unparsable LAST line (torn write) is skipped, one elsewhere is an error."""
     p = Path(path)
     if p.suffix == ".gz":
-        with gzip.open(p, "rt", encoding="utf-8") as f:
-            lines = f.read().split("\n")
+        try:
+            with gzip.open(p, "rt", encoding="utf-8") as f:
+                lines = f.read().split("\n")
+        except (OSError, EOFError, UnicodeDecodeError) as e:  # a truncated or foreign file
+            raise AutoshardError(f"{p}: not a readable gzip JSON-lines file ({e}); restore it from "
+                                 "version control or delete it") from None
     else:
         lines = p.read_text(encoding="utf-8").split("\n")
     out: list[dict[str, Any]] = []
@@ -79,7 +88,7 @@ def write_jsonl_gz(path: str | os.PathLike[str], objs: list[dict[str, Any]]) -> 
     with open(tmp, "wb") as raw:
         with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as gz:
             for obj in objs:
-                gz.write((json.dumps(obj, allow_nan=False, separators=(",", ":")) + "\n").encode("utf-8"))
+                gz.write(_line(obj).encode("utf-8"))
         raw.flush()
         os.fsync(raw.fileno())
     os.replace(tmp, p)

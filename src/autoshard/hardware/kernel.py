@@ -157,8 +157,9 @@ class MeasureSettings:
             raise AutoshardError(f"measure setting warmup={self.warmup} must be >= 0")
         if not self.max_cv > 0:
             raise AutoshardError(f"measure setting max_cv={self.max_cv} must be positive")
-        if not self.time_budget_ms >= 0:
-            raise AutoshardError(f"measure setting time_budget_ms={self.time_budget_ms} must be >= 0")
+        if not 0 <= self.time_budget_ms < math.inf:
+            raise AutoshardError(f"measure setting time_budget_ms={self.time_budget_ms} must be a finite "
+                                 "number >= 0")
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
