@@ -21,14 +21,17 @@ $(VENV)/.installed: pyproject.toml
 quickstart: install
 	$(VENV)/bin/autoshard quickstart -o $(OUT)/quickstart
 
-# Grow the committed broad profile (the shipped cost model's training data; see src/autoshard/data/DEFAULTS.md)
-# towards $(PROFILE_SAMPLES) samples, then pack it for committing. Resumable: stop it any time (then run
-# `autoshard profile-pack profiles/broad-seed0`); the next run measures only the samples not there yet.
+# Grow the committed broad profile of this machine's CPU (the shipped cost model's training data; see
+# src/autoshard/data/DEFAULTS.md) towards $(PROFILE_SAMPLES) samples, then pack it for committing. One directory
+# per hardware, profiles/<cpu>/broad-seed0 (intel-xeon, amd-epyc): this machine kind comes with either CPU and
+# they time one shard 0.6-1.8x apart, so `autoshard profile` refuses to mix them. Resumable: stop it any time
+# (then run `autoshard profile-pack` on the directory); the next run measures only the samples not there yet.
 PROFILE_SAMPLES ?= 3200
+PROFILE_DIR = profiles/$(shell $(PY) -c 'from autoshard.host import hardware_slug; print(hardware_slug())')/broad-seed0
 profile-broad: install
 	$(VENV)/bin/autoshard profile --design broad --samples $(PROFILE_SAMPLES) --seed 0 --time-budget-ms 2000 \
-		-o profiles/broad-seed0
-	$(VENV)/bin/autoshard profile-pack profiles/broad-seed0
+		-o $(PROFILE_DIR)
+	$(VENV)/bin/autoshard profile-pack $(PROFILE_DIR)
 
 # Plan a generated 50-table DLRM-like task on 4 devices with a heuristic and print the per-device table.
 demo: install

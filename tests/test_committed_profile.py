@@ -1,5 +1,6 @@
-"""The committed broad profile (profiles/broad-seed0, grown over sittings): readable, and every record is the
-broad design's sample of its id, so anyone can resume it and retrain from it."""
+"""The committed broad profiles (profiles/<cpu>/broad-seed0, one per CPU this machine kind comes with, grown
+over sittings): readable, every record is the broad design's sample of its id (so anyone can resume it and
+retrain from it), and every record was measured on the CPU its directory names."""
 
 from __future__ import annotations
 
@@ -9,13 +10,15 @@ import pytest
 
 from autoshard.hardware.profile_records import sample_index
 from autoshard.hardware.profiler import BroadDesign, broad_sample, load_dataset
+from autoshard.host import hardware_slug
 
-PROFILE = Path(__file__).resolve().parents[1] / "profiles" / "broad-seed0"
+PROFILES = sorted((Path(__file__).resolve().parents[1] / "profiles").glob("*/broad-seed0"))
 
 
-@pytest.mark.skipif(not PROFILE.is_dir(), reason="no committed broad profile in this checkout")
-def test_committed_profile_records_are_the_designs_samples() -> None:
-    data = load_dataset(PROFILE)
+@pytest.mark.skipif(not PROFILES, reason="no committed broad profile in this checkout")
+@pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.parent.name)
+def test_committed_profile_records_are_the_designs_samples(profile: Path) -> None:
+    data = load_dataset(profile)
     assert data.design == "broad" and data.settings["settings"]["time_budget_ms"] == 2000.0
     assert len(data.records) >= 100
     design = BroadDesign.from_json(data.settings["design"])
@@ -26,3 +29,4 @@ def test_committed_profile_records_are_the_designs_samples() -> None:
         assert [t.dim for t in rec.own_tables()] == [t.dim for t in sample.tables]
         assert [t.rows for t in rec.own_tables()] == list(rec.real_rows)
         assert rec.fwd_ms > 0 and rec.bwd_ms > 0 and rec.host.get("cpu")
+    assert {hardware_slug(r.host) for r in data.records} == {profile.parent.name}

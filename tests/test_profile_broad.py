@@ -185,3 +185,52 @@ def test_records_without_the_new_fields_still_load(tmp_path: Path):
     assert [r.real_rows for r in data.records] == [(), (), ()]
     assert [(r.tables, r.dims, r.fwd_ms) for r in data.records] == [(r.tables, r.dims, r.fwd_ms) for r in new]
     assert data.pool == pool and data.design == "pool"
+
+
+def _rewrite_hosts(costs: Path, cpu: str, every: int = 1) -> None:
+    """Pretend every ``every``-th record of ``costs`` was measured on a machine with CPU ``cpu``."""
+    for p in costs.glob("shards-*.jsonl"):
+        rows = [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+        for i, r in enumerate(rows):
+            if i % every == 0:
+                r["host"]["cpu"] = cpu
+        p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_a_profile_of_other_hardware_is_not_resumed_here(tmp_path: Path, capsys):
+    """Two CPUs of one machine kind time a shard 0.6-1.8x apart: a profile holds one machine's costs."""
+    costs = tmp_path / "costs"
+    assert main(["profile", "--samples", "2", "-o", str(costs), *TINY_ARGS]) == 0
+    _rewrite_hosts(costs, "Another CPU")
+    capsys.readouterr()
+    assert main(["profile", "--samples", "4", "-o", str(costs), *TINY_ARGS]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "must not mix hardware" in err and "'Another CPU'" in err and "\n" not in err
+    assert sorted(_ids(costs)) == ["0-0", "0-1"]  # nothing measured, nothing appended
+
+
+def test_train_cost_refuses_a_dataset_of_two_machines(tmp_path: Path, capsys):
+    costs = tmp_path / "costs"
+    assert main(["profile", "--samples", "6", "-o", str(costs), *TINY_ARGS]) == 0
+    _rewrite_hosts(costs, "Another CPU", every=2)
+    capsys.readouterr()
+    out = tmp_path / "model.pt"
+    assert main(["train-cost", "--data", str(costs), "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "mixes machines" in err and "\n" not in err and not out.exists()
+
+
+def test_hardware_names_and_differences():
+    from autoshard.hardware.profile_records import check_same_hardware
+    from autoshard.host import hardware_difference, hardware_slug
+
+    assert hardware_slug({"cpu": "Intel(R) Xeon(R) Processor"}) == "intel-xeon"
+    assert hardware_slug({"cpu": "AMD EPYC"}) == "amd-epyc"
+    assert hardware_slug({"cpu": "AMD EPYC", "gpu": "NVIDIA H100 80GB HBM3"}) == "nvidia-h100-80gb-hbm3"
+    here = {"cpu": "AMD EPYC", "device": "cpu", "hostname": "a", "llc_bytes": 2**25}
+    assert hardware_difference(here, {**here, "hostname": "b", "torch": "2.11"}) is None
+    assert hardware_difference(here, {"cpu": "AMD EPYC"}) is None  # a field one side lacks is no difference
+    assert hardware_difference(here, {**here, "llc_bytes": 2**24}) == "llc_bytes"
+    check_same_hardware("d", [here, {"cpu": "AMD EPYC"}], here)
+    with pytest.raises(AutoshardError, match="cpu='Intel"):
+        check_same_hardware("d", [here, {"cpu": "Intel(R) Xeon(R) Processor"}], here)

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import socket
 from functools import lru_cache
 from typing import Any
+
+HARDWARE_KEYS = ("device", "cpu", "gpu", "llc_bytes")
+"""Host fields that identify the hardware a cost refers to; hostname and library versions are recorded but do
+not change what a kernel costs. Two records or a record and a model whose fields differ here measure different
+machines (an Intel Xeon and an AMD EPYC VM of this project's machine kind time one shard 0.6-1.8x apart:
+docs/benchmarks.md, "One machine kind, two CPUs")."""
 
 
 def _cpu_model() -> str:
@@ -80,3 +87,25 @@ def _has_dist(name: str) -> bool:
 def host_info(device: str = "cpu") -> dict[str, Any]:
     """Hostname, CPU model, cache size, library versions and (on CUDA) the GPU: what a cost refers to."""
     return dict(_host_info(device))
+
+
+def hardware_of(host: dict[str, Any]) -> dict[str, Any]:
+    """The fields of ``host`` (a ``host_info`` dict) that identify its hardware (``HARDWARE_KEYS``)."""
+    return {k: host[k] for k in HARDWARE_KEYS if host.get(k) is not None}
+
+
+def hardware_difference(a: dict[str, Any], b: dict[str, Any]) -> str | None:
+    """The first hardware field (``HARDWARE_KEYS``) both hosts state and disagree on, or None: the same
+    hardware as far as both say."""
+    ha, hb = hardware_of(a), hardware_of(b)
+    return next((k for k in ha if k in hb and ha[k] != hb[k]), None)
+
+
+def hardware_slug(host: dict[str, Any] | None = None) -> str:
+    """A directory name for the hardware of ``host`` (default: this machine's CPU): its GPU or CPU model in
+    lower case, vendor marks and 'processor'/'cpu' dropped, e.g. 'Intel(R) Xeon(R) Processor' ->
+    'intel-xeon', 'AMD EPYC' -> 'amd-epyc'. What ``make profile-broad`` profiles into."""
+    host = host_info() if host is None else host
+    name = str(host.get("gpu") or host.get("cpu") or "unknown").lower()
+    name = re.sub(r"\((r|tm)\)|\b(processor|cpu)\b", " ", name)
+    return re.sub(r"[^a-z0-9]+", "-", name).strip("-") or "unknown"

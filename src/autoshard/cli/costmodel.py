@@ -117,6 +117,7 @@ def run_train(args: argparse.Namespace) -> int:
     if args.weight_decay is not None and not args.weight_decay >= 0.0:
         raise AutoshardError(f"--weight-decay {args.weight_decay} must be >= 0")
     dataset = load_data(args.data)
+    from autoshard.costs.learned.fit import check_one_machine
     from autoshard.costs.learned.training import record_precision, select_records
 
     if args.context == "auto":
@@ -135,7 +136,8 @@ def run_train(args: argparse.Namespace) -> int:
                            batch_size=args.batch_size, config=config, ensemble=args.ensemble,
                            fallback=not args.no_fallback,
                            **{k: v for k, v in given.items() if v is not None})
-    select_records(dataset.records, options.batch_size, context)  # fail before the progress bar opens
+    # fail before the progress bar opens
+    check_one_machine(select_records(dataset.records, options.batch_size, context)[0])
     with tqdm(total=options.epoch_budget, desc="train-cost", unit="epoch", file=sys.stderr) as bar:
         def progress(epoch: int, h: dict[str, float]) -> None:
             bar.update(1)

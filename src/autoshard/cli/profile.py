@@ -205,7 +205,6 @@ def run_profile(args: argparse.Namespace) -> int:
         ProfileConfig,
         check_rank,
         pending_samples,
-        prepare_dir,
         profile,
     )
     from autoshard.tables.table import Precision, TablePool
@@ -235,16 +234,16 @@ def run_profile(args: argparse.Namespace) -> int:
             precision=Precision(args.precision or "fp32"),
             column_share=DEFAULT_COLUMN_SHARE if args.column_share is None else args.column_share,
             settings=_settings(args))
-    prepare_dir(pool, args.output, config)
     if config.settings.device.value == "cuda":
         _use_local_gpu(rank)
+    records = profile(pool, args.output, config, rank, world)  # checks the directory before anything prints
     mine = len(range(rank, config.samples, world))
     todo = len(pending_samples(args.output, config, rank, world))
     print(f"profiling {mine} samples (rank {rank} of {world}); {mine - todo} already done in {args.output}",
           file=sys.stderr)
     bar = tqdm(total=mine, initial=mine - todo, unit="sample", desc="profile", dynamic_ncols=True)
     try:
-        for rec in profile(pool, args.output, config, rank, world):
+        for rec in records:
             bar.set_postfix_str(f"{len(rec.tables)} tables batch {rec.batch_size} fwd {rec.fwd_ms:.2f} "
                                 f"bwd {rec.bwd_ms:.2f} ms")
             bar.update(1)

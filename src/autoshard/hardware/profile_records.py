@@ -11,12 +11,14 @@ every sample it holds."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from autoshard.errors import AutoshardError
 from autoshard.hardware.jsonl import read_jsonl, write_jsonl_gz
+from autoshard.host import hardware_difference
 from autoshard.tables.table import Table
 
 TABLES_FILE = "tables.json"
@@ -119,6 +121,27 @@ def done_sample_ids(out_dir: str | Path) -> set[str]:
     for p in record_files(out_dir):
         done.update(str(d.get("sample_id")) for d in read_jsonl(p))
     return done
+
+
+def recorded_hosts(out_dir: str | Path) -> Iterator[dict[str, Any]]:
+    """The host of every record in ``out_dir`` (packed file and rank files)."""
+    for p in record_files(out_dir):
+        for raw in read_jsonl(p):
+            yield raw.get("host") or {}
+
+
+def check_same_hardware(where: str | Path, hosts: Iterable[dict[str, Any]], host: dict[str, Any]) -> None:
+    """Refuse to add records measured on ``host`` to a dataset (``where``) whose records (of ``hosts``) were
+    measured on other hardware (``autoshard.host.HARDWARE_KEYS``): one profile is one machine's costs, and a
+    model trained on a mix is calibrated for neither (two CPUs of this project's machine kind time one shard
+    0.6-1.8x apart)."""
+    for other in hosts:
+        k = hardware_difference(other, host)
+        if k is not None:
+            raise AutoshardError(
+                f"{where} holds samples measured with {k}={other[k]!r} but this machine has {host[k]!r}; "
+                "one profile must not mix hardware: profile into another directory "
+                "(make profile-broad uses profiles/<this machine's CPU>/)")
 
 
 def pack_records(out_dir: str | Path) -> tuple[int, int]:

@@ -60,9 +60,11 @@ from autoshard.hardware.profile_records import (
     SHARDS_GLOB,
     TABLES_FILE,
     CostRecord,
+    check_same_hardware,
     done_sample_ids,
     pack_records,
     record_files,
+    recorded_hosts,
     sample_id,
     shard_file,
 )
@@ -169,14 +171,21 @@ def check_rank(rank: int, world_size: int) -> None:
 def profile(pool: TablePool | None, out_dir: str | Path, config: ProfileConfig, rank: int = 0,
             world_size: int = 1) -> Iterator[CostRecord]:
     """Measure this rank's pending samples, appending each record (fsynced) before yielding it. The broad
-    design (``config.design``) generates its tables: pass ``pool=None``."""
+    design (``config.design``) generates its tables: pass ``pool=None``. The directory is checked (settings,
+    tables, hardware of its records) here, before anything is measured, not on the first iteration."""
     from autoshard.host import host_info
 
     check_rank(rank, world_size)
     prepare_dir(pool, out_dir, config)
+    host = {**host_info(config.settings.device.value), "rank": rank, "world_size": world_size}
+    check_same_hardware(out_dir, recorded_hosts(out_dir), host)
+    return _measure_pending(pool, out_dir, config, rank, world_size, host)
+
+
+def _measure_pending(pool: TablePool | None, out_dir: str | Path, config: ProfileConfig, rank: int,
+                     world_size: int, host: dict[str, Any]) -> Iterator[CostRecord]:
     path = shard_file(out_dir, rank)
     repair_tail(path)  # a torn line from a killed run: the next record must start on a fresh line
-    host = {**host_info(config.settings.device.value), "rank": rank, "world_size": world_size}
     for i in pending_samples(out_dir, config, rank, world_size):
         if config.design is not None:
             rec = _measure_broad(config, config.design, i, host)

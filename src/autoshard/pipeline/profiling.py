@@ -13,7 +13,8 @@ from autoshard.hardware.comm import (
     load_comm_records,
     profile_comm,
 )
-from autoshard.hardware.profiler import ProfileConfig, pending_samples, profile, record_files
+from autoshard.hardware.profiler import ProfileConfig, pending_samples, profile, record_files, recorded_hosts
+from autoshard.host import hardware_difference, host_info
 from autoshard.io import read_json
 from autoshard.pipeline.cache import file_key
 from autoshard.pipeline.context import Context
@@ -82,10 +83,14 @@ def stage_profile(ctx: Context, k_split: str) -> str:
 
 
 def _profiled_otherwise(costs: Path, pool: TablePool, config: ProfileConfig) -> bool:
-    """True if ``costs`` holds a profile of other tables or other settings than ``config``."""
+    """True if ``costs`` holds a profile of other tables, other settings than ``config``, or records of other
+    hardware (a cached run moved to a machine with another CPU)."""
     if not (costs / "tables.json").is_file():
         return False
     if TablePool.load(str(costs / "tables.json")).to_json()["tables"] != pool.to_json()["tables"]:
+        return True
+    here = host_info(config.settings.device.value)
+    if any(hardware_difference(h, here) for h in recorded_hosts(costs)):
         return True
     manifest = costs / "profile.json"
     try:

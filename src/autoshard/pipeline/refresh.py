@@ -27,6 +27,7 @@ from autoshard.costs.learned.model import LearnedCostModel
 from autoshard.errors import AutoshardError
 from autoshard.hardware.jsonl import append_jsonl, repair_tail
 from autoshard.hardware.kernel import MeasureSettings, measure_shard
+from autoshard.hardware.profile_records import check_same_hardware
 from autoshard.hardware.profiler import CostDataset, CostRecord, done_sample_ids, load_dataset, sample_id
 from autoshard.host import host_info
 from autoshard.planners.rl.planner import RLPlanner
@@ -100,6 +101,7 @@ def measure_plans(policy: TrainedPolicy, model: CostModel, tasks: Sequence[Task]
     repair_tail(path)
     done = done_sample_ids(dataset_dir)
     host = {**host_info(settings.device.value), "rank": 0, "world_size": 1}
+    check_same_hardware(dataset_dir, (r.host for r in dataset.records), host)
     measured, predicted, added, index = [], [], 0, 0
     for task in tasks:
         plan = RLPlanner(policy, model).plan(task)

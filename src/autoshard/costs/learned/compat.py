@@ -10,11 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from autoshard.errors import AutoshardError
+from autoshard.host import HARDWARE_KEYS
 from autoshard.tasks import Task
-
-HARDWARE_KEYS = ("device", "cpu", "gpu", "llc_bytes")
-"""Host fields (``autoshard.host.host_info``) that identify the hardware a cost refers to; hostname
-and library versions are recorded but don't make a model invalid."""
 
 SETTING_KEYS = ("optimizer", "threads", "device", "backend")
 """Measurement settings that change kernel cost (rows_cap, repeats etc. only change the measurement)."""

@@ -18,10 +18,25 @@ from autoshard.costs.analytical import AnalyticalCostModel
 from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.learned.checkpoint import FALLBACK_KEYS, FALLBACK_OPTIONAL_KEYS
 from autoshard.costs.learned.support import STATS, Support, device_stats
+from autoshard.errors import AutoshardError
+from autoshard.host import hardware_difference
 from autoshard.shards import ShardRef
 from autoshard.tasks import Task
 
 log = logging.getLogger(__name__)
+
+
+def check_one_machine(records: Sequence[Any]) -> None:
+    """Refuse records of more than one machine: a model is calibrated for the hardware it was trained on
+    (``trained_on`` names one host), and two CPUs of one machine kind time a shard 0.6-1.8x apart."""
+    first = records[0].host
+    for rec in records[1:]:
+        k = hardware_difference(first, rec.host)
+        if k is not None:
+            raise AutoshardError(
+                f"the dataset mixes machines: record {records[0].sample_id} has {k}={first[k]!r}, record "
+                f"{rec.sample_id} {rec.host[k]!r}; train one cost model per machine (one profile directory "
+                "each)")
 
 
 def fit_model(build: Callable[..., Any], dataset: Any, options: Any = None, progress: Any = None) -> Any:
@@ -38,6 +53,7 @@ def fit_model(build: Callable[..., Any], dataset: Any, options: Any = None, prog
     options = options or TrainOptions()
     context = options.config.context
     records, batch_size, precision = select_records(dataset.records, options.batch_size, context)
+    check_one_machine(records)
     comm = dataset.comm
     if comm is None:
         log.warning("the dataset has no comm_model.json; "
