@@ -8,7 +8,7 @@ import pytest
 from conftest import make_tables
 
 from autoshard.cli.main import main
-from autoshard.costs.comm import AlphaBeta
+from autoshard.costs.comm import DEFAULT_COMM, AlphaBeta
 from autoshard.pipeline.cache import code_version
 from autoshard.planners.base import PLANNERS
 from autoshard.tables import TablePool
@@ -84,3 +84,43 @@ def test_bad_arguments_are_one_line_errors(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--tables" in err and "no such file" in err
     assert not (tmp_path / "stages").exists()  # nothing ran
+
+
+@pytest.mark.slow  # real kernels, a cost model trained and refit, a policy trained further
+def test_refresh_loop_measures_the_learned_planners_devices_and_reports_each_round(tmp_path, capsys):
+    from autoshard.hardware.profiler import load_dataset
+    from autoshard.pipeline.refresh import REFRESH_FILE, REFRESH_SEED_BASE, DeviceRecorder
+    from autoshard.planners.base import PlannerOptions, make_planner, run_planner
+    from autoshard.tasks import load_tasks
+
+    tables = tmp_path / "tables.json"
+    TablePool.from_tables(make_tables(20, dims=(8, 16, 32), max_rows=5000)).save(str(tables))
+    out = tmp_path / "run"
+    argv = ["bench", "--suite", "tiny", "-o", str(out), "--tables", str(tables), "--comm", "default",
+            "--algos", "size_greedy,search,rl", "--test-tasks", "1", "--rounds", "1",
+            "--refresh-rounds", "2", "--refresh-tasks", "1"]
+    assert main(argv) == 0
+    first = capsys.readouterr()
+    rounds = json.loads((out / "refresh" / "rounds.json").read_text())["rounds"]
+    assert [r["round"] for r in rounds] == [0, 1]
+    assert rounds[0]["records_added"] > 0 and rounds[0]["devices"] > 0
+    assert 0 <= rounds[0]["device_mape"] < 10
+    assert set(rounds[0]["ratio_to_best_heuristic"]) == {"search", "rl"}
+    assert rounds[1]["records_total"] == rounds[0]["records_total"] + rounds[1]["records_added"]
+    costs = out / "costs"
+    refreshed = [r for r in load_dataset(costs).records if r.sample_id.startswith(str(REFRESH_SEED_BASE)[:3])]
+    assert len(refreshed) == sum(r["records_added"] for r in rounds) and (costs / REFRESH_FILE).is_file()
+    raw = json.loads((out / "bench" / "results.json").read_text())
+    assert "refresh/cost_model.pt" in raw["cost_model"] and raw["policy"].endswith("refresh/policy.pt")
+    report = (out / "bench" / "report.md").read_text()
+    assert "Refresh loop" in report and "| 0 |" in report and "| 1 |" in report and report in first.out
+
+    # A recorder over the grown profile reads back the devices an earlier run recorded: nothing timed again.
+    task = load_tasks(str(out / "train_tasks.json"))[0]
+    plan = run_planner(make_planner("size_greedy", PlannerOptions(seed=0)), task)
+    recorder = DeviceRecorder(load_dataset(costs), costs)
+    cost, _ = recorder.plan_cost(task, plan.device_shards(task), DEFAULT_COMM, 0, 0)
+    assert recorder.added == 0 and cost.plan_ms > 0
+
+    assert main(argv) == 0  # re-run: the loop is cached
+    assert "[refresh] cached" in capsys.readouterr().err

@@ -111,6 +111,33 @@ def estimate_lines(results: Sequence[TaskResult]) -> list[str]:
     return lines
 
 
+def refresh_lines(rounds: Sequence[dict[str, Any]]) -> list[str]:
+    """The refresh loop's table (``pipeline.refresh_stage``): one row per round."""
+    if not rounds:
+        return []
+    algos = list(dict.fromkeys(a for r in rounds for a in r.get("ratio_to_best_heuristic", {})))
+    out = [("Refresh loop (DreamShard's: plan the loop's train tasks, measure every device of the plans, add "
+            "them to the profile, refit the cost model, train the policy further; the test tasks above were "
+            "planned with the models after the last round):"), "",
+           "| round | devices added | profile records | model error on the learned planners' devices "
+           "(before refit) | underestimated | " + " | ".join(f"{a} / best heuristic" for a in algos)
+           + " | elapsed s |",
+           "|---|---|---|---|---|" + "---|" * len(algos) + "---|"]
+    for r in rounds:
+        ratios = r.get("ratio_to_best_heuristic", {})
+        out.append(f"| {r['round']} | {r['records_added']} | {r.get('records_total', '-')} "
+                   f"| {_pct(r.get('device_mape'), False)} ({r.get('devices', 0)} devices) "
+                   f"| {_pct(r.get('underestimated_share'), False)} | "
+                   + " | ".join(_fmt(ratios.get(a)) for a in algos)
+                   + f" | {_fmt(r.get('elapsed_s'), '.0f')} |")
+    out += ["", ("Ratios: measured step of the planner's plan over the cheapest heuristic plan's, geometric "
+                 "mean over the loop's train tasks (kernels timed once each, collectives from the comm fit: "
+                 "modelled). Model error: mean |predicted - measured| / measured fwd+bwd of the learned "
+                 "planners' devices by the model they planned with; the loop plans the same tasks every "
+                 "round, so a device measured in an earlier round is in that model's training data."), ""]
+    return out
+
+
 def markdown(title: str, command: str, summaries: Sequence[AlgoSummary], results: Sequence[TaskResult],
              meta: dict[str, Any]) -> str:
     """The report as markdown: command, hardware, the comparison table, verdicts and skipped algorithms."""
@@ -180,6 +207,7 @@ def markdown(title: str, command: str, summaries: Sequence[AlgoSummary], results
     estimate = estimate_lines(results)
     if estimate:
         out += [*estimate, ""]
+    out += refresh_lines(meta.get("refresh", []))
     verdicts = verdict_lines(summaries)
     if verdicts:
         out += ["Verdict:", "", *verdicts, ""]

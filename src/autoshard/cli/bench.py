@@ -52,6 +52,13 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--time-limit", type=float, help="override the searching planners' seconds per task")
     p.add_argument("--profile-samples", type=int, help="override the shards profiled to train the cost model")
     p.add_argument("--policy-iterations", type=int, help="override the policy's training iterations")
+    p.add_argument("--refresh-rounds", type=int,
+                   help="rounds of DreamShard's loop before the test tasks (the learned planners' devices "
+                        "of a few train tasks measured and added to the profile, the cost model refit, the "
+                        "policy trained further); the report gets a row per round (default: the suite's)")
+    p.add_argument("--refresh-tasks", type=int, help="train tasks planned and measured in each refresh round")
+    p.add_argument("--refresh-budget", type=float, metavar="SECONDS",
+                   help="no refresh round starts after this many seconds of the loop")
     g = p.add_argument_group("measurement (overrides the suite's; part of every stage key)")
     add_device_args(g)
     g.add_argument("--collectives", choices=["auto", "measure", "model"], default="auto",
@@ -107,14 +114,19 @@ def _run(args: argparse.Namespace, suite_name: str, out: str, command: str) -> i
     suite = get_suite(suite_name)
     for flag, value in (("--test-tasks", args.test_tasks), ("--rounds", args.rounds),
                         ("--profile-samples", args.profile_samples),
-                        ("--policy-iterations", args.policy_iterations)):
+                        ("--policy-iterations", args.policy_iterations),
+                        ("--refresh-tasks", args.refresh_tasks)):
         if value is not None and value <= 0:
             raise AutoshardError(f"{flag} {value} must be a positive integer")
-    if args.time_limit is not None and not args.time_limit > 0:
-        raise AutoshardError(f"--time-limit {args.time_limit} must be positive")
+    if args.refresh_rounds is not None and args.refresh_rounds < 0:
+        raise AutoshardError(f"--refresh-rounds {args.refresh_rounds} must be 0 or more")
+    for flag, seconds in (("--time-limit", args.time_limit), ("--refresh-budget", args.refresh_budget)):
+        if seconds is not None and not 0 < seconds < float("inf"):
+            raise AutoshardError(f"{flag} {seconds} must be a positive number of seconds")
     ev = with_overrides(suite.eval, rounds=args.rounds)
     training = with_overrides(suite.training, profile_samples=args.profile_samples,
-                              policy_iterations=args.policy_iterations)
+                              policy_iterations=args.policy_iterations, refresh_rounds=args.refresh_rounds,
+                              refresh_tasks=args.refresh_tasks, refresh_budget_s=args.refresh_budget)
     suite = with_overrides(suite, num_test_tasks=args.test_tasks, time_limit_s=args.time_limit, eval=ev,
                            training=training)
     algos = tuple(a.strip() for a in args.algos.split(",") if a.strip()) if args.algos else None
@@ -190,7 +202,9 @@ def _run_seq(args: argparse.Namespace, out: str) -> int:
     pooled_only = [flag for flag, value in (
         ("--tables", args.tables), ("--cost-model", args.cost_model), ("--policy", args.policy),
         ("--comm", args.comm), ("--time-limit", args.time_limit), ("--profile-samples", args.profile_samples),
-        ("--policy-iterations", args.policy_iterations), ("--device cuda", args.device != "cpu"),
+        ("--policy-iterations", args.policy_iterations), ("--refresh-rounds", args.refresh_rounds),
+        ("--refresh-tasks", args.refresh_tasks), ("--refresh-budget", args.refresh_budget),
+        ("--device cuda", args.device != "cpu"),
         ("--backend torch", args.backend != "fbgemm"), ("--allow-other-hardware", args.allow_other_hardware))
         if value]
     if pooled_only:
@@ -224,7 +238,9 @@ def _reconstruct(args: argparse.Namespace, out: str) -> list[str]:
                         ("--policy", args.policy), ("--comm", args.comm),
                         ("--algos", args.algos), ("--test-tasks", args.test_tasks), ("--rounds", args.rounds),
                         ("--time-limit", args.time_limit), ("--profile-samples", args.profile_samples),
-                        ("--policy-iterations", args.policy_iterations)):
+                        ("--policy-iterations", args.policy_iterations),
+                        ("--refresh-rounds", args.refresh_rounds), ("--refresh-tasks", args.refresh_tasks),
+                        ("--refresh-budget", args.refresh_budget)):
         if value is not None:
             argv += [flag, str(value)]
     for flag, value, default in (("--device", args.device, "cpu"), ("--backend", args.backend, "fbgemm")):

@@ -17,6 +17,7 @@ from autoshard.pipeline.cache import code_version, file_key, stage_key
 from autoshard.pipeline.context import Context
 from autoshard.pipeline.measure import BenchConfig, run_bench, select_algorithms
 from autoshard.pipeline.models import is_measured, load_cost_model
+from autoshard.pipeline.refresh_stage import refresh_rounds
 from autoshard.pipeline.results import TaskResult
 from autoshard.planners.base import PlannerOptions
 from autoshard.tasks import load_tasks
@@ -139,6 +140,7 @@ def stage_evaluate(ctx: Context, k_comm: str, k_cost: str, cost_spec: str, k_pol
         "cost_model": f"{cost_model.name} ({cost_spec}; comm: the evaluator's)",
         "policy": policy_path or "-",
         "rounds": s.eval.rounds, "skipped": skipped, "stages": dict(ctx.status),
+        "refresh": refresh_rounds(ctx),
         "command": ctx.config.command, "code": code_version(),
     }
     ctx.status["bench"] = "ran"

@@ -22,17 +22,21 @@ from typing import Any
 
 import numpy as np
 
-from autoshard.costs.base import CostModel
+from autoshard.breakdown import PlanCost
+from autoshard.costs.base import CostModel, plan_cost
+from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.learned.model import LearnedCostModel
+from autoshard.costs.step import compose, device_comm_ms, device_volumes, plan_collectives
 from autoshard.errors import AutoshardError
 from autoshard.hardware.jsonl import append_jsonl, repair_tail
 from autoshard.hardware.kernel import MeasureSettings, measure_shard
 from autoshard.hardware.profile_records import check_same_hardware
-from autoshard.hardware.profiler import CostDataset, CostRecord, done_sample_ids, load_dataset, sample_id
+from autoshard.hardware.profiler import CostDataset, CostRecord, load_dataset, sample_id
 from autoshard.host import host_info
 from autoshard.planners.rl.planner import RLPlanner
 from autoshard.planners.rl.policy import TrainedPolicy
 from autoshard.planners.rl.train import TrainConfig, train
+from autoshard.shards import ShardRef
 from autoshard.tasks import Task
 
 log = logging.getLogger(__name__)
@@ -90,45 +94,77 @@ def check_dataset(dataset_dir: str | Path, tasks: Sequence[Task]) -> CostDataset
     return dataset
 
 
+class DeviceRecorder:
+    """Times devices on the real fused kernels with the dataset's measure settings and appends each as a
+    record of the dataset (``shards-refresh.jsonl``, ids ``<REFRESH_SEED_BASE + round>-<index>``), so the cost
+    model refits on them. A device whose contents were timed before in this recorder is not timed again; one
+    an interrupted run recorded (same id, same contents) is read back. Records of other hardware are refused
+    (``check_same_hardware``)."""
+
+    def __init__(self, dataset: CostDataset, dataset_dir: str | Path) -> None:
+        self.settings_json = dict(dataset.records[0].settings)
+        self.settings = MeasureSettings.from_json(self.settings_json)
+        self.host = {**host_info(self.settings.device.value), "rank": 0, "world_size": 1}
+        check_same_hardware(dataset_dir, (r.host for r in dataset.records), self.host)
+        self.path = Path(dataset_dir) / REFRESH_FILE
+        repair_tail(self.path)
+        self.recorded = {r.sample_id: r for r in dataset.records}
+        self.timed: dict[tuple[object, ...], tuple[float, float]] = {}
+        self.added = 0
+
+    def measure(self, task: Task, shards: Sequence[ShardRef], sid: str) -> tuple[float, float]:
+        """(fwd, bwd) ms of one device; recorded as ``sid`` unless these contents were timed already."""
+        key = (task.batch_size, task.precision.value, tuple(sorted(
+            (task.tables[s.table].name, s.dim, s.row_start, s.row_end, s.replica) for s in shards)))
+        if key in self.timed:
+            return self.timed[key]
+        names, dims = tuple(task.tables[s.table].name for s in shards), tuple(s.dim for s in shards)
+        rec = self.recorded.get(sid)
+        if rec is None or (rec.tables, rec.dims) != (names, dims):
+            # new, or an interrupted run's planner (a timed search) left other contents under this id: time
+            # it, and record it only under a free id. A record holds whole tables (names and dims): a device
+            # with row shards or replicas is timed but not recorded.
+            t = measure_shard(task, shards, self.settings)
+            free = rec is None and all(s.row_start == 0 and s.row_end is None and not s.replica
+                                       for s in shards)
+            rec = CostRecord(sid, names, dims, task.batch_size, t.fwd_ms, t.bwd_ms, t.fwd_cv, t.bwd_cv,
+                             self.settings_json, self.host, t.rows, t.tries)
+            if free:
+                append_jsonl(self.path, rec.to_json())
+                self.recorded[sid] = rec
+                self.added += 1
+        self.timed[key] = (rec.fwd_ms, rec.bwd_ms)
+        return self.timed[key]
+
+    def plan_cost(self, task: Task, devices: Sequence[Sequence[ShardRef]], comm: AlphaBeta,
+                  round_index: int, start: int) -> tuple[PlanCost, int]:
+        """The measured step cost of a plan's ``devices`` (kernels timed and recorded as ids ``start``, ...;
+        collectives from ``comm``, modelled), and the next free index."""
+        costs = np.zeros((len(devices), 3))
+        for g, shards in enumerate(devices):
+            if shards:
+                costs[g, :2] = self.measure(task, shards, sample_id(REFRESH_SEED_BASE + round_index, start))
+                start += 1
+        costs[:, 2] = device_comm_ms(task, comm, device_volumes(task, devices))
+        return compose(costs, plan_collectives(task, comm, devices), "measured"), start
+
+
 def measure_plans(policy: TrainedPolicy, model: CostModel, tasks: Sequence[Task], dataset_dir: str | Path,
                   round_index: int) -> dict[str, Any]:
     """Plan ``tasks`` with the policy and append every device's measured cost to the dataset; returns
-    stats."""
+    stats: per task the measured step (kernels measured, collectives from the dataset's comm fit, modelled)
+    and the model's predicted step."""
     dataset = check_dataset(dataset_dir, tasks)
-    record_settings = dict(dataset.records[0].settings)
-    settings = MeasureSettings.from_json(record_settings)
-    path = Path(dataset_dir) / REFRESH_FILE
-    repair_tail(path)
-    done = done_sample_ids(dataset_dir)
-    host = {**host_info(settings.device.value), "rank": 0, "world_size": 1}
-    check_same_hardware(dataset_dir, (r.host for r in dataset.records), host)
-    measured, predicted, added, index = [], [], 0, 0
+    recorder = DeviceRecorder(dataset, dataset_dir)
+    comm = dataset.comm or model.comm  # a dataset profiled without comm: the model's
+    measured, predicted, index = [], [], 0
     for task in tasks:
         plan = RLPlanner(policy, model).plan(task)
-        devices = plan.device_shards(task)
-        real = np.zeros((len(devices), 3))
-        for g, shards in enumerate(devices):
-            if not shards:
-                continue
-            sid = sample_id(REFRESH_SEED_BASE + round_index, index)
-            index += 1
-            if sid in done:  # measured by an interrupted run: read it back rather than measure again
-                rec = next(r for r in load_dataset(dataset_dir).records if r.sample_id == sid)
-            else:
-                t = measure_shard(task, shards, settings)
-                rec = CostRecord(sid, tuple(task.tables[s.table].name for s in shards),
-                                 tuple(s.dim for s in shards), task.batch_size, t.fwd_ms, t.bwd_ms, t.fwd_cv,
-                                 t.bwd_cv, record_settings, host, t.rows, t.tries)
-                append_jsonl(path, rec.to_json())
-                added += 1
-            real[g, :2] = rec.fwd_ms, rec.bwd_ms
-            if dataset.comm:  # else 0: a dataset profiled without comm
-                real[g, 2] = dataset.comm.device_comm_ms(sum(s.dim for s in shards), task.batch_size,
-                                                         task.num_devices, task.precision.bytes)
-        measured.append(float(real.sum(1).max()))
-        predicted.append(float(model.device_costs(task, devices).sum(1).max()))
+        cost, index = recorder.plan_cost(task, plan.device_shards(task), comm, round_index, index)
+        measured.append(cost.plan_ms)
+        predicted.append(plan_cost(model.with_comm(comm), task, plan).plan_ms)
     err = [abs(p - m) / m for p, m in zip(predicted, measured) if m > 0]
-    return {"round": round_index, "records_added": added, "measured_plan_ms": measured,
+    return {"round": round_index, "records_added": recorder.added, "measured_plan_ms": measured,
             "predicted_plan_ms": predicted, "plan_cost_mape": float(np.mean(err)) if err else float("nan")}
 
 

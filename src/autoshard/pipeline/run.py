@@ -8,6 +8,7 @@ from autoshard.pipeline.context import Context
 from autoshard.pipeline.data import stage_pool, stage_split, stage_tasks
 from autoshard.pipeline.evaluation import Evaluation, stage_evaluate
 from autoshard.pipeline.profiling import stage_comm
+from autoshard.pipeline.refresh_stage import stage_refresh
 from autoshard.pipeline.training import stage_cost_model, stage_policy
 
 log = logging.getLogger(__name__)
@@ -24,6 +25,7 @@ class Pipeline(Context):
         k_comm = stage_comm(self)
         k_cost, cost_spec = stage_cost_model(self, k_split, k_comm)
         k_policy, policy_path = stage_policy(self, k_train, k_cost, cost_spec)
-        evaluation = stage_evaluate(self, k_comm, k_cost, cost_spec, k_policy, policy_path)
+        r = stage_refresh(self, k_train, k_cost, cost_spec, k_policy, policy_path)
+        evaluation = stage_evaluate(self, k_comm, r.k_cost, r.cost_spec, r.k_policy, r.policy_path)
         log.info("suite %s finished", self.suite.name)
         return evaluation

@@ -40,6 +40,14 @@ class TrainingConfig:
     policy_iterations: int = 300
     """RL iterations (each collects episodes on the train tasks, then updates the policy): ~1 min for
     DLRM-20 (4) on this CPU. (Until stop 10 this was 10, which left the policy barely trained.)"""
+    refresh_rounds: int = 0
+    """Rounds of DreamShard's loop after the first training (``pipeline.refresh_stage``): the learned planners
+    plan ``refresh_tasks`` train tasks, their devices are measured and added to the profile, the cost model is
+    refit and the policy retrained; the bench then plans with the refreshed models. 0: no loop."""
+    refresh_tasks: int = 2
+    """Train tasks planned and measured in every refresh round (the same tasks each round: rounds compare)."""
+    refresh_budget_s: float = 1800.0
+    """No refresh round starts after this many seconds of the loop (the round under way finishes)."""
     extra: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
     """Passed through to the training stages by name (e.g. a learning rate), for experiments."""
 

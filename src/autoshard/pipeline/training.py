@@ -25,6 +25,20 @@ COST_MODEL_RECIPE = 2
 by an older recipe is retrained (2: refit on all records, lr 1e-2, weight decay 1e-3; see training.py)."""
 
 
+def cost_train_options(ctx: Context) -> TrainOptions:
+    """How the suite trains (and the refresh loop refits) its cost model."""
+    t = ctx.suite.training
+    return TrainOptions(seed=ctx.suite.seed, max_epochs=t.cost_epochs,
+                        **{"ensemble": t.cost_ensemble, **t.extra.get("cost_model", {})})
+
+
+def policy_train_config(ctx: Context, iterations: int) -> TrainConfig:
+    """How the suite trains (and the refresh loop retrains) its rl policy, for ``iterations`` in all."""
+    return TrainConfig.from_dict({"iterations": iterations, "seed": ctx.suite.seed,
+                                  "eval_every": max(1, min(25, ctx.suite.training.policy_iterations)),
+                                  **ctx.suite.training.extra.get("policy", {})})
+
+
 def stage_cost_model(ctx: Context, k_split: str, k_comm: str) -> tuple[str, str]:
     """The planning cost model: the user's checkpoint, or one trained here; (key, spec for load).
 
@@ -43,8 +57,7 @@ def stage_cost_model(ctx: Context, k_split: str, k_comm: str) -> tuple[str, str]
                 "comm": ctx.config.comm_path, "recipe": COST_MODEL_RECIPE, "ensemble": t.cost_ensemble}
 
     def make(resume: bool) -> None:
-        options = TrainOptions(seed=s.seed, max_epochs=t.cost_epochs,
-                               **{"ensemble": t.cost_ensemble, **settings["extra"]})
+        options = cost_train_options(ctx)
         given = ctx.config.comm_path
         if given and given != "default":
             # The model's comm term is the same alpha-beta as the evaluator's.
@@ -87,8 +100,7 @@ def stage_policy(ctx: Context, k_train: str, k_cost: str, cost_spec: str) -> tup
     path = ctx.out / "policy.pt"
 
     def make(resume: bool) -> None:
-        config = TrainConfig.from_dict({"iterations": iterations, "seed": s.seed,
-                                        "eval_every": max(1, min(25, iterations)), **settings["extra"]})
+        config = policy_train_config(ctx, iterations)
         previous = TrainedPolicy.load(str(path)) if resume and path.is_file() else None
         start = int(previous.state.get("iteration", 0)) if previous else 0
         done = [start]

@@ -1,0 +1,200 @@
+"""DreamShard's loop in the bench: plan -> measure the planners' own devices -> add them to the profile ->
+refit the cost model -> retrain the policy, for ``TrainingConfig.refresh_rounds`` rounds within a time budget.
+
+A cost model fitted on random shards is least sure exactly where the learned planners go (balanced devices of
+many tables), and a planner that optimises its predictions finds the devices it underestimates. So each round
+(DreamShard, NeurIPS'22, Alg. 1, with every learned planner, not only the policy):
+
+1. the guarded learned planners (``search``, ``neuroshard``, ``ilp``, ``rl``; those the bench runs) and the
+   deterministic heuristics plan the same ``refresh_tasks`` train tasks with the current model;
+2. every device of those plans is timed on the real kernels (``refresh.DeviceRecorder``: the profile's
+   measure settings, each distinct device once over the whole loop) and appended to the profile
+   (``costs/shards-refresh.jsonl``);
+3. the round's row is written: the current model's error on the learned planners' own devices (fwd+bwd,
+   before it saw them), and each learned planner's measured step over the best heuristic's on those tasks
+   (kernels measured once, collectives the comm fit's: modelled);
+4. the cost model is refit on the grown profile (the suite's recipe) and the policy trained further against
+   it.
+
+The bench then plans the held-out test tasks with the refreshed model and policy (``refresh/``). An
+interrupted loop re-runs from its first round, reading back every device it had recorded (nothing is timed
+twice); the refits and the policy training run again.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from autoshard.costs.learned import LearnedCostModel
+from autoshard.errors import AutoshardError
+from autoshard.hardware.profiler import load_dataset
+from autoshard.io import ARTEFACT_VERSION, read_json, write_json
+from autoshard.pipeline.cache import file_key
+from autoshard.pipeline.context import Context
+from autoshard.pipeline.refresh import DeviceRecorder, check_dataset
+from autoshard.pipeline.training import cost_train_options, policy_train_config
+from autoshard.planners.base import PlannerOptions, make_planner, run_planner
+from autoshard.planners.guard import GUARD_HEURISTICS, GUARDED
+from autoshard.planners.rl.policy import TrainedPolicy
+from autoshard.planners.rl.train import train
+from autoshard.tasks import Task, load_tasks
+
+log = logging.getLogger(__name__)
+
+REFRESH_DIR = "refresh"
+"""Where the loop writes its models (``cost_model.pt``, ``policy.pt``) and its table (``rounds.json``)."""
+
+
+@dataclass(frozen=True)
+class Refreshed:
+    """What the bench plans with after the stage: the cost model and policy, with the keys they are cached
+    under (the refresh stage's when it ran)."""
+
+    k_cost: str
+    cost_spec: str
+    k_policy: str
+    policy_path: str | None
+
+
+def stage_refresh(ctx: Context, k_train: str, k_cost: str, cost_spec: str, k_policy: str,
+                  policy_path: str | None) -> Refreshed:
+    """Run the loop (module docstring) when the suite asks for rounds and the cost model was trained here;
+    else pass the models through."""
+    t = ctx.suite.training
+    if t.refresh_rounds <= 0:
+        ctx.skip("refresh", "no refresh rounds (--refresh-rounds)")
+        return Refreshed(k_cost, cost_spec, k_policy, policy_path)
+    if ctx.config.cost_model_path:
+        ctx.skip("refresh", "cost model given (--cost-model): the loop refits only a model trained here")
+        return Refreshed(k_cost, cost_spec, k_policy, policy_path)
+    out = ctx.out / REFRESH_DIR
+    learned = [a for a in GUARDED if (ctx.config.algorithms is None or a in ctx.config.algorithms)
+               and (a != "rl" or policy_path is not None)]
+    settings = {"rounds": t.refresh_rounds, "tasks": t.refresh_tasks, "budget_s": t.refresh_budget_s,
+                "learned": learned, "heuristics": list(GUARD_HEURISTICS),
+                "time_limit_s": ctx.suite.time_limit_s,
+                "models": [file_key(cost_spec), file_key(policy_path or "")]}
+    outputs = [f"{REFRESH_DIR}/cost_model.pt", f"{REFRESH_DIR}/rounds.json"]
+    if policy_path is not None:
+        outputs.append(f"{REFRESH_DIR}/policy.pt")
+
+    def make(resume: bool) -> None:
+        run_loop(ctx, cost_spec, policy_path, learned)
+
+    key = ctx.stage("refresh", settings, [k_train, k_cost, k_policy], outputs, make)
+    return Refreshed(key, str(out / "cost_model.pt"), key,
+                     str(out / "policy.pt") if policy_path is not None else None)
+
+
+def refresh_rounds(ctx: Context) -> list[dict[str, Any]]:
+    """The rows of this run's loop (``refresh/rounds.json``), or none when the stage did not run here."""
+    path = ctx.out / REFRESH_DIR / "rounds.json"
+    if ctx.status.get("refresh") not in ("ran", "cached") or not path.is_file():
+        return []
+    return list(read_json(path, kind="autoshard.refresh_rounds")["rounds"])
+
+
+def run_loop(ctx: Context, cost_spec: str, policy_path: str | None,
+             learned: list[str]) -> list[dict[str, Any]]:
+    """The rounds; returns (and writes to ``refresh/rounds.json``) one row per round."""
+    t, s = ctx.suite.training, ctx.suite
+    out = ctx.out / REFRESH_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    costs = ctx.out / "costs"
+    train_tasks = load_tasks(str(ctx.out / "train_tasks.json"))
+    tasks = train_tasks[:t.refresh_tasks]
+    dataset = check_dataset(costs, tasks)
+    recorder = DeviceRecorder(dataset, costs)
+    comm = ctx.comm_model()
+    model = LearnedCostModel.load(cost_spec)
+    policy = TrainedPolicy.load(policy_path) if policy_path else None
+    model_path, new_policy_path = out / "cost_model.pt", out / "policy.pt"
+    rows: list[dict[str, Any]] = []
+    start = time.perf_counter()
+    for r in range(t.refresh_rounds):
+        if r and time.perf_counter() - start > t.refresh_budget_s:
+            ctx.say(f"[refresh] time budget {t.refresh_budget_s:.0f} s spent after {r} round(s)")
+            break
+        options = PlannerOptions(seed=s.seed, cost_model=model.with_comm(comm),
+                                 policy_path=str(new_policy_path) if r else policy_path,
+                                 time_limit_s=s.time_limit_s)
+        row = _round(r, tasks, learned, options, recorder, comm)
+        model = LearnedCostModel.fit(load_dataset(costs), cost_train_options(ctx))
+        model.save(str(model_path))
+        if policy is not None:
+            iterations = t.policy_iterations * (r + 2)  # the first training's, then as many again a round
+            policy = train(model, train_tasks, policy_train_config(ctx, iterations),
+                           cost_model_spec=str(model_path), checkpoint_path=str(new_policy_path),
+                           resume=policy)
+            policy.save(str(new_policy_path))
+        row["records_total"] = len(load_dataset(costs).records)
+        row["elapsed_s"] = time.perf_counter() - start
+        rows.append(row)
+        ctx.say(f"[refresh] round {r}: {describe_round(row)}")
+        ctx.progress("refresh rounds", r + 1, t.refresh_rounds)
+        write_json(out / "rounds.json", {"kind": "autoshard.refresh_rounds", "version": ARTEFACT_VERSION,
+                                         "rounds": rows})
+    return rows
+
+
+def _round(r: int, tasks: list[Task], learned: list[str], options: PlannerOptions, recorder: DeviceRecorder,
+           comm: Any) -> dict[str, Any]:
+    """Plan the tasks with the heuristics and the learned planners, measure every device (recorded), and
+    compare: the model's device error (learned planners' devices) and each learned planner's step ratio."""
+    model = options.cost_model
+    assert model is not None
+    index = 0
+    errors: list[float] = []
+    under = 0
+    ratios: dict[str, list[float]] = {a: [] for a in learned}
+    added_before = recorder.added
+    for task in tasks:
+        best = math.inf
+        for name in GUARD_HEURISTICS:
+            plan = _plan(name, options, task)
+            if plan is not None:
+                cost, index = recorder.plan_cost(task, plan.device_shards(task), comm, r, index)
+                best = min(best, cost.plan_ms)
+        for name in learned:
+            plan = _plan(name, options, task)
+            if plan is None:
+                continue
+            devices = plan.device_shards(task)
+            predicted = model.device_costs(task, devices)
+            cost, index = recorder.plan_cost(task, devices, comm, r, index)
+            for g, d in enumerate(cost.devices):
+                if devices[g] and d.fwd_ms + d.bwd_ms > 0:
+                    real, guess = d.fwd_ms + d.bwd_ms, float(predicted[g, 0] + predicted[g, 1])
+                    errors.append(abs(guess - real) / real)
+                    under += guess < real
+            if math.isfinite(best):
+                ratios[name].append(cost.plan_ms / best)
+    return {"round": r, "records_added": recorder.added - added_before, "devices": len(errors),
+            "device_mape": float(np.mean(errors)) if errors else None,
+            "underestimated_share": under / len(errors) if errors else None,
+            "ratio_to_best_heuristic": {a: (float(np.exp(np.mean(np.log(v)))) if v else None)
+                                        for a, v in ratios.items()}}
+
+
+def _plan(name: str, options: PlannerOptions, task: Task) -> Any:
+    try:
+        return run_planner(make_planner(name, options), task)
+    except AutoshardError as e:
+        log.info("refresh: %s did not plan %s: %s", name, task.name, e)
+        return None
+
+
+def describe_round(row: dict[str, Any]) -> str:
+    """One line: devices measured, the model's error on the learned planners' devices, the ratios."""
+    mape = row.get("device_mape")
+    ratios = ", ".join(f"{a} {v:.3f}" for a, v in row["ratio_to_best_heuristic"].items() if v is not None)
+    error = "-" if mape is None else f"{100 * mape:.1f}%"
+    return (f"{row['records_added']} devices added ({row.get('records_total', '?')} in the profile); model "
+            f"error on the learned planners' {row['devices']} devices {error}; measured step / best "
+            f"heuristic: {ratios or '-'}")
