@@ -43,6 +43,14 @@ Progress = Callable[[int, int], None]
 """Called with (devices done, devices in all) after each device is measured."""
 
 
+def contents_key(task: Task, shards: Sequence[ShardRef]) -> tuple[object, ...]:
+    """What a device's kernel time depends on: the batch, the precision and its shards (table names, column
+    counts, row ranges, replicas), in any order. Devices with equal keys time alike."""
+    contents = tuple(sorted((task.tables[s.table].name, s.dim, s.row_start, -1 if s.row_end is None
+                             else s.row_end, s.replica) for s in shards))
+    return (task.batch_size, task.precision.value, contents)
+
+
 class MeasuredCostModel:
     """The ``CostModel`` that measures: fwd/bwd timed on the real fused kernel, comm from ``comm``.
 
@@ -65,9 +73,7 @@ class MeasuredCostModel:
         return other
 
     def _key(self, task: Task, shards: Sequence[ShardRef]) -> tuple[object, ...]:
-        contents = tuple(sorted((task.tables[s.table].name, s.dim, s.row_start, -1 if s.row_end is None
-                                 else s.row_end, s.replica) for s in shards))
-        return (task.batch_size, task.precision.value, contents)
+        return contents_key(task, shards)
 
     def compute_ms(self, task: Task, shards: Sequence[ShardRef]) -> tuple[float, float]:
         """(fwd, bwd) milliseconds of one device, measured (or from this instance's cache)."""

@@ -28,6 +28,7 @@ from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.learned.model import LearnedCostModel
 from autoshard.costs.step import compose, device_comm_ms, device_volumes, plan_collectives
 from autoshard.errors import AutoshardError
+from autoshard.hardware.evaluator import contents_key
 from autoshard.hardware.jsonl import append_jsonl, repair_tail
 from autoshard.hardware.kernel import MeasureSettings, measure_shard
 from autoshard.hardware.profile_records import check_same_hardware
@@ -114,8 +115,7 @@ class DeviceRecorder:
 
     def measure(self, task: Task, shards: Sequence[ShardRef], sid: str) -> tuple[float, float]:
         """(fwd, bwd) ms of one device; recorded as ``sid`` unless these contents were timed already."""
-        key = (task.batch_size, task.precision.value, tuple(sorted(
-            (task.tables[s.table].name, s.dim, s.row_start, s.row_end, s.replica) for s in shards)))
+        key = contents_key(task, shards)
         if key in self.timed:
             return self.timed[key]
         names, dims = tuple(task.tables[s.table].name for s in shards), tuple(s.dim for s in shards)
