@@ -24,7 +24,7 @@ quickstart: install
 # Grow the committed broad profile of this machine's CPU (the shipped cost model's training data; see
 # src/autoshard/data/DEFAULTS.md) towards $(PROFILE_SAMPLES) samples, then pack it for committing. One directory
 # per hardware, profiles/<cpu>/broad-seed0 (intel-xeon, amd-epyc): this machine kind comes with either CPU and
-# they time one shard 0.6-1.8x apart, so `autoshard profile` refuses to mix them. Resumable: stop it any time
+# they time one shard 0.6-2.3x apart, so `autoshard profile` refuses to mix them. Resumable: stop it any time
 # (then run `autoshard profile-pack` on the directory); the next run measures only the samples not there yet.
 PROFILE_SAMPLES ?= 3200
 PROFILE_DIR = profiles/$(shell $(PY) -c 'from autoshard.host import hardware_slug; print(hardware_slug())')/broad-seed0

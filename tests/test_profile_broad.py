@@ -198,7 +198,7 @@ def _rewrite_hosts(costs: Path, cpu: str, every: int = 1) -> None:
 
 
 def test_a_profile_of_other_hardware_is_not_resumed_here(tmp_path: Path, capsys):
-    """Two CPUs of one machine kind time a shard 0.6-1.8x apart: a profile holds one machine's costs."""
+    """Two CPUs of one machine kind time a shard 0.6-2.3x apart: a profile holds one machine's costs."""
     costs = tmp_path / "costs"
     assert main(["profile", "--samples", "2", "-o", str(costs), *TINY_ARGS]) == 0
     _rewrite_hosts(costs, "Another CPU")

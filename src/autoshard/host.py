@@ -12,7 +12,7 @@ from typing import Any
 HARDWARE_KEYS = ("device", "cpu", "gpu", "llc_bytes")
 """Host fields that identify the hardware a cost refers to; hostname and library versions are recorded but do
 not change what a kernel costs. Two records or a record and a model whose fields differ here measure different
-machines (an Intel Xeon and an AMD EPYC VM of this project's machine kind time one shard 0.6-1.8x apart:
+machines (an Intel Xeon and an AMD EPYC VM of this project's machine kind time one shard 0.6-2.3x apart:
 docs/benchmarks.md, "One machine kind, two CPUs")."""
 
 

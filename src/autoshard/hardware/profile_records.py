@@ -134,7 +134,7 @@ def check_same_hardware(where: str | Path, hosts: Iterable[dict[str, Any]], host
     """Refuse to add records measured on ``host`` to a dataset (``where``) whose records (of ``hosts``) were
     measured on other hardware (``autoshard.host.HARDWARE_KEYS``): one profile is one machine's costs, and a
     model trained on a mix is calibrated for neither (two CPUs of this project's machine kind time one shard
-    0.6-1.8x apart)."""
+    0.6-2.3x apart)."""
     for other in hosts:
         k = hardware_difference(other, host)
         if k is not None:

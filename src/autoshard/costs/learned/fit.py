@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 def check_one_machine(records: Sequence[Any]) -> None:
     """Refuse records of more than one machine: a model is calibrated for the hardware it was trained on
-    (``trained_on`` names one host), and two CPUs of one machine kind time a shard 0.6-1.8x apart."""
+    (``trained_on`` names one host), and two CPUs of one machine kind time a shard 0.6-2.3x apart."""
     first = records[0].host
     for rec in records[1:]:
         k = hardware_difference(first, rec.host)
