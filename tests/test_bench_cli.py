@@ -83,6 +83,13 @@ def test_bad_arguments_are_one_line_errors(tmp_path, capsys):
     assert main(["quickstart", "-o", str(tmp_path), "--tables", str(tmp_path / "missing.json")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--tables" in err and "no such file" in err
+    for flags, match in ((["--refresh-rounds", "-1"], "--refresh-rounds -1"),
+                         (["--refresh-tasks", "0"], "--refresh-tasks 0"),
+                         (["--refresh-budget", "0"], "--refresh-budget 0"),
+                         (["--refresh-budget", "inf"], "--refresh-budget inf")):
+        assert main(["bench", "--suite", "tiny", "-o", str(tmp_path), *flags]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and match in err
     assert not (tmp_path / "stages").exists()  # nothing ran
 
 
