@@ -121,8 +121,8 @@ def run_loop(ctx: Context, cost_spec: str, policy_path: str | None,
         if r and time.perf_counter() - start > t.refresh_budget_s:
             ctx.say(f"[refresh] time budget {t.refresh_budget_s:.0f} s spent after {r} round(s)")
             break
-        options = PlannerOptions(seed=s.seed, cost_model=model.with_comm(comm),
-                                 policy_path=str(new_policy_path) if r else policy_path,
+        current_policy = str(new_policy_path) if r and policy is not None else policy_path
+        options = PlannerOptions(seed=s.seed, cost_model=model.with_comm(comm), policy_path=current_policy,
                                  time_limit_s=s.time_limit_s)
         row = _round(r, tasks, learned, options, recorder, comm)
         model = LearnedCostModel.fit(load_dataset(costs), cost_train_options(ctx))
