@@ -125,7 +125,8 @@ def run_loop(ctx: Context, cost_spec: str, policy_path: str | None,
         options = PlannerOptions(seed=s.seed, cost_model=model.with_comm(comm), policy_path=current_policy,
                                  time_limit_s=s.time_limit_s)
         row = _round(r, tasks, learned, options, recorder, comm)
-        model = LearnedCostModel.fit(load_dataset(costs), cost_train_options(ctx))
+        grown = load_dataset(costs)
+        model = LearnedCostModel.fit(grown, cost_train_options(ctx))
         model.save(str(model_path))
         if policy is not None:
             iterations = t.policy_iterations * (r + 2)  # the first training's, then as many again a round
@@ -133,7 +134,7 @@ def run_loop(ctx: Context, cost_spec: str, policy_path: str | None,
                            cost_model_spec=str(model_path), checkpoint_path=str(new_policy_path),
                            resume=policy)
             policy.save(str(new_policy_path))
-        row["records_total"] = len(load_dataset(costs).records)
+        row["records_total"] = len(grown.records)
         row["elapsed_s"] = time.perf_counter() - start
         rows.append(row)
         ctx.say(f"[refresh] round {r}: {describe_round(row)}")
