@@ -26,25 +26,16 @@ from typing import Any
 
 import numpy as np
 
-from autoshard.bench.summary import geomean
+from autoshard.bench.summary import geomean, geomean_interval
 from autoshard.hardware.kernel import MeasureSettings, measure_shard
 from autoshard.hardware.profile_dataset import load_dataset
 from autoshard.host import host_info
 from autoshard.io import write_json
 
-RESAMPLES = 2000
-
-
-def _interval(ratios: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
-    logs = np.log(ratios)
-    means = logs[rng.integers(0, len(logs), (RESAMPLES, len(logs)))].mean(axis=1)
-    return float(np.exp(np.percentile(means, 2.5))), float(np.exp(np.percentile(means, 97.5)))
-
 
 def summarize(pairs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     """Per part (fwd, bwd, total): geometric-mean ratio new / recorded with its 95% bootstrap interval, the
     median absolute log-ratio and the range; printed and returned."""
-    rng = np.random.default_rng(0)
     summary = {}
     for part in ("fwd", "bwd", "total"):
         def cost(p: dict[str, Any], pre: str = "", part: str = part) -> float:
@@ -52,7 +43,7 @@ def summarize(pairs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
                 return p[f"{pre}fwd_ms"] + p[f"{pre}bwd_ms"]
             return p[f"{pre}{part}_ms"]
         ratios = np.array([cost(p) / cost(p, "recorded_") for p in pairs])
-        low, high = _interval(ratios, rng)
+        low, high = geomean_interval(list(ratios))
         spread = float(np.median(np.abs(np.log(ratios))))
         summary[part] = {"geomean_ratio": geomean(list(ratios)), "low": low, "high": high,
                          "median_abs_log_ratio": spread, "max_ratio": float(ratios.max()),

@@ -47,12 +47,9 @@ def main() -> None:
     args = ap.parse_args()
 
     data = load_dataset(args.profile)
-    pool = sorted((r for r in data.records if r.fwd_ms + r.bwd_ms <= args.max_ms),
-                  key=lambda r: r.fwd_ms + r.bwd_ms)
-    if not pool or args.records <= 0 or args.reps < 2:
+    picks = data.spread(args.records, args.max_ms)
+    if not picks or args.reps < 2:
         raise SystemExit("no records to time (check --records, --max-ms; --reps must be >= 2)")
-    picks = [pool[k] for k in sorted({round(i * (len(pool) - 1) / max(args.records - 1, 1))
-                                      for i in range(args.records)})]
     base = MeasureSettings.from_json({k: v for k, v in picks[0].settings.items() if k != "precision"})
     chosen = protocols(base)
     here = host_info("cpu")

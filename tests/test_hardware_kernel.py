@@ -119,3 +119,25 @@ def test_time_budget_is_recorded_only_when_set() -> None:
     for bad in (float("inf"), float("nan")):
         with pytest.raises(AutoshardError, match="finite"):
             MeasureSettings(time_budget_ms=bad)
+
+
+def test_fill_weights_writes_every_weight_within_range_and_seeded() -> None:
+    import torch
+
+    from autoshard.hardware.kernel import WEIGHT_INIT_TILE, fill_weights
+
+    def filled(seed: int) -> list[torch.Tensor]:
+        torch.manual_seed(seed)
+        # one table longer than the tile (whole tiles + a rest), one shorter, one non-contiguous, one fp16
+        ws = [torch.zeros(WEIGHT_INIT_TILE // 8 + 3, 16), torch.zeros(7, 4), torch.zeros(12, 8)[:, :4],
+              torch.zeros(300, 8, dtype=torch.float16)]
+        fill_weights(ws, -0.01, 0.01)
+        return ws
+
+    a, b, c = filled(0), filled(0), filled(1)
+    for w in a:
+        assert bool((w != 0).all()) and float(w.abs().max()) <= 0.01 * 1.001  # fp16 rounds up a little
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+    assert not torch.equal(a[1], c[1])
+    assert len(torch.unique(a[0][:, 0])) > 0.9 * a[0].shape[0]  # rows differ: the tile is not a row multiple
+

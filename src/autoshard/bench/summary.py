@@ -55,6 +55,17 @@ def geomean(values: Sequence[float]) -> float | None:
     return float(math.exp(sum(math.log(v) for v in vals) / len(vals)))
 
 
+def geomean_interval(ratios: Sequence[float], *, resamples: int = RESAMPLES, level: float = LEVEL,
+                     seed: int = SEED) -> tuple[float, float]:
+    """Percentile-bootstrap interval of the geometric mean of positive ``ratios`` (resampled over them, no
+    round noise: for paired re-measurements, where ``compare``'s task structure does not apply)."""
+    logs = np.log(np.asarray(ratios, dtype=np.float64))
+    rng = np.random.default_rng(seed)
+    means = logs[rng.integers(0, len(logs), (resamples, len(logs)))].mean(axis=1)
+    low, high = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+    return float(np.exp(low)), float(np.exp(high))
+
+
 def _usable(ms: Any) -> bool:
     return ms is not None and math.isfinite(ms) and ms > 0
 

@@ -70,6 +70,12 @@ WEIGHT_INIT_RANGE = 0.01
 """Weights are initialised uniform in +-this, writing every page (FBGEMM's CPU default leaves zeros, whose
 untouched pages could alias one physical zero page and make lookups look cache-resident)."""
 
+WEIGHT_INIT_TILE = 1_048_573
+"""Values drawn for the weight init (a prime count, so no two rows of any dim start the tile at the same
+place); ``fill_weights`` repeats them over every table. Drawing one uniform per weight cost 14% of a broad
+profile sample (up to 2 GB of weights each); the kernels' time depends on which rows are touched, not on
+their values (``benchmarks/profile_remeasure.py`` re-timed samples both ways: see docs/benchmarks.md)."""
+
 
 class Optimizer(str, Enum):
     """The sparse optimizer fused into the backward kernel."""
@@ -263,6 +269,30 @@ def _fused_lookups(task: Task, shards: Sequence[ShardRef], rows: Sequence[int], 
     return torch.from_numpy(np.concatenate(idx)), torch.from_numpy(np.concatenate(off))
 
 
+def fill_weights(weights: Sequence[Any], low: float, high: float) -> None:
+    """Write every element of each weight tensor with values uniform in [low, high): one draw of
+    ``WEIGHT_INIT_TILE`` values (the torch RNG, so seeded by the caller) tiled over each table. A table that
+    is not one contiguous block gets a full uniform draw."""
+    import torch
+
+    tiles: dict[Any, Any] = {}
+    with torch.no_grad():
+        for w in weights:
+            if not w.is_contiguous():
+                w.uniform_(low, high)
+                continue
+            key = (w.dtype, w.device)
+            if key not in tiles:
+                tiles[key] = torch.empty(WEIGHT_INIT_TILE, dtype=w.dtype, device=w.device).uniform_(low, high)
+            tile, flat = tiles[key], w.view(-1)
+            whole = flat.numel() // WEIGHT_INIT_TILE
+            if whole:
+                flat[:whole * WEIGHT_INIT_TILE].view(whole, WEIGHT_INIT_TILE).copy_(
+                    tile.expand(whole, WEIGHT_INIT_TILE))
+            rest = flat.numel() - whole * WEIGHT_INIT_TILE
+            flat[whole * WEIGHT_INIT_TILE:].copy_(tile[:rest])
+
+
 def _build_tbe(task: Task, shards: Sequence[ShardRef], rows: Sequence[int], settings: MeasureSettings) -> Any:
     import torch
 
@@ -292,7 +322,7 @@ def _build_tbe(task: Task, shards: Sequence[ShardRef], rows: Sequence[int], sett
         learning_rate=LEARNING_RATE,
         device=torch.device("cuda") if cuda else torch.device("cpu"),
     )
-    tbe.init_embedding_weights_uniform(-WEIGHT_INIT_RANGE, WEIGHT_INIT_RANGE)
+    fill_weights(tbe.split_embedding_weights(), -WEIGHT_INIT_RANGE, WEIGHT_INIT_RANGE)
     return tbe
 
 
@@ -306,7 +336,7 @@ def _build_torch(task: Task, shards: Sequence[ShardRef], rows: Sequence[int],
     dtype = torch.float16 if task.precision is Precision.FP16 else torch.float32
     module = FusedEmbeddingBags(rows, [s.dim for s in shards], settings.optimizer,
                                 learning_rate=LEARNING_RATE, dtype=dtype, device=settings.device.value)
-    module.init_embedding_weights_uniform(-WEIGHT_INIT_RANGE, WEIGHT_INIT_RANGE)
+    fill_weights(module.split_embedding_weights(), -WEIGHT_INIT_RANGE, WEIGHT_INIT_RANGE)
     return module
 
 

@@ -46,6 +46,16 @@ class CostDataset:
         return sample_task(self.pool, record.tables, record.dims, record.batch_size,
                            Precision(record.settings.get("precision", "fp32")))
 
+    def spread(self, count: int, max_ms: float = float("inf")) -> list[CostRecord]:
+        """``count`` records spread evenly over the recorded fwd+bwd range up to ``max_ms`` (fewer when
+        fewer qualify): what re-measurement benchmarks time."""
+        pool = sorted((r for r in self.records if r.fwd_ms + r.bwd_ms <= max_ms),
+                      key=lambda r: r.fwd_ms + r.bwd_ms)
+        if not pool or count <= 0:
+            return []
+        picks = {round(i * (len(pool) - 1) / max(count - 1, 1)) for i in range(count)}
+        return [pool[k] for k in sorted(picks)]
+
     @property
     def design(self) -> str:
         """'broad' (tables generated per sample) or 'pool' (tables of tables.json)."""

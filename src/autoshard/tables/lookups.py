@@ -42,13 +42,20 @@ array)."""
 
 def _power_law_ranks(rng: np.random.Generator, n: int, rows: int, alpha: float) -> np.ndarray:
     """Ranks in [0, rows) with density proportional to (rank + 1) ** -alpha (inverse-CDF sampling)."""
-    u = rng.random(n)
+    # in place, same operations in the same order as x = (1 + u (top - 1)) ** (1 / (1 - alpha)) - 1: the
+    # same ranks, without four temporaries of n floats (the profiler draws up to ~1e8 ids a sample)
+    x = rng.random(n)
     if abs(alpha - 1.0) < 1e-9:
-        x = np.exp(u * np.log(rows + 1.0)) - 1.0
+        x *= np.log(rows + 1.0)
+        np.exp(x, out=x)
     else:
-        top = (rows + 1.0) ** (1.0 - alpha)
-        x = (1.0 + u * (top - 1.0)) ** (1.0 / (1.0 - alpha)) - 1.0
-    return np.minimum(x.astype(np.int64), rows - 1)
+        x *= (rows + 1.0) ** (1.0 - alpha) - 1.0
+        x += 1.0
+        np.power(x, 1.0 / (1.0 - alpha), out=x)
+    x -= 1.0
+    ranks = x.astype(np.int64)
+    np.minimum(ranks, rows - 1, out=ranks)
+    return ranks
 
 
 def _rank_to_row(ranks: np.ndarray, rows: int, seed: int) -> np.ndarray:
@@ -63,7 +70,10 @@ def _rank_to_row(ranks: np.ndarray, rows: int, seed: int) -> np.ndarray:
     ranks = np.asarray(ranks, dtype=np.int64)
     if len(ranks) and int(ranks.max()) * m >= _EXACT_PRODUCT:
         return np.array([(int(k) * m + off) % rows for k in ranks], dtype=np.int64)
-    return (ranks * m + off) % rows
+    out = ranks * m
+    out += off
+    np.remainder(out, rows, out=out)
+    return out
 
 
 def _bag_lengths(rng: np.random.Generator, batch_size: int, mean: float, cv: float) -> np.ndarray:
@@ -154,8 +164,9 @@ def sample_lookups(table: Table, batch_size: int, seed: int = 0, rows: int | Non
     vocab = table.rows if spec.vocab is None else max(1, min(int(spec.vocab), table.rows))
     ranks = _power_law_ranks(rng, int(offsets[-1]), vocab, spec.alpha)
     rows = ranks if spec.sorted_ids else _rank_to_row(ranks, table.rows, spec.seed)
-    indices = rows % n_rows
-    return Lookups(indices.astype(np.int64), offsets)
+    if n_rows < table.rows:  # else every row id is already below n_rows
+        rows = rows % n_rows
+    return Lookups(rows, offsets)
 
 
 def index_counts(indices: np.ndarray) -> np.ndarray:
