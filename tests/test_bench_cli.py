@@ -131,3 +131,21 @@ def test_refresh_loop_measures_the_learned_planners_devices_and_reports_each_rou
 
     assert main(argv) == 0  # re-run: the loop is cached
     assert "[refresh] cached" in capsys.readouterr().err
+
+    # Interrupted after its last round wrote rounds.json: a resume keeps the finished rounds, refits nothing.
+    from autoshard.pipeline.refresh_stage import finished_rounds
+
+    stage = out / "stages" / "refresh.json"
+    record = json.loads(stage.read_text())
+    stage.write_text(json.dumps({**record, "complete": False}))
+    model_bytes = (out / "refresh" / "cost_model.pt").read_bytes()
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "[refresh] resuming" in err and "resuming after round 1 (of 2)" in err
+    assert (out / "refresh" / "cost_model.pt").read_bytes() == model_bytes
+    assert json.loads((out / "refresh" / "rounds.json").read_text())["rounds"] == rounds
+    # ... unless the model left there is not the one the last finished round names: then from round 0
+    assert finished_rounds(out / "refresh", with_policy=True) == rounds
+    (out / "refresh" / "policy.pt").write_bytes(b"another policy")
+    assert finished_rounds(out / "refresh", with_policy=True) == []
+    assert finished_rounds(out / "refresh", with_policy=False) == rounds

@@ -17,8 +17,10 @@ many tables), and a planner that optimises its predictions finds the devices it 
    it.
 
 The bench then plans the held-out test tasks with the refreshed model and policy (``refresh/``). An
-interrupted loop re-runs from its first round, reading back every device it had recorded (nothing is timed
-twice); the refits and the policy training run again.
+interrupted loop resumes after its last finished round: ``rounds.json`` is written last in a round and names
+the content hashes of the model and policy that round left, so a resume continues from them when they are
+still those files, and otherwise starts again from round 0 (the devices recorded so far are read back either
+way: nothing is timed twice).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -85,7 +88,7 @@ def stage_refresh(ctx: Context, k_train: str, k_cost: str, cost_spec: str, k_pol
         outputs.append(f"{REFRESH_DIR}/policy.pt")
 
     def make(resume: bool) -> None:
-        run_loop(ctx, cost_spec, policy_path, learned)
+        run_loop(ctx, cost_spec, policy_path, learned, resume=resume)
 
     key = ctx.stage("refresh", settings, [k_train, k_cost, k_policy], outputs, make)
     return Refreshed(key, str(out / "cost_model.pt"), key,
@@ -100,9 +103,30 @@ def refresh_rounds(ctx: Context) -> list[dict[str, Any]]:
     return list(read_json(path, kind="autoshard.refresh_rounds")["rounds"])
 
 
+def finished_rounds(out: Path, with_policy: bool) -> list[dict[str, Any]]:
+    """The rows of an interrupted loop's finished rounds in ``out``, when the model (and policy) files there
+    are still the ones its last round left (by content hash); else none (the loop starts again)."""
+    path = out / "rounds.json"
+    if not path.is_file():
+        return []
+    try:
+        rows = list(read_json(path, kind="autoshard.refresh_rounds")["rounds"])
+    except (AutoshardError, KeyError, TypeError):
+        return []
+    if not rows:
+        return []
+    last = rows[-1]
+    if last.get("model_key") != file_key(str(out / "cost_model.pt")):
+        return []
+    if with_policy and last.get("policy_key") != file_key(str(out / "policy.pt")):
+        return []
+    return rows
+
+
 def run_loop(ctx: Context, cost_spec: str, policy_path: str | None,
-             learned: list[str]) -> list[dict[str, Any]]:
-    """The rounds; returns (and writes to ``refresh/rounds.json``) one row per round."""
+             learned: list[str], resume: bool = False) -> list[dict[str, Any]]:
+    """The rounds; returns (and writes to ``refresh/rounds.json``) one row per round. With ``resume``, the
+    rounds an interrupted run finished are kept (``finished_rounds``) and the loop goes on from there."""
     t, s = ctx.suite.training, ctx.suite
     out = ctx.out / REFRESH_DIR
     out.mkdir(parents=True, exist_ok=True)
@@ -112,12 +136,17 @@ def run_loop(ctx: Context, cost_spec: str, policy_path: str | None,
     dataset = check_dataset(costs, tasks)
     recorder = DeviceRecorder(dataset, costs)
     comm = ctx.comm_model()
-    model = LearnedCostModel.load(cost_spec)
-    policy = TrainedPolicy.load(policy_path) if policy_path else None
     model_path, new_policy_path = out / "cost_model.pt", out / "policy.pt"
-    rows: list[dict[str, Any]] = []
-    start = time.perf_counter()
-    for r in range(t.refresh_rounds):
+    rows = finished_rounds(out, policy_path is not None) if resume else []
+    if rows:
+        model = LearnedCostModel.load(str(model_path))
+        policy = TrainedPolicy.load(str(new_policy_path)) if policy_path else None
+        ctx.say(f"[refresh] resuming after round {len(rows) - 1} (of {t.refresh_rounds})")
+    else:
+        model = LearnedCostModel.load(cost_spec)
+        policy = TrainedPolicy.load(policy_path) if policy_path else None
+    start = time.perf_counter() - (float(rows[-1].get("elapsed_s", 0.0)) if rows else 0.0)
+    for r in range(len(rows), t.refresh_rounds):
         if r and time.perf_counter() - start > t.refresh_budget_s:
             ctx.say(f"[refresh] time budget {t.refresh_budget_s:.0f} s spent after {r} round(s)")
             break
@@ -136,6 +165,9 @@ def run_loop(ctx: Context, cost_spec: str, policy_path: str | None,
             policy.save(str(new_policy_path))
         row["records_total"] = len(grown.records)
         row["elapsed_s"] = time.perf_counter() - start
+        row["model_key"] = file_key(str(model_path))
+        if policy is not None:
+            row["policy_key"] = file_key(str(new_policy_path))
         rows.append(row)
         ctx.say(f"[refresh] round {r}: {describe_round(row)}")
         ctx.progress("refresh rounds", r + 1, t.refresh_rounds)
