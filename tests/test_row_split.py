@@ -65,3 +65,59 @@ def test_short_total_memory_names_the_bytes_missing():
     task = _task(devices=2)
     with pytest.raises(InfeasibleError, match=r"short by [\d.]+GB"):
         run_planner(make_planner("size_lookup_greedy", PlannerOptions()), task)
+
+
+@pytest.mark.parametrize("algo", [a for a in available_planners() if a != "torchrec"])
+def test_torchrec_rows_plans_export_whatever_the_planner(algo):
+    from autoshard.torchrec.export import check_torchrec_row_split
+
+    # 4 x 20 GB: the big tables (20.48 GB) would be cut into 3 pieces each, on 3 of the 4 ranks at most
+    task = _task(devices=4, memory=20 * GB)
+    options = PlannerOptions(cost_model=MODEL, time_limit_s=2, seed=0)
+    plan = run_planner(make_planner(algo, options), task, torchrec_rows=True)
+    validate(plan, task)
+    assert plan.algorithm
+    for name in ("big0", "big1"):
+        p = plan.placement(name)
+        assert [s.rank for s in p.shards] == [0, 1, 2, 3]
+        check_torchrec_row_split(p, 40_000_000, 4, 4)  # what TorchRec's kernels run: no PlanError
+    assert all(u <= c for u, c in zip(plan.memory_used(task), task.device_memory))
+
+
+def test_free_row_pieces_can_share_a_rank_which_torchrec_cannot_run():
+    from autoshard.errors import PlanError
+    from autoshard.torchrec.export import check_torchrec_row_split
+
+    task = _task(devices=4, memory=20 * GB)
+    plan = run_planner(make_planner("random", PlannerOptions(seed=0)), task)
+    shared = [p for p in (plan.placement("big0"), plan.placement("big1")) if len(p.shards) != 4]
+    assert shared  # 4 pieces, 2 on a rank: uneven ranges; the drop-in planner and --torchrec-rows avoid this
+    with pytest.raises(PlanError, match="TorchRec"):
+        check_torchrec_row_split(shared[0], 40_000_000, 4, 4)
+
+
+def test_torchrec_rows_refuses_blocks_larger_than_a_rank_and_plans_all_oversize_tasks():
+    spec = LookupSpec(LookupKind.POWER_LAW, seed=1, alpha=1.1)
+    # 20.48 GB over ranks of 16, 16 and 4 GB: even blocks of 6.83 GB do not fit the last one
+    big = Task((Table("big", 128, 40_000_000, 30.0, lookups=spec),), (16 * GB, 16 * GB, 4 * GB),
+               name="three")
+    with pytest.raises(InfeasibleError, match=r"row_wise puts 6.83GB on every rank, more than rank 2 has"):
+        run_planner(make_planner("size_greedy", PlannerOptions()), big, torchrec_rows=True)
+    run_planner(make_planner("size_greedy", PlannerOptions()), big)  # uneven pieces fit
+    only = Task(big.tables, (16 * GB,) * 4, name="four")  # nothing left to plan once the blocks are placed
+    plan = run_planner(make_planner("size_greedy", PlannerOptions()), only, torchrec_rows=True)
+    validate(plan, only)
+    assert plan.algorithm == "size_greedy" and len(plan.placement("big").shards) == 4
+
+
+def test_plan_cli_torchrec_rows(tmp_path, capsys):
+    from autoshard.cli.main import main
+    from autoshard.tables import TablePool
+
+    tables = tmp_path / "tables.json"
+    TablePool.from_tables(_task().tables).save(str(tables))
+    out = tmp_path / "plan.json"
+    assert main(["plan", "--tables", str(tables), "--devices", "4", "--memory", "16GB", "--algo",
+                 "size_lookup_greedy", "--torchrec-rows", "-o", str(out)]) == 0
+    plan = Plan.load(str(out))
+    assert [s.rank for s in plan.placement("big0").shards] == [0, 1, 2, 3]

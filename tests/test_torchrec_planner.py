@@ -217,3 +217,26 @@ def test_drop_in_plan_is_exactly_what_verify_hands_dmp():
     plan = from_sharding_plan(sp, task, algorithm="lookup_greedy")
     assert plan.placements == planner.last_plan.placements
     assert dict(to_sharding_plan(plan, task).plan[""]) == dict(sp.plan[""])
+
+
+def test_drop_in_planner_row_splits_a_table_larger_than_a_rank_as_torchrec_runs_it():
+    from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
+    from torchrec.distributed.types import ShardingType as TorchRecShardingType
+    from torchrec.modules.embedding_modules import EmbeddingBagCollection
+
+    from autoshard.torchrec.baseline import make_topology
+    from autoshard.torchrec.modules import ebc_configs
+    from autoshard.torchrec.planner import AutoshardShardingPlanner
+
+    spec = LookupSpec(LookupKind.POWER_LAW, seed=1, alpha=1.1)
+    tables = (Table("big", 128, 40_000_000, 30.0, lookups=spec),
+              *(Table(f"t{i}", 64, 2_000_000 * (i + 1), 5.0 + i, lookups=spec) for i in range(8)))
+    task = Task(tables, (20 * 10**9,) * 4)  # big: 20.48 GB, more than any rank
+    ebc = EmbeddingBagCollection(ebc_configs(task), device=torch.device("meta"))
+    # random places free row pieces two to a rank (tests/test_row_split.py): the drop-in planner must not
+    planner = AutoshardShardingPlanner(make_topology(task), batch_size=256, algorithm="random")
+    sp = planner.plan(ebc, [EmbeddingBagCollectionSharder()])
+    big = sp.plan[""]["big"]
+    assert big.sharding_type == TorchRecShardingType.ROW_WISE.value
+    assert [m.placement.rank() for m in big.sharding_spec.shards] == [0, 1, 2, 3]
+    assert [m.shard_sizes[0] for m in big.sharding_spec.shards] == [10_000_000] * 4

@@ -49,6 +49,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also plan with every heuristic, time the K candidates the model predicts "
                         "cheapest on this machine's kernels, and keep the measured best (for planning on "
                         "the hardware you train on)")
+    p.add_argument("--torchrec-rows", action="store_true",
+                   help="cut a table larger than a device in TorchRec's row_wise form (even blocks on every "
+                        "rank) before planning, so the plan exports to a TorchRec ShardingPlan (default: "
+                        "row pieces the planner places freely, which autoshard's runtime runs)")
     p.add_argument("-o", "--output", help="write the plan JSON here")
     p.add_argument("--list-algos", action="store_true", help="list the algorithms and exit")
     p.set_defaults(func=run)
@@ -141,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
     if args.measure_top:
         plan = _measure_top(args, task, options, estimator)
     else:
-        plan = run_planner(make_planner(args.algo, options), task)
+        plan = run_planner(make_planner(args.algo, options), task, args.torchrec_rows)
         plan = plan.with_cost(plan_cost(estimator, task, plan))
     proxy = [sum(size_lookup_proxy(task.tables[s.table].with_dim(s.dim)) for s in dev)
              for dev in plan.device_shards(task)]
@@ -160,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
 def _measure_top(args: argparse.Namespace, task, options, estimator):
     from autoshard.pipeline.choose import candidate_plans, measure_top
 
-    candidates = candidate_plans(task, args.algo, options)
+    candidates = candidate_plans(task, args.algo, options, args.torchrec_rows)
     choice = measure_top(task, candidates, estimator, args.measure_top)
     print(f"{'candidate':<20} {'predicted ms':>12} {'measured ms':>12}")
     for c in choice.candidates:

@@ -50,13 +50,15 @@ class MeasuredChoice:
     measuring_s: float
 
 
-def candidate_plans(task: Task, algorithm: str, options: PlannerOptions) -> list[tuple[str, Plan]]:
-    """The asked planner's plan and every heuristic's (infeasible ones left out), identical plans once."""
+def candidate_plans(task: Task, algorithm: str, options: PlannerOptions,
+                    torchrec_rows: bool = False) -> list[tuple[str, Plan]]:
+    """The asked planner's plan and every heuristic's (infeasible ones left out), identical plans once
+    (``torchrec_rows``: ``run_planner``'s)."""
     out: list[tuple[str, Plan]] = []
     seen = set()
     for name in dict.fromkeys((algorithm, *HEURISTICS)):
         try:
-            plan = run_planner(make_planner(name, options), task)
+            plan = run_planner(make_planner(name, options), task, torchrec_rows)
         except InfeasibleError as e:
             log.info("measure-top: %s found no plan (%s)", name, e)
             continue

@@ -142,16 +142,19 @@ def _parse(name: str, text: str, kind: type) -> object:
         raise AutoshardError(f"planner setting {name}={text!r} is not a valid {kind.__name__}") from None
 
 
-def run_planner(planner: Planner, task: Task) -> Plan:
+def run_planner(planner: Planner, task: Task, torchrec_rows: bool = False) -> Plan:
     """Plan ``task``, record the wall time, and validate the result (a planner bug never yields a bad
     plan). Tables larger than any device are cut into row pieces for the planner and merged into row-wise
-    shards after (``row_split``), unless the planner plans rows itself (``plans_rows = True``)."""
+    shards after (``row_split``), unless the planner plans rows itself (``plans_rows = True``);
+    ``torchrec_rows``: placed in TorchRec's even row_wise over every rank instead, so the plan exports."""
     task.check_fits()
     start = time.perf_counter()
-    pieces = None if getattr(planner, "plans_rows", False) else split_oversize(task)
-    plan = planner.plan(task if pieces is None else pieces.task)
-    if pieces is not None:
-        plan = pieces.merge(plan)
+    pieces = None if getattr(planner, "plans_rows", False) else split_oversize(task, torchrec_rows)
+    if pieces is None:
+        plan = planner.plan(task)
+    else:
+        plan = pieces.merge(planner.plan(pieces.task) if pieces.left_to_plan else None)
+        plan = replace(plan, algorithm=plan.algorithm or planner.name)
     elapsed = time.perf_counter() - start
     validate(plan, task)
     return replace(plan, planning_time_s=elapsed, task_name=task.name)

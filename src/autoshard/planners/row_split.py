@@ -14,16 +14,26 @@ with even or uneven ranges. Pieces are never column-split (``Task.meta['row_piec
 
 ``PIECE_FILL`` < 1 leaves room on a device for other tables beside a piece; a task whose total memory is
 short is refused before any planning, naming the bytes missing (``Task.check_fits``).
+
+Pieces placed freely may share a rank, which makes uneven ranges on fewer ranks than TorchRec's row_wise
+(one even block of ``ceil(rows / D)`` rows on every rank, the only form its kernels run), so such a plan
+runs in autoshard's runtime but does not export. ``torchrec_rows=True`` (TorchRec's drop-in planner,
+``autoshard plan --torchrec-rows``) places every oversize table in TorchRec's form before planning instead:
+its blocks are fixed on every rank, the planner plans the other tables in the memory left, and ``merge``
+adds the blocks back. The planner then does not weigh the blocks' kernel time, which is spread over every
+rank alike (even rows: skew can still make one block hotter).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, replace
 
 from autoshard.errors import InfeasibleError
+from autoshard.io import format_bytes
 from autoshard.plan import Plan, ShardingType, TablePlacement
-from autoshard.shards import Shard, even_row_bounds
+from autoshard.shards import Shard, even_row_bounds, row_shards
 from autoshard.tasks import Task
 
 PIECE_FILL = 0.5
@@ -42,11 +52,21 @@ class RowPieces:
     original: Task
     pieces: dict[str, tuple[str, int, int]]
     """Piece name -> (table name, first row, end row)."""
+    fixed: tuple[TablePlacement, ...] = ()
+    """Placements made before planning (``torchrec_rows``: TorchRec's even row_wise blocks on every rank)."""
 
-    def merge(self, plan: Plan) -> Plan:
-        """The plan of the derived task as a plan of the original: pieces merged per rank into row ranges."""
+    @property
+    def left_to_plan(self) -> bool:
+        """False when every table was placed before planning (the derived task then keeps a stand-in)."""
+        return len(self.fixed) < self.original.num_tables
+
+    def merge(self, plan: Plan | None) -> Plan:
+        """The plan of the derived task as a plan of the original: pieces merged per rank into row ranges,
+        the fixed placements added. ``None``: nothing was left to plan (``left_to_plan`` False)."""
+        if plan is None:
+            plan = Plan((), self.original.num_devices, task_name=self.task.name)
         by_table: dict[str, list[tuple[int, int]]] = {}  # table -> [(rank, rows)]
-        placements = []
+        placements = list(self.fixed)
         for p in plan.placements:
             if p.table not in self.pieces:
                 placements.append(p)
@@ -73,11 +93,20 @@ def pieces_needed(task: Task, need: int) -> int:
     return max(2, math.ceil(need / (PIECE_FILL * max(task.device_memory))))
 
 
-def split_oversize(task: Task) -> RowPieces | None:
-    """The derived task if some table fits on no device alone, else None."""
+def torchrec_row_wise(table: str, rows: int, dim: int, num_devices: int) -> TablePlacement:
+    """Row shards over every rank in TorchRec's even blocks of ceil(rows / D) rows (what its kernels run)."""
+    counts = [b - a for a, b in itertools.pairwise(even_row_bounds(rows, num_devices))]
+    return TablePlacement(table, ShardingType.ROW_WISE, row_shards(range(len(counts)), counts, dim))
+
+
+def split_oversize(task: Task, torchrec_rows: bool = False) -> RowPieces | None:
+    """The derived task if some table fits on no device alone, else None; ``torchrec_rows``: with such tables
+    placed in TorchRec's row_wise form beforehand (module docstring)."""
     cap = max(task.device_memory)
     if all(task.table_memory(t) <= cap for t in task.tables):
         return None
+    if torchrec_rows:
+        return _place_torchrec_rows(task, cap)
     tables, pieces = [], {}
     for t in task.tables:
         need = task.table_memory(t)
@@ -103,3 +132,31 @@ def split_oversize(task: Task) -> RowPieces | None:
 def is_piece(task: Task, table_name: str) -> bool:
     """Whether ``table_name`` is a row piece of a derived task (never to be column-split)."""
     return table_name in task.meta.get(PIECES_KEY, {})
+
+
+def _place_torchrec_rows(task: Task, cap: int) -> RowPieces:
+    """Every table larger than ``cap`` as TorchRec's row_wise over every rank, the device memory it takes
+    subtracted; the derived task holds the other tables (or, if none is left, a stand-in never planned)."""
+    fixed, left = [], list(task.device_memory)
+    for t in task.tables:
+        if task.table_memory(t) <= cap:
+            continue
+        if t.rows < task.num_devices:
+            raise InfeasibleError(f"table {t.name}: {t.rows} rows cannot be cut into TorchRec's row_wise "
+                                  f"blocks over {task.num_devices} ranks; drop --torchrec-rows")
+        placement = torchrec_row_wise(t.name, t.rows, t.dim, task.num_devices)
+        for s in placement.shards:
+            left[s.rank] -= task.table_memory(t, rows=s.num_rows(t.rows))
+        short = [r for r, m in enumerate(left) if m < 0]
+        if short:
+            block = format_bytes(task.table_memory(t, rows=placement.shards[0].num_rows(t.rows)))
+            raise InfeasibleError(
+                f"table {t.name}: TorchRec's row_wise puts {block} on every rank, more than rank {short[0]} "
+                "has left; give more memory or devices, or drop --torchrec-rows (autoshard's own row pieces "
+                "need not be even)")
+        fixed.append(placement)
+    placed = {p.table for p in fixed}
+    tables = tuple(t for t in task.tables if t.name not in placed) or task.tables[:1]
+    # a rank a block filled keeps one byte: a task needs positive memory, and nothing fits in it
+    derived = replace(task, tables=tables, device_memory=tuple(max(m, 1) for m in left))
+    return RowPieces(derived, task, {}, tuple(fixed))

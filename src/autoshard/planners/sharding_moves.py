@@ -29,8 +29,8 @@ import numpy as np
 
 from autoshard.costs.base import CostModel, plan_cost
 from autoshard.plan import Plan, ShardingType, TablePlacement
-from autoshard.planners.row_split import is_piece
-from autoshard.shards import ShardRef, even_row_bounds, row_shards
+from autoshard.planners.row_split import is_piece, torchrec_row_wise
+from autoshard.shards import ShardRef, row_shards
 from autoshard.tables.lookups import lookup_balanced_bounds
 from autoshard.tables.table import Table
 from autoshard.tasks import Task
@@ -45,12 +45,6 @@ def _with(plan: Plan, placement: TablePlacement) -> Plan:
 
 def _fits(task: Task, plan: Plan) -> bool:
     return all(u <= c for u, c in zip(plan.memory_used(task), task.device_memory))
-
-
-def torchrec_row_wise(table: str, rows: int, dim: int, num_devices: int) -> TablePlacement:
-    """Row shards over every rank in TorchRec's even blocks of ceil(rows / D) rows (what its kernels run)."""
-    counts = [b - a for a, b in itertools.pairwise(even_row_bounds(rows, num_devices))]
-    return TablePlacement(table, ShardingType.ROW_WISE, row_shards(range(len(counts)), counts, dim))
 
 
 def lookup_balanced_row_wise(table: Table, num_devices: int) -> TablePlacement | None:

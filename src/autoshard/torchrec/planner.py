@@ -111,7 +111,7 @@ class AutoshardShardingPlanner:
             raise AutoshardError("no EmbeddingBagCollection sharder given; "
                                  "pass EmbeddingBagCollectionSharder()")
         task, owners = self.task_for(module)
-        plan = run_planner(make_planner(self.algorithm, self.options), task)
+        plan = run_planner(make_planner(self.algorithm, self.options), task, torchrec_rows=True)
         self.last_plan, self.last_task = plan, task
         rows = {t.name: t.rows for t in task.tables}
         local = self.topology.local_world_size
