@@ -23,7 +23,7 @@ from autoshard.costs.learned.evaluation import coverage, evaluate, select_risk_k
 from autoshard.costs.learned.features import TargetScaler, shard_features, task_raw_features
 from autoshard.costs.learned.network import CostNet, segment_sum
 from autoshard.costs.learned.risk import RiskPricedModel, risk_priced
-from autoshard.costs.loading import SHIPPED_COST_MODEL, resolve_cost_model
+from autoshard.costs.loading import resolve_cost_model
 from autoshard.costs.step import device_volumes, step_cost
 from autoshard.errors import AutoshardError
 from autoshard.hardware.kernel import MeasureSettings
@@ -87,10 +87,14 @@ HUGE = Table("huge", 256, 10**6, 200.0, lookups=LookupSpec(LookupKind.POWER_LAW,
 
 
 # -- old checkpoints -----------------------------------------------------------------------------------------
-SHIPPED_EXPECTED = np.array([[0.3578413128852844, 0.6830978989601135, 9.625079154968262],
+OLD_CHECKPOINT = Path(__file__).resolve().parent / "data" / "stop10_cost_model.pt"
+"""The default cost model shipped from stop 10 to stop 16 (one network, no support, no fallback), kept as a
+checkpoint of the format before ensembles and supports existed."""
+
+OLD_EXPECTED = np.array([[0.3578413128852844, 0.6830978989601135, 9.625079154968262],
                              [0.34778478741645813, 0.5395714640617371, 13.617290496826172],
                              [0.8493620157241821, 2.197014331817627, 180.85389709472656], [0.0, 0.0, 0.0]])
-"""The shipped model's predictions of ``_shipped_case`` by the code before ensembles and supports existed,
+"""The old checkpoint's predictions of ``_shipped_case`` by the code before ensembles and supports existed,
 except device 2's: it holds rows [0, 100) of a 300-row table, which serve 40.6% of its lookups by the table's
 distribution (``Task.lookup_share``, since stop 13) rather than the uniform 33.3% of before (it was
 [0.8493282198905945, 2.1964759826660156, 180.85311889648438])."""
@@ -106,16 +110,15 @@ def _shipped_case() -> tuple[Task, list[list[ShardRef]]]:
     return task, devices
 
 
-@pytest.mark.skipif(not SHIPPED_COST_MODEL.is_file(), reason="no shipped cost model")
 def test_old_checkpoint_loads_as_an_ensemble_of_one_and_predicts_exactly_as_before(tmp_path):
-    model = LearnedCostModel.load(SHIPPED_COST_MODEL, allow_other_hardware=True)
+    model = LearnedCostModel.load(OLD_CHECKPOINT, allow_other_hardware=True)
     assert model.ensemble_size == 1 and model.support is None and model.fallback is None
     assert model.risk_k == 0.0 and not model.has_spread
     task, devices = _shipped_case()
     got = model.device_costs(task, devices)
-    np.testing.assert_allclose(got, SHIPPED_EXPECTED, rtol=1e-6, atol=0)
+    np.testing.assert_allclose(got, OLD_EXPECTED, rtol=1e-6, atol=0)
     # bit for bit the single network's arithmetic, recomputed here from the raw checkpoint
-    ck = torch.load(SHIPPED_COST_MODEL, weights_only=True)
+    ck = torch.load(OLD_CHECKPOINT, weights_only=True)
     net = CostNet(CostNetConfig.from_json(ck["architecture"]))
     net.load_state_dict(ck["state_dict"])
     net.eval()
