@@ -202,6 +202,21 @@ def test_support_is_the_training_records_ranges(ensemble, dataset):
     assert "dim 4..32" in s.describe() or "dim 8..32" in s.describe()
 
 
+def test_pooling_bounds_have_a_small_slack_in_log_1p_space():
+    from autoshard.costs.learned.support import Support
+
+    s = Support({"dim": 4, "log10_rows": 2, "pooling": 0.0002, "tables_per_device": 1, "batch_size": 512},
+                {"dim": 256, "log10_rows": 8, "pooling": 200, "tables_per_device": 40, "batch_size": 65536},
+                ("fp32",))
+    task = Task(tuple(Table(f"p{i}", 16, 1000, p) for i, p in enumerate((0.0, 203.0, 230.0))), (10**12,))
+    devices = [[ShardRef(0, 16)], [ShardRef(1, 16)], [ShardRef(2, 16)]]
+    from autoshard.costs.learned.support import device_stats
+
+    stats = device_stats(task, devices)
+    assert s.outside(task, stats).tolist() == [False, False, True]  # a never-looked-up table is inside
+    assert s.reasons(task, stats)[2] == "pooling 230 > 200"
+
+
 def test_a_dim256_pooling200_shard_is_out_of_support_and_priced_by_the_fallback(ensemble, dataset):
     task = _task(dataset, extra=(HUGE,))
     huge = task.num_tables - 1
