@@ -1,13 +1,13 @@
 """Load a cost model by name or path, and the default one planners use when none is given.
 
-The package ships a small learned cost model (``autoshard/data/default_cost_model.pt``) trained on real kernel
+The package ships a learned cost model (``autoshard/data/default_cost_model.pt``) trained on real kernel
 timings of this project's CPU machine kind (see ``autoshard/data/DEFAULTS.md`` for the command and hardware);
 ``default_cost_model`` returns it, labelled with the hardware it describes, so ``autoshard plan`` works before
 any profiling. For other hardware, batch size or precision, profile and train your own.
 
 ``resolve_cost_model`` is the model planners plan with: a model that reports a spread (a learned ensemble,
 ``LearnedCostModel.device_costs_spread``) is priced at mean + risk_k x spread (``costs.learned.risk``); any
-other model, the shipped single network included, is returned as it is.
+other model (a single network, the analytical model) is returned as it is.
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ log = logging.getLogger(__name__)
 
 SHIPPED_DIR = Path(__file__).resolve().parent.parent / "data"
 SHIPPED_COST_MODEL = SHIPPED_DIR / "default_cost_model.pt"
-"""Learned cost model trained by ``autoshard bench --suite dlrm-20-4`` on this project's CPU machine kind."""
+"""Learned cost model (an ensemble of 5) trained on the committed AMD EPYC broad profile
+(``profiles/amd-epyc/broad-seed0``; the command is in DEFAULTS.md)."""
 SHIPPED_POLICY = SHIPPED_DIR / "default_policy.pt"
-"""RL policy trained against SHIPPED_COST_MODEL on that run's DLRM-20 (4) train tasks."""
+"""RL policy trained against SHIPPED_COST_MODEL on DLRM-20 (4) train tasks (DEFAULTS.md)."""
 
 
 def load_cost_model(spec: str) -> CostModel:
