@@ -74,7 +74,7 @@ WEIGHT_INIT_TILE = 1_048_573
 """Values drawn for the weight init (a prime count, so no two rows of any dim start the tile at the same
 place); ``fill_weights`` repeats them over every table. Drawing one uniform per weight cost 14% of a broad
 profile sample (up to 2 GB of weights each); the kernels' time depends on which rows are touched, not on
-their values (``benchmarks/profile_remeasure.py`` re-timed samples both ways: see docs/benchmarks.md)."""
+their values (``benchmarks/weight_init.py`` re-timed devices both ways: see docs/benchmarks.md)."""
 
 
 class Optimizer(str, Enum):
