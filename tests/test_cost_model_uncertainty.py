@@ -8,6 +8,7 @@ session); nothing here invents a cost.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -217,7 +218,7 @@ def test_pooling_bounds_have_a_small_slack_in_log_1p_space():
     assert s.reasons(task, stats)[2] == "pooling 230 > 200"
 
 
-def test_a_dim256_pooling200_shard_is_out_of_support_and_priced_by_the_fallback(ensemble, dataset):
+def test_a_dim256_pooling200_shard_is_out_of_support_and_priced_by_the_bare_fallback_if_asked(ensemble, dataset):
     task = _task(dataset, extra=(HUGE,))
     huge = task.num_tables - 1
     devices = [[ShardRef(huge, 256)], [ShardRef(0, task.tables[0].dim)],
@@ -225,33 +226,109 @@ def test_a_dim256_pooling200_shard_is_out_of_support_and_priced_by_the_fallback(
     oos = ensemble.out_of_support(task, devices)
     assert [i for i, _ in oos] == [0, 2]
     assert "dim 256 > 32" in oos[0][1] and "pooling 200 >" in oos[0][1] and "rows 1e+06 >" in oos[0][1]
-    line = ensemble.describe_fallback(task, devices)
-    assert line.startswith("2 of 3 devices priced by the calibrated analytical fallback")
+    bare = ensemble.with_handover("fallback")
+    line = bare.describe_fallback(task, devices)
+    assert line.startswith("2 of 3 devices outside the learned model's training support, priced by the "
+                           "calibrated analytical fallback")
     assert "device 0: dim 256" in line and "device 2:" in line and "device 1" not in line
-    got = ensemble.device_costs(task, devices)
-    fallback = ensemble.fallback.device_costs(task, devices)
+    got = bare.device_costs(task, devices)
+    fallback = bare.fallback.device_costs(task, devices)
     np.testing.assert_allclose(got[[0, 2]], fallback[[0, 2]], rtol=1e-12)  # fwd, bwd and comm
-    assert ensemble.fallback.name == "analytical-fitted"
+    assert bare.fallback.name == "analytical-fitted"
     # float32 network: a batch of a different size may round differently in the last bits
-    np.testing.assert_allclose(got[1, :2], ensemble.predict(task, devices[1:2]).mean[0, :2], rtol=1e-5)
+    np.testing.assert_allclose(got[1, :2], bare.predict(task, devices[1:2]).mean[0, :2], rtol=1e-5)
     assert not np.allclose(got[1, :2], fallback[1, :2])
     # the fallback's spread: its relative error on the training records times its cost
-    spread = ensemble.device_costs_spread(task, devices)
-    assert ensemble.fallback_rel_std > 0
-    np.testing.assert_allclose(spread[0, :2], ensemble.fallback_rel_std * fallback[0, :2])
+    spread = bare.device_costs_spread(task, devices)
+    assert bare.fallback_rel_std > 0
+    np.testing.assert_allclose(spread[0, :2], bare.fallback_rel_std * fallback[0, :2])
     # the fallback was fitted on the same records (fit_from_dataset)
-    assert ensemble.info["fallback"]["records"] == len(dataset.records)
+    assert bare.info["fallback"]["records"] == len(dataset.records)
+    with pytest.raises(AutoshardError, match="unknown hand-over"):
+        ensemble.with_handover("nearest")
 
 
-def test_batch_and_precision_outside_the_support_fall_back(ensemble, dataset):
+def _nearest_table(support, table: Table, name: str = "near") -> Table:
+    """``table`` with dim, rows and pooling moved to the nearest values inside ``support``, by hand."""
+    rows = int(round(10 ** min(max(math.log10(table.rows), support.lo["log10_rows"]), support.hi["log10_rows"])))
+    pool_hi = (1 + support.hi["pooling"]) * 10 ** 0.01 - 1  # the support's pooling slack
+    return replace(table, name=name, dim=int(min(max(table.dim, support.lo["dim"]), support.hi["dim"])),
+                   rows=rows, pooling_factor=min(table.pooling_factor, pool_hi))
+
+
+def test_outside_the_support_the_network_at_the_nearest_device_is_scaled_by_the_fallbacks_ratio(ensemble, dataset):
+    """The graded hand-over, recomputed by hand: a dim-256 pooling-200 1M-row shard is priced as the networks'
+    price of its nearest supported shard (dim, rows, pooling moved in) x the fallback's ratio of the two."""
+    task = _task(dataset, extra=(HUGE,))
+    huge = task.num_tables - 1
+    devices = [[ShardRef(huge, 256)], [ShardRef(0, task.tables[0].dim)]]
+    assert ensemble.describe_fallback(task, devices).startswith(
+        "1 of 2 devices outside the learned model's training support, priced by the network at the nearest "
+        "device inside x the calibrated analytical model's ratio")
+    near = _nearest_table(ensemble.support, HUGE)
+    near_task = replace(task, tables=task.tables[:-1] + (near,))
+    near_device = [[ShardRef(huge, near.dim)]]
+    assert ensemble.out_of_support(near_task, near_device) == []
+    inside = ensemble.predict(near_task, near_device)
+    ratio = (ensemble.fallback.device_costs(task, devices[:1])[0, :2]
+             / ensemble.fallback.device_costs(near_task, near_device)[0, :2])
+    assert np.all(ratio > 1.5)  # 8x the dim, 10x the pooling: the fallback says it costs more
+    pred = ensemble.predict(task, devices)
+    assert pred.fallback.tolist() == [True, False]
+    # float32 network; the nearest rows rounded to an integer table here
+    np.testing.assert_allclose(pred.mean[0, :2], inside.mean[0, :2] * ratio, rtol=1e-3)
+    # its spread: the members' spread x the ratio, with the fallback's error on the part the ratio added
+    added = pred.mean[0, :2] - inside.mean[0, :2]
+    np.testing.assert_allclose(pred.std[0, :2], np.hypot(inside.std[0, :2] * ratio,
+                                                         ensemble.fallback_rel_std * added), rtol=1e-3)
+    np.testing.assert_allclose(pred.mean[1], ensemble.predict(task, devices[1:]).mean[0], rtol=1e-5)
+
+
+def test_more_tables_than_trained_are_priced_from_the_most_trained_scaled_by_the_fallback(ensemble, dataset):
+    """A device of n copies of one table, n above the trained tables per device H: its nearest device inside
+    holds H copies (the additive state scaled by H / n), priced by the networks x the fallback's ratio."""
+    hi = int(ensemble.support.hi["tables_per_device"])
+    n = hi + 4
+    base = next(t for t in dataset.pool.tables if t.dim >= 8)
+    task = Task(tuple(replace(base, name=f"copy{i}") for i in range(n)), (10**12,), batch_size=64)
+    many = [[ShardRef(i, base.dim) for i in range(n)]]
+    most = [[ShardRef(i, base.dim) for i in range(hi)]]
+    (_, why), = ensemble.out_of_support(task, many)
+    assert f"{n} tables" in why
+    ratio = ensemble.fallback.device_costs(task, many)[0, :2] / ensemble.fallback.device_costs(task, most)[0, :2]
+    np.testing.assert_allclose(ensemble.predict(task, many).mean[0, :2],
+                               ensemble.predict(task, most).mean[0, :2] * ratio, rtol=1e-4)
+
+
+def test_the_graded_price_is_continuous_where_the_support_ends(ensemble, dataset):
+    """Just past the trained pooling the graded hand-over moves by what the fallback's slope says, not by the
+    jump from the networks to the bare fallback."""
+    task0 = _task(dataset)
+    edge = _nearest_table(ensemble.support, replace(HUGE, dim=task0.tables[0].dim, rows=1000))
+    past = replace(edge, name="past", pooling_factor=edge.pooling_factor * 1.02)
+    task = replace(task0, tables=task0.tables + (edge, past))
+    devices = [[ShardRef(task.num_tables - 2, edge.dim)], [ShardRef(task.num_tables - 1, edge.dim)]]
+    pred = ensemble.predict(task, devices)
+    assert pred.fallback.tolist() == [False, True]
+    step = pred.mean[1, :2].sum() / pred.mean[0, :2].sum()
+    assert 1.0 <= step < 1.03
+    bare = ensemble.with_handover("fallback").predict(task, devices)
+    np.testing.assert_allclose(bare.mean[0], pred.mean[0])
+
+
+def test_batch_and_precision_outside_the_support_are_priced_from_the_nearest_trained_batch(ensemble, dataset):
     inside = _task(dataset, batch=64)
     devices = [[ShardRef(0, inside.tables[0].dim)]]
     assert ensemble.out_of_support(inside, devices) == []
     big = replace(inside, batch_size=4096)
     (i, why), = ensemble.out_of_support(big, devices)
     assert i == 0 and "batch size 4096" in why
-    np.testing.assert_allclose(ensemble.device_costs(big, devices)[:, :2],
+    np.testing.assert_allclose(ensemble.with_handover("fallback").device_costs(big, devices)[:, :2],
                                ensemble.fallback.device_costs(big, devices)[:, :2])
+    edge = replace(inside, batch_size=int(ensemble.support.hi["batch_size"]))
+    ratio = ensemble.fallback.device_costs(big, devices)[0, :2] / ensemble.fallback.device_costs(edge, devices)[0, :2]
+    np.testing.assert_allclose(ensemble.device_costs(big, devices)[0, :2],
+                               ensemble.device_costs(edge, devices)[0, :2] * ratio, rtol=1e-5)
     # a context network prices other batch sizes (no refusal); fp16 is in this support
     assert ensemble.out_of_support(replace(inside, precision=Precision.FP16), devices) == []
 

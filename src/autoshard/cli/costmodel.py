@@ -98,7 +98,7 @@ def print_uncertainty(held: dict[str, Any], ensemble: int, out: Any = None) -> N
     cov = ", ".join(f"{k} {100 * v:.1f}%" for k, v in held["coverage"].items())
     print(f"coverage of held-out fwd+bwd by mean + k x spread ({held['n']} devices, ensemble of {ensemble}): "
           f"{cov}", file=out)
-    print(f"out of support (priced by the calibrated analytical fallback): "
+    print(f"out of support (priced by the graded hand-over to the calibrated analytical model): "
           f"{100 * held['out_of_support_share']:.1f}% of held-out devices", file=out)
     from autoshard.costs.learned.evaluation import RISK_COVERAGE
 

@@ -33,7 +33,7 @@ class LearnedAccumulator:
         return self.model.encode_refs(self.task, [shard])[0]
 
     def _stats(self, shard: ShardRef) -> np.ndarray:
-        return shard_stats(shard_values(self.task, [shard]))[0]
+        return shard_stats(shard_values(self.task, [shard], self.model.support))[0]
 
     def costs_if_added(self, shard: ShardRef) -> np.ndarray:
         volumes = self.volumes + torch.from_numpy(shard_volumes(self.task, [shard])[0])

@@ -2,7 +2,7 @@
 its ensemble's spread covers the measurements.
 
 Heads scored: per-device forward, backward, and fwd + bwd (what the target refers to), priced as planners
-see them (``LearnedCostModel.predict``: the ensemble's mean, the analytical fallback outside the support); the
+see them (``LearnedCostModel.predict``: the ensemble's mean, the hand-over to the calibrated analytical model outside the support); the
 plan cost of random 4-device groupings of the records (records of one batch size and precision only), both as
 the max over devices of the per-device predictions and from the plan head. Comm is the measured alpha-beta fit
 itself (exact by construction), so it is not scored here.

@@ -6,6 +6,7 @@ compute the same numbers for many shards at once so prediction never loops over 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,12 +45,15 @@ def task_raw_features(tables: tuple[Table, ...] | list[Table]) -> np.ndarray:
 
 def shard_features(raw: np.ndarray, table_idx: np.ndarray, dims: np.ndarray,
                    normalizer: FeatureNormalizer, row_fraction: np.ndarray | None = None,
-                   lookup_share: np.ndarray | None = None, context: np.ndarray | None = None) -> np.ndarray:
+                   lookup_share: np.ndarray | None = None, context: np.ndarray | None = None,
+                   adjust: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
     """Normalised features of shards (table index into ``raw``, shard dim, share of the table's rows), by
-    ``autoshard.tables.table.shard_raw_features``, the formula ``Table.raw_features`` uses too; then the
+    ``autoshard.tables.table.shard_raw_features``, the formula ``Table.raw_features`` uses too, passed through
+    ``adjust`` (raw features -> raw features, e.g. ``Support.nearest_features``) if given; then the
     normalised ``context`` (``context_features``: one row for all shards, or one per shard) if given."""
     frac = np.ones(len(table_idx)) if row_fraction is None else row_fraction
-    x = normalizer.transform(shard_raw_features(raw[table_idx], dims, frac, lookup_share))
+    x = shard_raw_features(raw[table_idx], dims, frac, lookup_share)
+    x = normalizer.transform(x if adjust is None else adjust(x))
     if context is None:
         return x
     ctx = np.broadcast_to(np.asarray(context, dtype=np.float64), (len(x), NUM_CONTEXT_FEATURES))

@@ -14,9 +14,16 @@ of one with no support, i.e. exactly the model they were):
 - **support** (``support.Support``): the trained range of every shard feature (dim, rows, pooling), of tables
   per device, batch size and precision. ``out_of_support(task, devices)`` names the devices outside it and
   why.
-- **fallback**: an ``AnalyticalCostModel`` calibrated on the same records (``fit_from_dataset``) PRICES every
-  device outside the support instead of the network (its spread: the fit's relative error on those records
-  times its cost); ``describe_fallback`` says which devices those were.
+- **fallback**: an ``AnalyticalCostModel`` calibrated on the same records (``fit_from_dataset``). A device
+  outside the support is priced by the GRADED HAND-OVER (``handover="graded"``, the default): the networks at
+  the nearest device inside the support (every shard's dim, rows and pooling, the tables per device, the batch
+  and the precision moved to the nearest trained value; ``Support.nearest*``) times the fallback's ratio
+  cost(device) / cost(that device), per head. Just outside, that is the network's own price; far outside, the
+  fallback's scaling anchored at the network's edge. Measured: on held-out devices just outside (pooling 230
+  > 200) the bare fallback was 64% off where the network was 10% (docs/benchmarks.md, stop 17).
+  ``handover="fallback"`` prices them by the bare fallback instead. The spread of such a device: the
+  networks' spread times the ratio, with the fallback's relative error on its records times the part the
+  ratio added (in quadrature). ``describe_fallback`` says which devices were priced so and why.
 - **risk_k**: the k whose ``mean + k x spread`` covered ~84% of held-out device measurements
   (``evaluation.select_risk_k``); risk-aware planners price devices at that (``planners.pricing``).
 
@@ -78,6 +85,12 @@ from autoshard.tables.table import FeatureNormalizer
 from autoshard.tasks import Task
 
 
+HANDOVERS = ("graded", "fallback", "networks")
+"""How a model with a support and a fallback prices the devices outside the support (``handover``):
+'graded' (the default), 'fallback' (the bare calibrated fallback) or 'networks' (the networks extrapolating
+on their own; for comparison: benchmarks/handover.py)."""
+
+
 class LearnedCostModel:
     """The trained cost network(s); build with ``fit`` or ``load``."""
 
@@ -88,7 +101,7 @@ class LearnedCostModel:
                  allow_other_hardware: bool = False, *,
                  extra_members: Sequence[tuple[CostNet, TargetScaler]] = (), support: Support | None = None,
                  fallback: AnalyticalCostModel | None = None, fallback_rel_std: float = 0.0,
-                 risk_k: float = 0.0) -> None:
+                 risk_k: float = 0.0, handover: str = "graded") -> None:
         self.net = net.eval()
         self.config: CostNetConfig = net.config
         self.normalizer = normalizer
@@ -115,6 +128,10 @@ class LearnedCostModel:
         self.risk_k = float(risk_k)
         """Risk factor chosen on held-out data (``evaluation.select_risk_k``); planners price devices at
         mean + risk_k x spread (``planners.pricing``)."""
+        if handover not in HANDOVERS:
+            raise AutoshardError(f"unknown hand-over {handover!r}; use one of {', '.join(HANDOVERS)}")
+        self.handover = handover
+        """How devices outside the support are priced (``HANDOVERS``)."""
         self._cache: dict[str, Any] | None = None
 
     @property
@@ -139,7 +156,7 @@ class LearnedCostModel:
     def _replace(self, **changes: Any) -> LearnedCostModel:
         kw: dict[str, Any] = {
             "extra_members": self.members[1:], "support": self.support, "fallback": self.fallback,
-            "fallback_rel_std": self.fallback_rel_std, "risk_k": self.risk_k}
+            "fallback_rel_std": self.fallback_rel_std, "risk_k": self.risk_k, "handover": self.handover}
         kw.update({k: v for k, v in changes.items() if k in kw})
         comm = changes.get("comm", self.comm)
         return LearnedCostModel(self.net, self.normalizer, self.scaler, comm, self.trained_on,
@@ -153,6 +170,15 @@ class LearnedCostModel:
     def with_risk_k(self, risk_k: float) -> LearnedCostModel:
         """The same model with another default risk factor (``risk_k``)."""
         return self._replace(risk_k=float(risk_k))
+
+    def with_handover(self, handover: str) -> LearnedCostModel:
+        """The same model pricing devices outside its support by ``handover`` (``HANDOVERS``)."""
+        return self._replace(handover=handover)
+
+    @property
+    def _graded(self) -> bool:
+        """Whether shards are encoded at their nearest values inside the support (the graded hand-over)."""
+        return self.prices_fallback and self.handover == "graded"
 
     def member_models(self) -> list[LearnedCostModel]:
         """Each ensemble member alone, as a single-network model (no support, no fallback)."""
@@ -202,7 +228,7 @@ class LearnedCostModel:
         """(device index, reason) of every device outside the training support ([] without a support)."""
         if self.support is None:
             return []
-        stats = device_stats(task, devices)
+        stats = device_stats(task, devices, self.support)
         outside = self.support.outside(task, stats)
         if not outside.any():
             return []
@@ -218,12 +244,20 @@ class LearnedCostModel:
             return ""
         shown = "; ".join(f"device {i}: {why}" for i, why in out[:8])
         more = f"; and {len(out) - 8} more" if len(out) > 8 else ""
-        return (f"{len(out)} of {len(devices)} devices priced by the calibrated analytical fallback, outside "
-                f"the learned model's training support ({shown}{more})")
+        how = {"graded": "the network at the nearest device inside x the calibrated analytical model's ratio",
+               "fallback": "the calibrated analytical fallback",
+               "networks": "the networks extrapolating"}[self.handover]
+        return (f"{len(out)} of {len(devices)} devices outside the learned model's training support, priced by "
+                f"{how} ({shown}{more})")
 
     # -- prediction ------------------------------------------------------------------------------------------
     def _context(self, task: Task) -> np.ndarray | None:
-        return context_features(task.batch_size, task.precision.bytes) if self.config.context else None
+        if not self.config.context:
+            return None
+        if self._graded:
+            assert self.support is not None
+            return context_features(*self.support.nearest_context(task))
+        return context_features(task.batch_size, task.precision.bytes)
 
     def _task_cache(self, task: Task) -> dict[str, Any]:
         if self._cache is None or self._cache["task"] is not task:
@@ -243,16 +277,18 @@ class LearnedCostModel:
         cache = self._task_cache(task)
         if cache["stats"] is None:
             whole = [ShardRef(i, t.dim) for i, t in enumerate(task.tables)]
-            cache["stats"] = shard_stats(shard_values(task, whole))
+            cache["stats"] = shard_stats(shard_values(task, whole, self.support))
         return cache["stats"]
 
     def _encode(self, task: Task, raw: np.ndarray, table_idx: np.ndarray, dims: np.ndarray,
                 row_fraction: np.ndarray | None = None,
                 lookup_share: np.ndarray | None = None) -> torch.Tensor:
+        adjust = self.support.nearest_features if self._graded and self.support is not None else None
         x = shard_features(raw, table_idx, dims, self.normalizer, row_fraction, lookup_share,
-                           self._context(task))
+                           self._context(task), adjust)
         feats = torch.tensor(x, dtype=torch.float32)
-        d = torch.tensor(dims, dtype=torch.float32)
+        d = torch.tensor(dims if adjust is None or self.support is None
+                         else self.support.nearest("dim", np.asarray(dims, dtype=np.float64)), dtype=torch.float32)
         if self.ensemble_size == 1:
             return self.net.encode(feats, d)
         return torch.cat([net.encode(feats, d) for net, _ in self.members], dim=1)
@@ -322,6 +358,21 @@ class LearnedCostModel:
         with torch.no_grad():
             members = self._member_ms(acc).double()
         used = (acc[..., -2] > 0.5).numpy()
+        mean, std, total_std = self._members_moments(task, members, volumes)
+        outside = np.zeros(used.shape, dtype=bool)
+        if stats is not None and self.prices_fallback:
+            assert self.support is not None and self.fallback is not None
+            outside = self.support.outside(task, stats) & used
+            if outside.any():
+                mean, std, total_std = self._price_outside(task, acc, volumes, stats, outside,
+                                                           (mean, std, total_std))
+        mean = np.where(used[..., None], mean, 0.0)
+        std = np.where(used[..., None], std, 0.0)
+        return Prediction(mean, std, np.where(used, total_std, 0.0), outside)
+
+    def _members_moments(self, task: Task, members: torch.Tensor,
+                         volumes: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(mean (..., 3) with comm, std (..., 3), std of fwd + bwd (...)) of the members' (M, ..., 2) ms."""
         ms = members.mean(dim=0).numpy()
         if self.ensemble_size > 1:
             std = members.std(dim=0).numpy()
@@ -330,21 +381,47 @@ class LearnedCostModel:
             std, total_std = np.zeros_like(ms), np.zeros(ms.shape[:-1])
         mean = np.concatenate([ms, device_comm_ms(task, self.comm, volumes.double().numpy())[..., None]],
                               axis=-1)
-        std = np.concatenate([std, np.zeros(std.shape[:-1] + (1,))], axis=-1)
-        outside = np.zeros(used.shape, dtype=bool)
-        if stats is not None and self.prices_fallback:
-            assert self.support is not None and self.fallback is not None
-            outside = self.support.outside(task, stats) & used
-            if outside.any():
-                fwd, bwd = self.fallback.compute_ms(*(stats[..., STATS.index(k)]
-                                                      for k in ("count", "lookups", "nbytes")))
-                analytic = np.stack([fwd, bwd], axis=-1)
-                mean[..., :2] = np.where(outside[..., None], analytic, mean[..., :2])
-                std[..., :2] = np.where(outside[..., None], self.fallback_rel_std * analytic, std[..., :2])
-                total_std = np.where(outside, self.fallback_rel_std * (fwd + bwd), total_std)
-        mean = np.where(used[..., None], mean, 0.0)
-        std = np.where(used[..., None], std, 0.0)
-        return Prediction(mean, std, np.where(used, total_std, 0.0), outside)
+        return mean, np.concatenate([std, np.zeros(std.shape[:-1] + (1,))], axis=-1), total_std
+
+    def _price_outside(self, task: Task, acc: torch.Tensor, volumes: torch.Tensor, stats: np.ndarray,
+                       outside: np.ndarray, inside_price: tuple[np.ndarray, np.ndarray, np.ndarray]
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``inside_price`` (mean, std, total std) with the devices ``outside`` the support re-priced by the
+        hand-over (the module docstring): ``acc`` holds shards already encoded at their nearest values inside
+        (``_encode``), so only the tables per device are left to move in, by scaling the additive state."""
+        assert self.support is not None and self.fallback is not None
+        mean, std, total_std = (np.array(x) for x in inside_price)
+        col = {k: stats[..., STATS.index(k)] for k in ("count", "lookups", "nbytes", "lookups_in", "nbytes_in")}
+        fwd, bwd = self.fallback.compute_ms(col["count"], col["lookups"], col["nbytes"])
+        real = np.stack([fwd, bwd], axis=-1)
+        rel = self.fallback_rel_std
+        if self.handover == "networks":
+            return mean, std, total_std
+        if self.handover == "fallback":
+            mean[..., :2] = np.where(outside[..., None], real, mean[..., :2])
+            std[..., :2] = np.where(outside[..., None], rel * real, std[..., :2])
+            return mean, std, np.where(outside, rel * (fwd + bwd), total_std)
+        count_in = self.support.nearest_count(col["count"])
+        scale = np.where(col["count"] > 0, count_in / np.maximum(col["count"], 1.0), 1.0)
+        if np.any(outside & (scale != 1.0)):
+            with torch.no_grad():
+                scaled = acc * torch.from_numpy(np.where(outside, scale, 1.0)).to(acc.dtype)[..., None]
+                near_mean, near_std, near_total = self._members_moments(
+                    task, self._member_ms(scaled).double(), volumes)
+        else:
+            near_mean, near_std, near_total = mean, std, total_std
+        fwd_in, bwd_in = self.fallback.compute_ms(count_in, scale * col["lookups_in"],
+                                                  scale * col["nbytes_in"])
+        near = np.stack([fwd_in, bwd_in], axis=-1)
+        ratio = real / np.where(near > 0, near, 1.0)
+        graded = near_mean[..., :2] * ratio
+        added = graded - near_mean[..., :2]
+        graded_std = np.hypot(near_std[..., :2] * ratio, rel * added)
+        total_ratio = (fwd + bwd) / np.where(fwd_in + bwd_in > 0, fwd_in + bwd_in, 1.0)
+        graded_total = np.hypot(near_total * total_ratio, rel * added.sum(axis=-1))
+        mean[..., :2] = np.where(outside[..., None], graded, mean[..., :2])
+        std[..., :2] = np.where(outside[..., None], graded_std, std[..., :2])
+        return mean, std, np.where(outside, graded_total, total_std)
 
     def task_volumes(self, task: Task) -> torch.Tensor:
         """(T, 3) traffic volumes of every table at its full dim."""
@@ -363,7 +440,7 @@ class LearnedCostModel:
         seg = torch.from_numpy(np.repeat(np.arange(n), counts))
         acc = segment_sum(vec, seg, n)
         volumes = torch.from_numpy(device_volumes(task, devices))
-        stats = device_stats(task, devices) if self.prices_fallback else None
+        stats = device_stats(task, devices, self.support) if self.prices_fallback else None
         return self._price(task, acc, volumes, stats)
 
     def device_costs(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> np.ndarray:

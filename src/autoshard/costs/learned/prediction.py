@@ -1,5 +1,5 @@
 """What a learned cost model says of devices: the ensemble's mean and spread, and which devices the
-analytical fallback priced (shared by the model and its evaluation)."""
+were outside the training support (shared by the model and its evaluation)."""
 
 from __future__ import annotations
 
@@ -20,4 +20,4 @@ class Prediction:
     total_std: np.ndarray
     """(...) ms: the members' spread of fwd + bwd (not the sum of the two spreads: they are correlated)."""
     fallback: np.ndarray
-    """(...) bool: priced by the analytical fallback (outside the support)."""
+    """(...) bool: outside the training support, so priced by the model's hand-over (``LearnedCostModel.handover``)."""

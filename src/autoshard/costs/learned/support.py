@@ -1,6 +1,8 @@
 """A learned model's training support: the ranges of shard and device features its records covered, so it
-can say which devices it would be extrapolating to (``LearnedCostModel.out_of_support``) and hand those to its
-calibrated analytical fallback instead.
+can say which devices it would be extrapolating to (``LearnedCostModel.out_of_support``) and price those by
+the graded hand-over: the network at the NEAREST device inside the support (every shard feature, the tables
+per device, the batch and the precision moved to the nearest trained value), times the calibrated analytical
+model's ratio cost(device) / cost(nearest device inside).
 
 Per shard: dim, log10 of its real rows (a row shard's own rows) and its pooling factor (lookups per sample it
 serves: the table's x its lookup share); per device: tables (shards) held, the task's kernel batch size and
@@ -22,14 +24,20 @@ import numpy as np
 from autoshard.costs.analytical import AnalyticalCostModel
 from autoshard.errors import AutoshardError
 from autoshard.shards import ShardRef
+from autoshard.tables.table import FEATURE_NAMES, FEATURE_SIZE_ELEMENT_BYTES, Precision
 from autoshard.tasks import Task
 
-STATS = ("count", "nbytes", "lookups", "dim_lo", "dim_hi", "log10_rows_lo", "log10_rows_hi", "pooling_lo",
-         "pooling_hi")
-"""A device's statistics: shards held, analytical lookup bytes and lookups (sums), then the min and max of
-each shard feature (``SHARD_FEATURES``); an empty device has count 0, +inf minima and -inf maxima."""
+_DIM, _LOG_ROWS, _LOG_POOLING, _LOG_SIZE = (FEATURE_NAMES.index(n) for n in
+                                            ("dim", "log10_rows", "log10_1p_pooling", "log10_size_bytes"))
+
+STATS = ("count", "nbytes", "lookups", "nbytes_in", "lookups_in", "dim_lo", "dim_hi", "log10_rows_lo",
+         "log10_rows_hi", "pooling_lo", "pooling_hi")
+"""A device's statistics: shards held, analytical lookup bytes and lookups, the same two of its shards moved
+to the nearest values inside the support (``Support.nearest``; the real ones without a support) (sums), then
+the min and max of each shard feature (``SHARD_FEATURES``); an empty device has count 0, +inf minima and -inf
+maxima."""
 SHARD_FEATURES = ("dim", "log10_rows", "pooling")
-SUM_STATS = 3
+SUM_STATS = 5
 """The first ``SUM_STATS`` statistics add up; the others are (min, max) pairs."""
 
 TOLERANCE = 1e-6
@@ -42,12 +50,13 @@ pooling 230 stays outside a support that ended at 200. Measured: on 120 held-out
 tables a device) a broad-profile model sent 32% to its fallback for pooling-0 tables alone before this."""
 
 
-def shard_values(task: Task, shards: Sequence[ShardRef]) -> np.ndarray:
-    """(len(shards), 5) analytical lookup bytes and lookups (``AnalyticalCostModel.shard_terms``), dim, log10
-    rows and pooling factor (lookups per sample the shard serves: the table's x its lookup share) of each
-    shard."""
+def shard_values(task: Task, shards: Sequence[ShardRef], support: Support | None = None) -> np.ndarray:
+    """(len(shards), 7) analytical lookup bytes and lookups (``AnalyticalCostModel.shard_terms``), the same
+    two at the nearest values inside ``support`` (dim, pooling, batch and precision moved in; the real ones
+    without a support), dim, log10 rows and pooling factor (lookups per sample the shard serves: the table's
+    x its lookup share) of each shard."""
     n = len(shards)
-    out = np.zeros((n, 5))
+    out = np.zeros((n, 7))
     if n == 0:
         return out
     terms = AnalyticalCostModel.shard_terms(task, shards)
@@ -55,11 +64,22 @@ def shard_values(task: Task, shards: Sequence[ShardRef]) -> np.ndarray:
     rows = np.array([t.rows for t in task.tables], dtype=np.float64)[table]
     if not all(s.is_whole for s in shards):
         rows = np.array([s.num_rows(task.tables[s.table].rows) for s in shards], dtype=np.float64)
+    dims = np.fromiter((s.dim for s in shards), dtype=np.float64, count=n)
+    batch, elem = float(task.batch_size), float(task.precision.bytes)
+    pooling = terms[:, 0] / batch
     out[:, 0] = terms[:, 1]
     out[:, 1] = terms[:, 0]
-    out[:, 2] = np.fromiter((s.dim for s in shards), dtype=np.float64, count=n)
-    out[:, 3] = np.log10(np.maximum(rows, 1.0))
-    out[:, 4] = terms[:, 0] / task.batch_size
+    out[:, 2:4] = terms[:, [1, 0]]
+    if support is not None:
+        # the pooled outputs a shard writes per sample (1, or 1 / D for a replica) stay what they are
+        outputs = terms[:, 1] / (batch * dims * elem) - pooling
+        batch_in, elem_in = support.nearest_context(task)
+        pooling_in = support.nearest("pooling", pooling)
+        out[:, 2] = batch_in * (pooling_in + outputs) * support.nearest("dim", dims) * elem_in
+        out[:, 3] = batch_in * pooling_in
+    out[:, 4] = dims
+    out[:, 5] = np.log10(np.maximum(rows, 1.0))
+    out[:, 6] = pooling
     return out
 
 
@@ -91,15 +111,16 @@ def combine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-def device_stats(task: Task, devices: Sequence[Sequence[ShardRef]]) -> np.ndarray:
-    """(len(devices), len(STATS)) statistics of each device's shards."""
+def device_stats(task: Task, devices: Sequence[Sequence[ShardRef]], support: Support | None = None) -> np.ndarray:
+    """(len(devices), len(STATS)) statistics of each device's shards (``shard_values``' nearest-inside terms
+    for ``support``)."""
     out = empty_stats((len(devices),))
     counts = np.fromiter((len(dev) for dev in devices), dtype=np.int64, count=len(devices))
     flat = [s for dev in devices for s in dev]
     if not flat:
         return out
     owner = np.repeat(np.arange(len(devices)), counts)
-    per = shard_stats(shard_values(task, flat))
+    per = shard_stats(shard_values(task, flat, support))
     np.add.at(out[:, :SUM_STATS], owner, per[:, :SUM_STATS])
     lo, hi = out[:, SUM_STATS::2], out[:, SUM_STATS + 1::2]
     np.minimum.at(lo, owner, per[:, SUM_STATS::2])
@@ -177,6 +198,36 @@ class Support:
         out |= _above(stats[..., 0], self.hi["tables_per_device"])
         out |= (stats[..., 0] > 0) & _below(stats[..., 0], self.lo["tables_per_device"])
         return out & (stats[..., 0] > 0)
+
+    def nearest(self, key: str, values: np.ndarray) -> np.ndarray:
+        """``values`` of shard feature ``key`` moved to the nearest value inside the support (unchanged inside;
+        'pooling' within its slack)."""
+        return np.clip(values, _lowest(key, self.lo[key]), _highest(key, self.hi[key]))
+
+    def nearest_count(self, count: np.ndarray) -> np.ndarray:
+        """Tables per device moved into the trained range (an empty device stays 0)."""
+        return np.where(count > 0, np.clip(count, self.lo["tables_per_device"], self.hi["tables_per_device"]),
+                        0.0)
+
+    def nearest_context(self, task: Task) -> tuple[float, float]:
+        """(batch size, element bytes) of the nearest kernel context inside the support: the task's batch
+        clamped into the trained range, its precision's bytes or, if not trained, the nearest trained one's."""
+        batch = float(np.clip(task.batch_size, self.lo["batch_size"], self.hi["batch_size"]))
+        trained = [Precision(p).bytes for p in self.precisions]
+        elem = min(trained, key=lambda b: (abs(b - task.precision.bytes), -b))
+        return batch, float(elem)
+
+    def nearest_features(self, raw: np.ndarray) -> np.ndarray:
+        """Raw shard features (N, NUM_FEATURES; ``tables.table.shard_raw_features``) with dim, rows and pooling
+        moved to the nearest values inside the support (the table size follows its rows and dim; the access
+        bins stay)."""
+        x = np.array(raw, dtype=np.float64, copy=True)
+        x[:, _DIM] = self.nearest("dim", x[:, _DIM])
+        x[:, _LOG_ROWS] = self.nearest("log10_rows", x[:, _LOG_ROWS])
+        pooling = 10.0 ** x[:, _LOG_POOLING] - 1.0
+        x[:, _LOG_POOLING] = np.log10(1.0 + self.nearest("pooling", pooling))
+        x[:, _LOG_SIZE] = x[:, _LOG_ROWS] + np.log10(x[:, _DIM] * FEATURE_SIZE_ELEMENT_BYTES)
+        return x
 
     def _task_inside(self, task: Task) -> bool:
         b = float(task.batch_size)
