@@ -36,7 +36,9 @@ Planner API (all vectorised in torch; no Python loop over tables at prediction t
   states with their traffic volumes (``costs.step``) into (..., 3) ms (the networks' mean, no fallback);
   ``accumulator(task, n)`` does that bookkeeping for planners, fallback included.
 - ``plan_head_costs(task, ranks)``: the DreamShard plan-cost head (max over device representations) of the
-  first member; the max over devices of ``plan_costs`` is usually the better estimate (see the benchmark).
+  first member; the max over devices of ``plan_costs`` is usually the better estimate (see the benchmark),
+  and a ``context`` network's head is no estimate at all (it trained on groups of records of different
+  batch sizes; ``evaluation.evaluate`` does not score it).
 
 Next to it: ``fit`` (training a model from a dataset), ``checkpoint`` (save/load), ``compat`` (the hardware,
 task and settings checks) and ``accumulator`` (``LearnedAccumulator``, the incremental API).
