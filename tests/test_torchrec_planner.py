@@ -8,7 +8,7 @@ import torchrec  # noqa: F401  (a core dependency: a broken install must fail, n
 from conftest import make_tables
 
 from autoshard.cli.main import main
-from autoshard.errors import AutoshardError
+from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.plan import COLUMN_SHARD_MULTIPLE, Plan, ShardingType, validate
 from autoshard.planners.base import PlannerOptions, make_planner, run_planner
 from autoshard.tables import LookupKind, LookupSpec, Table, TablePool
@@ -31,8 +31,9 @@ def test_torchrec_baseline_respects_tight_memory_and_names():
     validate(plan, task)
     assert {p.table for p in plan.placements} == {t.name for t in task.tables}
     assert plan.algorithm == "torchrec"
-    # what TorchRec proposes on a cpu topology (no row-based types there)
-    allowed = (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE, ShardingType.DATA_PARALLEL)
+    # what the baseline offers on a cpu topology (row_wise too: baseline_sharder)
+    allowed = (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE, ShardingType.ROW_WISE,
+               ShardingType.DATA_PARALLEL)
     assert all(p.sharding_type in allowed for p in plan.placements)
     assert max(plan.memory_used(task)) <= memory
 
@@ -49,10 +50,13 @@ def test_cli_plan_algo_torchrec_writes_valid_plan(tmp_path, capsys):
 
 
 def test_torchrec_baseline_bad_settings():
-    # TorchRec proposes row_wise on cuda topologies only (its sharder leaves row-based types out on cpu)
-    with pytest.raises(AutoshardError, match="proposes none of.*row_wise.*compute_device=cuda"):
-        make_planner("torchrec", PlannerOptions(extra={"sharding_types": "row_wise"}))
+    # TorchRec's own sharder proposes row_wise on cuda topologies only (it leaves row-based types out on cpu)
+    with pytest.raises(AutoshardError, match="proposes none of.*row_wise.*compute_device=cuda or cpu_row_wise"):
+        make_planner("torchrec", PlannerOptions(extra={"sharding_types": "row_wise", "cpu_row_wise": "false"}))
     make_planner("torchrec", PlannerOptions(extra={"sharding_types": "row_wise", "compute_device": "cuda"}))
+    make_planner("torchrec", PlannerOptions(extra={"sharding_types": "row_wise"}))  # the baseline's sharder
+    with pytest.raises(AutoshardError, match="cpu_row_wise 'maybe' is not true or false"):
+        make_planner("torchrec", PlannerOptions(extra={"cpu_row_wise": "maybe"}))
     with pytest.raises(AutoshardError, match="table_row_wise: a task has no host grouping"):
         make_planner("torchrec", PlannerOptions(extra={"sharding_types": "table_wise,table_row_wise",
                                                        "compute_device": "cuda"}))
@@ -77,7 +81,9 @@ def test_torchrec_baseline_offers_what_torchrec_proposes_per_device():
         "table_wise", "column_wise", "row_wise", "data_parallel"}
     own = make_planner("torchrec", PlannerOptions(extra={"min_partition": "none"}))
     assert own.config.min_partition is None
-    assert set(offered_sharding_types(TorchRecBaselineConfig(compute_device="cpu"))) == {
+    assert set(offered_sharding_types(TorchRecBaselineConfig(compute_device="cpu"))) == set(
+        ALLOWED_SHARDING_TYPES)
+    assert set(offered_sharding_types(TorchRecBaselineConfig(compute_device="cpu", cpu_row_wise=False))) == {
         "table_wise", "column_wise", "data_parallel"}
     assert set(offered_sharding_types(TorchRecBaselineConfig(compute_device="cuda"))) == set(
         ALLOWED_SHARDING_TYPES)
@@ -94,13 +100,22 @@ def _hot_task() -> Task:
     return Task(tuple(tables), (10**9,) * 8, name="hot")
 
 
+NO_ROWS = {"sharding_types": "table_wise,column_wise,data_parallel"}
+"""The baseline without row_wise: TorchRec's choices among column splits."""
+
+
 def test_default_torchrec_baseline_column_splits_the_hot_table():
+    """min_partition 4 lets TorchRec cut a dim-16 table's columns (its own default of 128 never would); with
+    row_wise offered too (the default) it splits the hot table one way or the other."""
     task = _hot_task()
-    plan = run_planner(make_planner("torchrec", PlannerOptions()), task)
+    plan = run_planner(make_planner("torchrec", PlannerOptions(extra=NO_ROWS)), task)
     validate(plan, task)
     hot = plan.placements[0]
     assert hot.table == "t0" and hot.sharding_type is ShardingType.COLUMN_WISE and len(hot.shards) > 1
     assert all(s.cols % COLUMN_SHARD_MULTIPLE == 0 for s in hot.shards)
+    plan = run_planner(make_planner("torchrec", PlannerOptions()), task)
+    validate(plan, task)
+    assert len(plan.placements[0].shards) > 1
 
 
 def test_torchrec_baseline_replans_column_shards_it_scatters_on_one_rank(caplog):
@@ -109,7 +124,7 @@ def test_torchrec_baseline_replans_column_shards_it_scatters_on_one_rank(caplog)
     task = _hot_task()
     task = Task(task.tables, (10**9,) * 6, name="hot6")
     with caplog.at_level("INFO", logger="autoshard.torchrec.baseline"):
-        plan = run_planner(make_planner("torchrec", PlannerOptions()), task)
+        plan = run_planner(make_planner("torchrec", PlannerOptions(extra=NO_ROWS)), task)
     validate(plan, task)
     assert "re-planning them without column_wise" in caplog.text
     assert plan.placements[0].sharding_type is ShardingType.COLUMN_WISE and len(plan.placements[0].shards) > 1
@@ -117,7 +132,7 @@ def test_torchrec_baseline_replans_column_shards_it_scatters_on_one_rank(caplog)
 
 def test_torchrec_baseline_with_torchrecs_min_partition_does_not_split_dim_16():
     task = _hot_task()
-    plan = run_planner(make_planner("torchrec", PlannerOptions(extra={"min_partition": "128"})), task)
+    plan = run_planner(make_planner("torchrec", PlannerOptions(extra={**NO_ROWS, "min_partition": "128"})), task)
     validate(plan, task)
     assert all(len(p.shards) == 1 for p in plan.placements)
 
@@ -141,13 +156,28 @@ def test_torchrec_baseline_row_splits_a_table_larger_than_a_device_on_cuda():
     assert max(plan.memory_used(task)) <= 50 * 10**6
 
 
-def test_torchrec_baseline_column_splits_a_table_larger_than_a_device_on_cpu():
-    """On cpu TorchRec proposes no row_wise; it places the table whole by splitting its columns."""
+def test_torchrec_baseline_column_splits_a_table_larger_than_a_device_with_torchrecs_cpu_sharder():
+    """TorchRec's own sharder proposes no row_wise on cpu; it places the table by splitting its columns."""
     task = _oversize_task()
-    plan = run_planner(make_planner("torchrec", PlannerOptions()), task)
+    plan = run_planner(make_planner("torchrec", PlannerOptions(extra={"cpu_row_wise": "false"})), task)
     validate(plan, task)
     big = plan.placements[0]
     assert big.sharding_type is ShardingType.COLUMN_WISE and len(big.shards) > 1
+
+
+def test_torchrec_baseline_row_splits_on_cpu_a_table_no_column_split_fits():
+    """A dim-4 table larger than a device has no column split: TorchRec's cpu sharder finds no plan, the
+    baseline's (row_wise proposed on cpu too) splits it by rows."""
+    tables = [_table(0, 4_000_000, 10.0, dim=4)] + [_table(i, 50_000, 5.0) for i in range(1, 4)]
+    task = Task(tuple(tables), (50 * 10**6,) * 4, name="oversize-dim4")
+    assert task.table_memory(task.tables[0]) > 50 * 10**6
+    with pytest.raises(InfeasibleError, match="torchrec planner found no plan"):
+        run_planner(make_planner("torchrec", PlannerOptions(extra={"cpu_row_wise": "false"})), task)
+    plan = run_planner(make_planner("torchrec", PlannerOptions()), task)
+    validate(plan, task)
+    big = plan.placements[0]
+    assert big.sharding_type is ShardingType.ROW_WISE and len(big.shards) > 1
+    assert max(plan.memory_used(task)) <= 50 * 10**6
 
 
 def test_torchrec_baseline_data_parallel_comes_back_as_replicas():

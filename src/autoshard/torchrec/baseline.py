@@ -14,12 +14,15 @@ device or the task cannot express. Checked with TorchRec 1.8 (``EmbeddingBagColl
   constrained to ``fused`` alone TorchRec finds no option for the table). So every table's constraint allows
   ``fused`` and ``dense``; TorchRec's kernel filter keeps ``fused`` for the sharded types (where ``dense`` is
   not offered) and ``dense`` for data_parallel, which is what ``to_sharding_plan`` writes back.
-- ``row_wise``: proposed on ``cuda`` only. The sharder's ``sharding_types("cpu")`` leaves the row-based types
-  out (TorchRec issue 1252: gloo lacked reduce-scatter), so the enumerator never builds a row-wise option on
-  a ``cpu`` topology, not even for planning alone (constrained to row_wise alone, TorchRec finds no option for
-  the table). So on ``cpu`` the baseline drops it from what it offers (and refuses a setting of row_wise
-  alone). Planning is pure Python on meta tensors, so ``compute_device='cuda'`` plans with row_wise on any
-  host (perf model and memory tier of a GPU; see ``make_topology``).
+- ``row_wise``: TorchRec's sharder proposes it on ``cuda`` only: its ``sharding_types("cpu")`` leaves the
+  row-based types out (TorchRec issue 1252: gloo lacked reduce-scatter then), so its enumerator never builds
+  a row-wise option on a ``cpu`` topology. That is a statement about TorchRec's CPU runtime of old, not about
+  its planner (whose perf model and partitioners price row_wise on any device), and autoshard measures row
+  shards on CPU (and DMP runs TorchRec's row_wise on gloo today: tests/test_torchrec_verify_timing.py). So the
+  baseline plans with ``BaselineSharder``, TorchRec's sharder that also proposes row_wise on ``cpu``
+  (``TorchRecBaselineConfig.cpu_row_wise``, default on; off: TorchRec's sharder as it is, row_wise dropped
+  on ``cpu``). Without it TorchRec could not plan a task whose table is larger than a device on ``cpu``
+  unless that table's column blocks fit (production-40-8 at stop 16: no plan on any task).
 - ``table_row_wise``: not offered. It splits rows over the ranks of one host and needs a topology with hosts
   (``local_world_size < world_size``); a task has no host grouping, so its topology is one host, where
   TorchRec's table_row_wise is row_wise over all ranks under another name.
@@ -30,9 +33,7 @@ columns into blocks of a multiple of 4 or leaves the table one block, which a Pl
 multiple of 4.
 
 A table larger than any device is handed to TorchRec whole (``TorchRecPlanner.plans_rows``: ``run_planner``
-does not cut it into row pieces first), so TorchRec splits it its own way: row_wise on ``cuda``, column_wise
-on either (on ``cpu`` that is all it can do, so a table that does not fit in ``dim / 4`` column blocks of one
-device each finds no plan there; plan with ``compute_device=cuda``).
+does not cut it into row pieces first), so TorchRec splits it its own way: row_wise or column_wise.
 
 What is held equal, so the comparison is fair and TorchRec's plan passes ``autoshard.plan.validate``:
 
@@ -78,7 +79,7 @@ logger = logging.getLogger(__name__)
 ALLOWED_SHARDING_TYPES = (ShardingType.TABLE_WISE.value, ShardingType.COLUMN_WISE.value,
                           ShardingType.ROW_WISE.value, ShardingType.DATA_PARALLEL.value)
 """What TorchRec may be offered (and is, by default): a Plan's types less table_row_wise (the task has no
-hosts; see the module docstring). row_wise takes effect on a ``cuda`` topology only."""
+hosts; see the module docstring)."""
 
 NOT_OFFERED = {
     ShardingType.TABLE_ROW_WISE.value: "a task has no host grouping; on its one-host topology TorchRec's "
@@ -110,6 +111,9 @@ class TorchRecBaselineConfig:
     """Smallest column-wise shard width TorchRec may use (None: TorchRec's default, 128 columns)."""
     timeout_seconds: int | None = None
     """TorchRec planner time limit (None: no limit)."""
+    cpu_row_wise: bool = True
+    """Propose row_wise on a ``cpu`` topology too (``BaselineSharder``); False: TorchRec's sharder as it is,
+    which proposes it on ``cuda`` only."""
 
 
 def make_topology(task: Task, compute_device: str = "cpu") -> Any:
@@ -158,24 +162,42 @@ class TaskStorageEstimator:
                 shard.storage = Storage(hbm=0, ddr=need) if self._cpu else Storage(hbm=need, ddr=0)
 
 
-def proposed_sharding_types(compute_device: str) -> tuple[str, ...]:
-    """Sharding types TorchRec's EmbeddingBagCollectionSharder proposes on ``compute_device`` (of those a Plan
-    can hold)."""
+def baseline_sharder(cpu_row_wise: bool = True) -> Any:
+    """TorchRec's EmbeddingBagCollectionSharder; with ``cpu_row_wise`` one that also proposes row_wise on a
+    ``cpu`` topology (the module docstring says why)."""
     from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
 
-    proposed = set(EmbeddingBagCollectionSharder().sharding_types(compute_device))
+    if not cpu_row_wise:
+        return EmbeddingBagCollectionSharder()
+
+    class BaselineSharder(EmbeddingBagCollectionSharder):
+        """TorchRec's sharder, proposing row_wise on cpu as on cuda (same fused kernel)."""
+
+        def sharding_types(self, compute_device_type: str) -> list[str]:
+            types = list(super().sharding_types(compute_device_type))
+            if compute_device_type == "cpu" and ShardingType.ROW_WISE.value not in types:
+                types.append(ShardingType.ROW_WISE.value)
+            return types
+
+    return BaselineSharder()
+
+
+def proposed_sharding_types(compute_device: str, cpu_row_wise: bool = True) -> tuple[str, ...]:
+    """Sharding types the baseline's sharder (``baseline_sharder``) proposes on ``compute_device`` (of those
+    a Plan can hold)."""
+    proposed = set(baseline_sharder(cpu_row_wise).sharding_types(compute_device))
     return tuple(t.value for t in ShardingType if t.value in proposed)
 
 
 def offered_sharding_types(config: TorchRecBaselineConfig) -> tuple[str, ...]:
     """``config.sharding_types`` that TorchRec proposes on ``config.compute_device``; AutoshardError if
     none."""
-    proposed = proposed_sharding_types(config.compute_device)
+    proposed = proposed_sharding_types(config.compute_device, config.cpu_row_wise)
     offered = tuple(t for t in config.sharding_types if t in proposed)
     if not offered:
         raise AutoshardError(f"TorchRec proposes none of {list(config.sharding_types)} on compute device "
                              f"{config.compute_device!r} (it proposes {', '.join(proposed)}); offer one of "
-                             "those, or plan with compute_device=cuda for row_wise")
+                             "those, or plan with compute_device=cuda or cpu_row_wise=true for row_wise")
     return offered
 
 
@@ -209,7 +231,6 @@ def torchrec_constraints(
 
 def torchrec_sharding_plan(task: Task, config: TorchRecBaselineConfig, no_column_wise: set[str]) -> Any:
     """Run TorchRec's EmbeddingShardingPlanner on ``task``; returns its ShardingPlan."""
-    from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
     from torchrec.distributed.planner import EmbeddingShardingPlanner
     from torchrec.distributed.planner.constants import DEFAULT_PERF_ESTIMATOR
     from torchrec.distributed.planner.enumerators import EmbeddingEnumerator
@@ -234,7 +255,7 @@ def torchrec_sharding_plan(task: Task, config: TorchRecBaselineConfig, no_column
         stats=[], timeout_seconds=config.timeout_seconds,
     )
     try:
-        return planner.plan(build_ebc(task, device="meta"), [EmbeddingBagCollectionSharder()])
+        return planner.plan(build_ebc(task, device="meta"), [baseline_sharder(config.cpu_row_wise)])
     except PlannerError as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise InfeasibleError(f"torchrec planner found no plan: {first[:300]}; give more memory or devices") \
@@ -246,8 +267,8 @@ class TorchRecPlanner:
 
     name = "torchrec"
     plans_rows = True
-    """TorchRec gets every table whole, also one larger than a device, and splits it itself (row_wise on a
-    cuda topology, column_wise on either); ``run_planner`` does not cut it into row pieces beforehand."""
+    """TorchRec gets every table whole, also one larger than a device, and splits it itself (row_wise or
+    column_wise); ``run_planner`` does not cut it into row pieces beforehand."""
 
     def __init__(self, config: TorchRecBaselineConfig | None = None) -> None:
         self.config = config or TorchRecBaselineConfig()
@@ -297,10 +318,10 @@ class TorchRecPlanner:
 
 def torchrec_planner(options: PlannerOptions) -> TorchRecPlanner:
     """Registry factory; ``options.extra`` may set compute_device, sharding_types, min_partition (default
-    ``DEFAULT_MIN_PARTITION``; ``none``: TorchRec's own), timeout_seconds. ``options.time_limit_s`` is not
-    applied: TorchRec's planner has no anytime result."""
+    ``DEFAULT_MIN_PARTITION``; ``none``: TorchRec's own), timeout_seconds, cpu_row_wise (default true).
+    ``options.time_limit_s`` is not applied: TorchRec's planner has no anytime result."""
     extra = dict(options.extra)
-    known = {"compute_device", "sharding_types", "min_partition", "timeout_seconds"}
+    known = {"compute_device", "sharding_types", "min_partition", "timeout_seconds", "cpu_row_wise"}
     unknown = sorted(set(extra) - known)
     if unknown:
         raise AutoshardError(f"torchrec planner: unknown setting {unknown[0]!r}; "
@@ -313,7 +334,19 @@ def torchrec_planner(options: PlannerOptions) -> TorchRecPlanner:
         sharding_types=tuple(st),
         min_partition=_min_partition(extra.get("min_partition", DEFAULT_MIN_PARTITION)),
         timeout_seconds=int(extra["timeout_seconds"]) if extra.get("timeout_seconds") is not None else None,
+        cpu_row_wise=_flag("cpu_row_wise", extra.get("cpu_row_wise", True)),
     ))
+
+
+def _flag(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise AutoshardError(f"torchrec planner: {name} {value!r} is not true or false")
 
 
 def _min_partition(value: Any) -> int | None:
