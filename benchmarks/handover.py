@@ -46,7 +46,8 @@ def outside_reasons(model: LearnedCostModel, data, records) -> Counter:
                     precision=record_precision(r), batch_size=int(r.batch_size), name="record")
         for _, why in model.out_of_support(task, [[ShardRef(j, int(d)) for j, d in enumerate(r.dims)]]):
             # "dim 256 > 64", "pooling 80 > 50", "17 tables (trained 1..12)", "batch size 32768 (...)"
-            reasons.update({"tables" if part[0].isdigit() else part.split(" ")[0] for part in why.split(", ")})
+            parts = why.split(", ")
+            reasons.update({"tables" if part[0].isdigit() else part.split(" ")[0] for part in parts})
     return reasons
 
 

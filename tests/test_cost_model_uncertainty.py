@@ -218,7 +218,8 @@ def test_pooling_bounds_have_a_small_slack_in_log_1p_space():
     assert s.reasons(task, stats)[2] == "pooling 230 > 200"
 
 
-def test_a_dim256_pooling200_shard_is_out_of_support_and_priced_by_the_bare_fallback_if_asked(ensemble, dataset):
+def test_a_dim256_pooling200_shard_is_out_of_support_and_priced_by_the_bare_fallback_if_asked(ensemble,
+                                                                                              dataset):
     task = _task(dataset, extra=(HUGE,))
     huge = task.num_tables - 1
     devices = [[ShardRef(huge, 256)], [ShardRef(0, task.tables[0].dim)],
@@ -250,13 +251,15 @@ def test_a_dim256_pooling200_shard_is_out_of_support_and_priced_by_the_bare_fall
 
 def _nearest_table(support, table: Table, name: str = "near") -> Table:
     """``table`` with dim, rows and pooling moved to the nearest values inside ``support``, by hand."""
-    rows = int(round(10 ** min(max(math.log10(table.rows), support.lo["log10_rows"]), support.hi["log10_rows"])))
+    log_rows = min(max(math.log10(table.rows), support.lo["log10_rows"]), support.hi["log10_rows"])
+    rows = round(10 ** log_rows)
     pool_hi = (1 + support.hi["pooling"]) * 10 ** 0.01 - 1  # the support's pooling slack
     return replace(table, name=name, dim=int(min(max(table.dim, support.lo["dim"]), support.hi["dim"])),
                    rows=rows, pooling_factor=min(table.pooling_factor, pool_hi))
 
 
-def test_outside_the_support_the_network_at_the_nearest_device_is_scaled_by_the_fallbacks_ratio(ensemble, dataset):
+def test_outside_the_support_the_network_at_the_nearest_device_is_scaled_by_the_fallbacks_ratio(ensemble,
+                                                                                                 dataset):
     """The graded hand-over, recomputed by hand: a dim-256 pooling-200 1M-row shard is priced as the networks'
     price of its nearest supported shard (dim, rows, pooling moved in) x the fallback's ratio of the two."""
     task = _task(dataset, extra=(HUGE,))
@@ -295,7 +298,8 @@ def test_more_tables_than_trained_are_priced_from_the_most_trained_scaled_by_the
     most = [[ShardRef(i, base.dim) for i in range(hi)]]
     (_, why), = ensemble.out_of_support(task, many)
     assert f"{n} tables" in why
-    ratio = ensemble.fallback.device_costs(task, many)[0, :2] / ensemble.fallback.device_costs(task, most)[0, :2]
+    fallback = ensemble.fallback
+    ratio = fallback.device_costs(task, many)[0, :2] / fallback.device_costs(task, most)[0, :2]
     np.testing.assert_allclose(ensemble.predict(task, many).mean[0, :2],
                                ensemble.predict(task, most).mean[0, :2] * ratio, rtol=1e-4)
 
@@ -326,7 +330,8 @@ def test_batch_and_precision_outside_the_support_are_priced_from_the_nearest_tra
     np.testing.assert_allclose(ensemble.with_handover("fallback").device_costs(big, devices)[:, :2],
                                ensemble.fallback.device_costs(big, devices)[:, :2])
     edge = replace(inside, batch_size=int(ensemble.support.hi["batch_size"]))
-    ratio = ensemble.fallback.device_costs(big, devices)[0, :2] / ensemble.fallback.device_costs(edge, devices)[0, :2]
+    fallback = ensemble.fallback
+    ratio = fallback.device_costs(big, devices)[0, :2] / fallback.device_costs(edge, devices)[0, :2]
     np.testing.assert_allclose(ensemble.device_costs(big, devices)[0, :2],
                                ensemble.device_costs(edge, devices)[0, :2] * ratio, rtol=1e-5)
     # a context network prices other batch sizes (no refusal); fp16 is in this support

@@ -51,8 +51,9 @@ def test_cli_plan_algo_torchrec_writes_valid_plan(tmp_path, capsys):
 
 def test_torchrec_baseline_bad_settings():
     # TorchRec's own sharder proposes row_wise on cuda topologies only (it leaves row-based types out on cpu)
-    with pytest.raises(AutoshardError, match="proposes none of.*row_wise.*compute_device=cuda or cpu_row_wise"):
-        make_planner("torchrec", PlannerOptions(extra={"sharding_types": "row_wise", "cpu_row_wise": "false"}))
+    own_cpu_sharder = {"sharding_types": "row_wise", "cpu_row_wise": "false"}
+    with pytest.raises(AutoshardError, match="proposes none of.*row_wise.*cuda or cpu_row_wise"):
+        make_planner("torchrec", PlannerOptions(extra=own_cpu_sharder))
     make_planner("torchrec", PlannerOptions(extra={"sharding_types": "row_wise", "compute_device": "cuda"}))
     make_planner("torchrec", PlannerOptions(extra={"sharding_types": "row_wise"}))  # the baseline's sharder
     with pytest.raises(AutoshardError, match="cpu_row_wise 'maybe' is not true or false"):
@@ -132,7 +133,8 @@ def test_torchrec_baseline_replans_column_shards_it_scatters_on_one_rank(caplog)
 
 def test_torchrec_baseline_with_torchrecs_min_partition_does_not_split_dim_16():
     task = _hot_task()
-    plan = run_planner(make_planner("torchrec", PlannerOptions(extra={**NO_ROWS, "min_partition": "128"})), task)
+    options = PlannerOptions(extra={**NO_ROWS, "min_partition": "128"})
+    plan = run_planner(make_planner("torchrec", options), task)
     validate(plan, task)
     assert all(len(p.shards) == 1 for p in plan.placements)
 

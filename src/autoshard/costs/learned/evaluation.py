@@ -2,9 +2,10 @@
 its ensemble's spread covers the measurements.
 
 Heads scored: per-device forward, backward, and fwd + bwd (what the target refers to), priced as planners
-see them (``LearnedCostModel.predict``: the ensemble's mean, the hand-over to the calibrated analytical model outside the support); the
-plan cost of random 4-device groupings of the records (records of one batch size and precision only), both as
-the max over devices of the per-device predictions and (one-batch networks only) from the plan head. Comm is the measured alpha-beta fit
+see them (``LearnedCostModel.predict``: the ensemble's mean; outside the support, the hand-over to the
+calibrated analytical model); the plan cost of random 4-device groupings of the records (records of one batch
+size and precision only), both as the max over devices of the per-device predictions and (one-batch networks
+only) from the plan head. Comm is the measured alpha-beta fit
 itself (exact by construction), so it is not scored here.
 
 Coverage at k: the share of held-out devices whose measured fwd + bwd is at most the predicted mean + k x the

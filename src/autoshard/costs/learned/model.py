@@ -86,7 +86,6 @@ from autoshard.shards import ShardRef
 from autoshard.tables.table import FeatureNormalizer
 from autoshard.tasks import Task
 
-
 HANDOVERS = ("graded", "fallback", "networks")
 """How a model with a support and a fallback prices the devices outside the support (``handover``):
 'graded' (the default), 'fallback' (the bare calibrated fallback) or 'networks' (the networks extrapolating
@@ -249,8 +248,8 @@ class LearnedCostModel:
         how = {"graded": "the network at the nearest device inside x the calibrated analytical model's ratio",
                "fallback": "the calibrated analytical fallback",
                "networks": "the networks extrapolating"}[self.handover]
-        return (f"{len(out)} of {len(devices)} devices outside the learned model's training support, priced by "
-                f"{how} ({shown}{more})")
+        return (f"{len(out)} of {len(devices)} devices outside the learned model's training support, "
+                f"priced by {how} ({shown}{more})")
 
     # -- prediction ------------------------------------------------------------------------------------------
     def _context(self, task: Task) -> np.ndarray | None:
@@ -289,8 +288,9 @@ class LearnedCostModel:
         x = shard_features(raw, table_idx, dims, self.normalizer, row_fraction, lookup_share,
                            self._context(task), adjust)
         feats = torch.tensor(x, dtype=torch.float32)
-        d = torch.tensor(dims if adjust is None or self.support is None
-                         else self.support.nearest("dim", np.asarray(dims, dtype=np.float64)), dtype=torch.float32)
+        if adjust is not None and self.support is not None:
+            dims = self.support.nearest("dim", np.asarray(dims, dtype=np.float64))
+        d = torch.tensor(dims, dtype=torch.float32)
         if self.ensemble_size == 1:
             return self.net.encode(feats, d)
         return torch.cat([net.encode(feats, d) for net, _ in self.members], dim=1)
@@ -393,7 +393,8 @@ class LearnedCostModel:
         (``_encode``), so only the tables per device are left to move in, by scaling the additive state."""
         assert self.support is not None and self.fallback is not None
         mean, std, total_std = (np.array(x) for x in inside_price)
-        col = {k: stats[..., STATS.index(k)] for k in ("count", "lookups", "nbytes", "lookups_in", "nbytes_in")}
+        keys = ("count", "lookups", "nbytes", "lookups_in", "nbytes_in")
+        col = {k: stats[..., STATS.index(k)] for k in keys}
         fwd, bwd = self.fallback.compute_ms(col["count"], col["lookups"], col["nbytes"])
         real = np.stack([fwd, bwd], axis=-1)
         rel = self.fallback_rel_std

@@ -20,4 +20,5 @@ class Prediction:
     total_std: np.ndarray
     """(...) ms: the members' spread of fwd + bwd (not the sum of the two spreads: they are correlated)."""
     fallback: np.ndarray
-    """(...) bool: outside the training support, so priced by the model's hand-over (``LearnedCostModel.handover``)."""
+    """(...) bool: outside the training support, so priced by the model's hand-over
+    (``LearnedCostModel.handover``)."""

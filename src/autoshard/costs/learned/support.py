@@ -111,7 +111,8 @@ def combine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-def device_stats(task: Task, devices: Sequence[Sequence[ShardRef]], support: Support | None = None) -> np.ndarray:
+def device_stats(task: Task, devices: Sequence[Sequence[ShardRef]],
+                 support: Support | None = None) -> np.ndarray:
     """(len(devices), len(STATS)) statistics of each device's shards (``shard_values``' nearest-inside terms
     for ``support``)."""
     out = empty_stats((len(devices),))
@@ -200,8 +201,8 @@ class Support:
         return out & (stats[..., 0] > 0)
 
     def nearest(self, key: str, values: np.ndarray) -> np.ndarray:
-        """``values`` of shard feature ``key`` moved to the nearest value inside the support (unchanged inside;
-        'pooling' within its slack)."""
+        """``values`` of shard feature ``key`` moved to the nearest value inside the support (unchanged
+        inside; 'pooling' within its slack)."""
         return np.clip(values, _lowest(key, self.lo[key]), _highest(key, self.hi[key]))
 
     def nearest_count(self, count: np.ndarray) -> np.ndarray:
@@ -211,16 +212,17 @@ class Support:
 
     def nearest_context(self, task: Task) -> tuple[float, float]:
         """(batch size, element bytes) of the nearest kernel context inside the support: the task's batch
-        clamped into the trained range, its precision's bytes or, if not trained, the nearest trained one's."""
+        clamped into the trained range, its precision's bytes or, if not trained, the nearest trained
+        one's."""
         batch = float(np.clip(task.batch_size, self.lo["batch_size"], self.hi["batch_size"]))
         trained = [Precision(p).bytes for p in self.precisions]
         elem = min(trained, key=lambda b: (abs(b - task.precision.bytes), -b))
         return batch, float(elem)
 
     def nearest_features(self, raw: np.ndarray) -> np.ndarray:
-        """Raw shard features (N, NUM_FEATURES; ``tables.table.shard_raw_features``) with dim, rows and pooling
-        moved to the nearest values inside the support (the table size follows its rows and dim; the access
-        bins stay)."""
+        """Raw shard features (N, NUM_FEATURES; ``tables.table.shard_raw_features``) with dim, rows and
+        pooling moved to the nearest values inside the support (the table size follows its rows and dim; the
+        access bins stay)."""
         x = np.array(raw, dtype=np.float64, copy=True)
         x[:, _DIM] = self.nearest("dim", x[:, _DIM])
         x[:, _LOG_ROWS] = self.nearest("log10_rows", x[:, _LOG_ROWS])
