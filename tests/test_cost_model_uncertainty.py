@@ -32,7 +32,7 @@ from autoshard.hardware.profiler import BroadDesign, ProfileConfig, load_dataset
 from autoshard.planners.base import PlannerOptions
 from autoshard.planners.pricing import ShardCosts, plan_costs, planning_model, price_devices, step_ms
 from autoshard.shards import ShardRef
-from autoshard.tables import LookupKind, LookupSpec, Table
+from autoshard.tables import LookupKind, LookupSpec, Table, TablePool
 from autoshard.tables.table import FeatureNormalizer, Precision
 from autoshard.tasks import Task
 
@@ -318,6 +318,21 @@ def test_the_graded_price_is_continuous_where_the_support_ends(ensemble, dataset
     assert 1.0 <= step < 1.03
     bare = ensemble.with_handover("fallback").predict(task, devices)
     np.testing.assert_allclose(bare.mean[0], pred.mean[0])
+
+
+def test_plan_cli_warns_which_devices_left_the_support(ensemble, dataset, tmp_path, capsys):
+    model_path = tmp_path / "model.pt"
+    ensemble.save(model_path)
+    task = _task(dataset, devices=2, extra=(HUGE,))
+    tables = tmp_path / "tables.json"
+    TablePool.from_tables(task.tables).save(str(tables))
+    out = tmp_path / "plan.json"
+    assert main(["plan", "--tables", str(tables), "--devices", "2", "--memory", "100GB", "--batch-size", "64",
+                 "--algo", "size_lookup_greedy", "--cost-model", str(model_path), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    line = next(x for x in err.splitlines() if x.startswith("warning: "))
+    assert "of 2 devices outside the learned model's training support" in line
+    assert "dim 256 > 32" in line and "pooling 200 >" in line
 
 
 def test_batch_and_precision_outside_the_support_are_priced_from_the_nearest_trained_batch(ensemble, dataset):

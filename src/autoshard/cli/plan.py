@@ -150,6 +150,10 @@ def run(args: argparse.Namespace) -> int:
     proxy = [sum(size_lookup_proxy(task.tables[s.table].with_dim(s.dim)) for s in dev)
              for dev in plan.device_shards(task)]
     print(format_report(plan, task, proxy))
+    describe = getattr(estimator, "describe_fallback", None)
+    outside = describe(task, plan.device_shards(task)) if callable(describe) and not args.measure_top else ""
+    if outside:  # the learned model extrapolated there: say where and why
+        print(f"warning: {outside}", file=sys.stderr)
     estimated = (f"costs estimated by {describe_cost_model(estimator)} (measure for real with 'autoshard "
                  "evaluate')")
     how = "costs measured here (kernels; collectives by the comm model)" if args.measure_top else estimated
