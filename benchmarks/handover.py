@@ -1,6 +1,6 @@
 """How a learned model prices devices outside its training support: the graded hand-over (the networks at the
-nearest device inside x the calibrated analytical model's ratio; the default since stop 17) against the bare
-calibrated fallback (before) and the networks extrapolating on their own, scored on a profile's measured
+nearest device inside x the calibrated analytical model's ratio; since stop 17 what 'auto' picks when the
+networks beat the fallback on their own errors) against the bare calibrated fallback (before) and the networks extrapolating on their own, scored on a profile's measured
 devices.
 
 Run: .venv/bin/python benchmarks/handover.py PROFILE_DIR [--cost-model CHECKPOINT]
@@ -109,6 +109,10 @@ def main() -> None:
     outside = preds["graded"].fallback
     print(f"host: {host_info().get('cpu', '?')}; model: {args.cost_model or 'shipped default'}; "
           f"{len(records)} devices, {int(outside.sum())} outside the support")
+    held = (model.info.get("metrics") or {}).get("fwd+bwd") or {}
+    print(f"'auto' hand-over of this model: {model.with_handover('auto').handover} (networks' held-out fwd+bwd "
+          f"MAPE {held.get('mape_pct', float('nan')):.1f}%, fallback's relative error "
+          f"{100 * model.fallback_rel_std:.1f}%)")
     reasons = outside_reasons(model, data, [records[i] for i in np.flatnonzero(outside)])
     if reasons:
         print("outside because of: " + ", ".join(f"{k} ({v} devices)" for k, v in reasons.most_common()))

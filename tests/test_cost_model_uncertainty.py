@@ -262,6 +262,7 @@ def test_outside_the_support_the_network_at_the_nearest_device_is_scaled_by_the_
                                                                                                  dataset):
     """The graded hand-over, recomputed by hand: a dim-256 pooling-200 1M-row shard is priced as the networks'
     price of its nearest supported shard (dim, rows, pooling moved in) x the fallback's ratio of the two."""
+    ensemble = ensemble.with_handover("graded")
     task = _task(dataset, extra=(HUGE,))
     huge = task.num_tables - 1
     devices = [[ShardRef(huge, 256)], [ShardRef(0, task.tables[0].dim)]]
@@ -290,6 +291,7 @@ def test_outside_the_support_the_network_at_the_nearest_device_is_scaled_by_the_
 def test_more_tables_than_trained_are_priced_from_the_most_trained_scaled_by_the_fallback(ensemble, dataset):
     """A device of n copies of one table, n above the trained tables per device H: its nearest device inside
     holds H copies (the additive state scaled by H / n), priced by the networks x the fallback's ratio."""
+    ensemble = ensemble.with_handover("graded")
     hi = int(ensemble.support.hi["tables_per_device"])
     n = hi + 4
     base = next(t for t in dataset.pool.tables if t.dim >= 8)
@@ -307,6 +309,7 @@ def test_more_tables_than_trained_are_priced_from_the_most_trained_scaled_by_the
 def test_the_graded_price_is_continuous_where_the_support_ends(ensemble, dataset):
     """Just past the trained pooling the graded hand-over moves by what the fallback's slope says, not by the
     jump from the networks to the bare fallback."""
+    ensemble = ensemble.with_handover("graded")
     task0 = _task(dataset)
     edge = _nearest_table(ensemble.support, replace(HUGE, dim=task0.tables[0].dim, rows=1000))
     past = replace(edge, name="past", pooling_factor=edge.pooling_factor * 1.02)
@@ -318,6 +321,20 @@ def test_the_graded_price_is_continuous_where_the_support_ends(ensemble, dataset
     assert 1.0 <= step < 1.03
     bare = ensemble.with_handover("fallback").predict(task, devices)
     np.testing.assert_allclose(bare.mean[0], pred.mean[0])
+
+
+def test_auto_hand_over_is_graded_only_where_the_networks_beat_the_fallback(ensemble):
+    auto = ensemble.with_handover("auto")
+    assert auto.handover_setting == "auto" and auto.fallback_rel_std > 0
+    auto.info = {**auto.info, "metrics": {"fwd+bwd": {"mape_pct": 50.0 * auto.fallback_rel_std}}}
+    assert auto.handover == "graded"
+    auto.info = {**auto.info, "metrics": {"fwd+bwd": {"mape_pct": 200.0 * auto.fallback_rel_std}}}
+    assert auto.handover == "fallback"
+    assert "calibrated analytical fallback" in auto.describe_fallback(
+        Task((HUGE,), (10**12,), batch_size=64), [[ShardRef(0, 256)]])
+    auto.info = {k: v for k, v in auto.info.items() if k != "metrics"}
+    assert auto.handover == "graded"  # nothing recorded to compare
+    assert ensemble.with_handover("fallback").handover == "fallback"
 
 
 def test_plan_cli_warns_which_devices_left_the_support(ensemble, dataset, tmp_path, capsys):
@@ -336,6 +353,7 @@ def test_plan_cli_warns_which_devices_left_the_support(ensemble, dataset, tmp_pa
 
 
 def test_batch_and_precision_outside_the_support_are_priced_from_the_nearest_trained_batch(ensemble, dataset):
+    ensemble = ensemble.with_handover("graded")
     inside = _task(dataset, batch=64)
     devices = [[ShardRef(0, inside.tables[0].dim)]]
     assert ensemble.out_of_support(inside, devices) == []

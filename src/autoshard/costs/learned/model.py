@@ -15,15 +15,21 @@ of one with no support, i.e. exactly the model they were):
   per device, batch size and precision. ``out_of_support(task, devices)`` names the devices outside it and
   why.
 - **fallback**: an ``AnalyticalCostModel`` calibrated on the same records (``fit_from_dataset``). A device
-  outside the support is priced by the GRADED HAND-OVER (``handover="graded"``, the default): the networks at
+  outside the support is priced by the GRADED HAND-OVER (``handover="graded"``): the networks at
   the nearest device inside the support (every shard's dim, rows and pooling, the tables per device, the batch
   and the precision moved to the nearest trained value; ``Support.nearest*``) times the fallback's ratio
   cost(device) / cost(that device), per head. Just outside, that is the network's own price; far outside, the
   fallback's scaling anchored at the network's edge. Measured: on held-out devices just outside (pooling 230
   > 200) the bare fallback was 64% off where the network was 10% (docs/benchmarks.md, stop 17).
-  ``handover="fallback"`` prices them by the bare fallback instead. The spread of such a device: the
-  networks' spread times the ratio, with the fallback's relative error on its records times the part the
-  ratio added (in quadrature). ``describe_fallback`` says which devices were priced so and why.
+  ``handover="fallback"`` prices them by the bare fallback instead. The default, ``"auto"``, takes the graded
+  hand-over when the networks' held-out fwd+bwd error (train-cost's split) is at most the fallback's relative
+  error on its records, else the bare fallback: graded builds on the networks' price at the edge, which is
+  only worth more than the calibrated roofline where the networks beat it (a 60-record quickstart model,
+  21-27% held out against the roofline's 12-13%, priced 9-table devices 42% high by the graded hand-over,
+  15% low by the bare fallback; the shipped default, 19.8% against 68%, is the other way: stop 17 in
+  docs/benchmarks.md). The spread of a graded device: the networks' spread times the ratio, with the
+  fallback's relative error on its records times the part the ratio added (in quadrature).
+  ``describe_fallback`` says which devices were priced so and why.
 - **risk_k**: the k whose ``mean + k x spread`` covered ~84% of held-out device measurements
   (``evaluation.select_risk_k``); risk-aware planners price devices at that (``planners.pricing``).
 
@@ -86,10 +92,11 @@ from autoshard.shards import ShardRef
 from autoshard.tables.table import FeatureNormalizer
 from autoshard.tasks import Task
 
-HANDOVERS = ("graded", "fallback", "networks")
-"""How a model with a support and a fallback prices the devices outside the support (``handover``):
-'graded' (the default), 'fallback' (the bare calibrated fallback) or 'networks' (the networks extrapolating
-on their own; for comparison: benchmarks/handover.py)."""
+HANDOVERS = ("auto", "graded", "fallback", "networks")
+"""How a model with a support and a fallback prices the devices outside the support (``handover``): 'auto'
+(the default: graded or fallback, whichever the model's own errors favour), 'graded', 'fallback' (the bare
+calibrated fallback) or 'networks' (the networks extrapolating on their own; for comparison:
+benchmarks/handover.py)."""
 
 
 class LearnedCostModel:
@@ -102,7 +109,7 @@ class LearnedCostModel:
                  allow_other_hardware: bool = False, *,
                  extra_members: Sequence[tuple[CostNet, TargetScaler]] = (), support: Support | None = None,
                  fallback: AnalyticalCostModel | None = None, fallback_rel_std: float = 0.0,
-                 risk_k: float = 0.0, handover: str = "graded") -> None:
+                 risk_k: float = 0.0, handover: str = "auto") -> None:
         self.net = net.eval()
         self.config: CostNetConfig = net.config
         self.normalizer = normalizer
@@ -131,8 +138,8 @@ class LearnedCostModel:
         mean + risk_k x spread (``planners.pricing``)."""
         if handover not in HANDOVERS:
             raise AutoshardError(f"unknown hand-over {handover!r}; use one of {', '.join(HANDOVERS)}")
-        self.handover = handover
-        """How devices outside the support are priced (``HANDOVERS``)."""
+        self.handover_setting = handover
+        """How devices outside the support are to be priced (``HANDOVERS``; ``handover`` resolves 'auto')."""
         self._cache: dict[str, Any] | None = None
 
     @property
@@ -157,7 +164,8 @@ class LearnedCostModel:
     def _replace(self, **changes: Any) -> LearnedCostModel:
         kw: dict[str, Any] = {
             "extra_members": self.members[1:], "support": self.support, "fallback": self.fallback,
-            "fallback_rel_std": self.fallback_rel_std, "risk_k": self.risk_k, "handover": self.handover}
+            "fallback_rel_std": self.fallback_rel_std, "risk_k": self.risk_k,
+            "handover": self.handover_setting}
         kw.update({k: v for k, v in changes.items() if k in kw})
         comm = changes.get("comm", self.comm)
         return LearnedCostModel(self.net, self.normalizer, self.scaler, comm, self.trained_on,
@@ -175,6 +183,19 @@ class LearnedCostModel:
     def with_handover(self, handover: str) -> LearnedCostModel:
         """The same model pricing devices outside its support by ``handover`` (``HANDOVERS``)."""
         return self._replace(handover=handover)
+
+    @property
+    def handover(self) -> str:
+        """The hand-over in use: ``handover_setting``, with 'auto' resolved (the module docstring): 'graded'
+        when the networks' held-out fwd+bwd MAPE is at most the fallback's relative error (or either is not
+        recorded), else 'fallback'."""
+        if self.handover_setting != "auto":
+            return self.handover_setting
+        held = (self.info.get("metrics") or {}).get("fwd+bwd") or {}
+        mape = held.get("mape_pct")
+        if mape is None or not self.fallback_rel_std:
+            return "graded"
+        return "graded" if float(mape) / 100.0 <= self.fallback_rel_std else "fallback"
 
     @property
     def _graded(self) -> bool:
