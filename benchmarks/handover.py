@@ -1,7 +1,7 @@
 """How a learned model prices devices outside its training support: the graded hand-over (the networks at the
 nearest device inside x the calibrated analytical model's ratio; since stop 17 what 'auto' picks when the
-networks beat the fallback on their own errors) against the bare calibrated fallback (before) and the networks extrapolating on their own, scored on a profile's measured
-devices.
+networks beat the fallback on their own errors) against the bare calibrated fallback (before) and the
+networks extrapolating on their own, scored on a profile's measured devices.
 
 Run: .venv/bin/python benchmarks/handover.py PROFILE_DIR [--cost-model CHECKPOINT]
      .venv/bin/python benchmarks/handover.py PROFILE_DIR --train-box dim=64,pooling=50,tables=12,batch=16384
@@ -110,8 +110,9 @@ def main() -> None:
     print(f"host: {host_info().get('cpu', '?')}; model: {args.cost_model or 'shipped default'}; "
           f"{len(records)} devices, {int(outside.sum())} outside the support")
     held = (model.info.get("metrics") or {}).get("fwd+bwd") or {}
-    print(f"'auto' hand-over of this model: {model.with_handover('auto').handover} (networks' held-out fwd+bwd "
-          f"MAPE {held.get('mape_pct', float('nan')):.1f}%, fallback's relative error "
+    auto = model.with_handover("auto").handover
+    print(f"'auto' hand-over of this model: {auto} (networks' held-out fwd+bwd MAPE"
+          f" {held.get('mape_pct', float('nan')):.1f}%, fallback's relative error "
           f"{100 * model.fallback_rel_std:.1f}%)")
     reasons = outside_reasons(model, data, [records[i] for i in np.flatnonzero(outside)])
     if reasons:
