@@ -413,15 +413,16 @@ class LearnedCostModel:
         hand-over (the module docstring): ``acc`` holds shards already encoded at their nearest values inside
         (``_encode``), so only the tables per device are left to move in, by scaling the additive state."""
         assert self.support is not None and self.fallback is not None
+        handover = self.handover
+        if handover == "networks":
+            return inside_price
         mean, std, total_std = (np.array(x) for x in inside_price)
         keys = ("count", "lookups", "nbytes", "lookups_in", "nbytes_in")
         col = {k: stats[..., STATS.index(k)] for k in keys}
         fwd, bwd = self.fallback.compute_ms(col["count"], col["lookups"], col["nbytes"])
         real = np.stack([fwd, bwd], axis=-1)
         rel = self.fallback_rel_std
-        if self.handover == "networks":
-            return mean, std, total_std
-        if self.handover == "fallback":
+        if handover == "fallback":
             mean[..., :2] = np.where(outside[..., None], real, mean[..., :2])
             std[..., :2] = np.where(outside[..., None], rel * real, std[..., :2])
             return mean, std, np.where(outside, rel * (fwd + bwd), total_std)
