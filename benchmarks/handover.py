@@ -31,6 +31,7 @@ from autoshard.costs.learned.evaluation import RECORD_DEVICE_MEMORY, predict_rec
 from autoshard.costs.learned.model import HANDOVERS
 from autoshard.costs.loading import default_cost_model
 from autoshard.costs.metrics import score
+from autoshard.errors import AutoshardError
 from autoshard.hardware.profile_dataset import load_dataset
 from autoshard.host import host_info
 from autoshard.shards import ShardRef
@@ -58,9 +59,13 @@ def parse_box(text: str) -> dict[str, float]:
     box = {}
     for part in text.split(","):
         key, _, value = part.partition("=")
-        if key not in BOX_KEYS or not value:
-            raise SystemExit(f"error: --train-box takes {'=N,'.join(BOX_KEYS)}=N (any of them), not {part!r}")
-        box[key] = float(value)
+        try:
+            if key not in BOX_KEYS:
+                raise ValueError(key)
+            box[key] = float(value)
+        except ValueError:
+            raise SystemExit(f"error: --train-box takes {'=N,'.join(BOX_KEYS)}=N (any of them), "
+                             f"not {part!r}") from None
     return box
 
 
@@ -94,7 +99,13 @@ def main() -> None:
     ap.add_argument("--ensemble", type=int, default=3, help="members of the --train-box model")
     ap.add_argument("--max-epochs", type=int, default=300, help="epochs of the --train-box model")
     args = ap.parse_args()
+    try:
+        run(args)
+    except AutoshardError as e:
+        raise SystemExit(f"error: {e}") from None
 
+
+def run(args: argparse.Namespace) -> None:
     data = load_dataset(args.profile)
     records = list(data.records)
     if args.train_box:

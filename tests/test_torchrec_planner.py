@@ -56,7 +56,7 @@ def test_torchrec_baseline_bad_settings():
         make_planner("torchrec", PlannerOptions(extra=own_cpu_sharder))
     make_planner("torchrec", PlannerOptions(extra={"sharding_types": "row_wise", "compute_device": "cuda"}))
     make_planner("torchrec", PlannerOptions(extra={"sharding_types": "row_wise"}))  # the baseline's sharder
-    with pytest.raises(AutoshardError, match="cpu_row_wise 'maybe' is not true or false"):
+    with pytest.raises(AutoshardError, match="cpu_row_wise='maybe' is not a valid bool"):
         make_planner("torchrec", PlannerOptions(extra={"cpu_row_wise": "maybe"}))
     with pytest.raises(AutoshardError, match="table_row_wise: a task has no host grouping"):
         make_planner("torchrec", PlannerOptions(extra={"sharding_types": "table_wise,table_row_wise",

@@ -147,11 +147,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         plan = run_planner(make_planner(args.algo, options), task, args.torchrec_rows)
         plan = plan.with_cost(plan_cost(estimator, task, plan))
-    proxy = [sum(size_lookup_proxy(task.tables[s.table].with_dim(s.dim)) for s in dev)
-             for dev in plan.device_shards(task)]
+    devices = plan.device_shards(task)
+    proxy = [sum(size_lookup_proxy(task.tables[s.table].with_dim(s.dim)) for s in dev) for dev in devices]
     print(format_report(plan, task, proxy))
     describe = getattr(estimator, "describe_fallback", None)
-    outside = describe(task, plan.device_shards(task)) if callable(describe) and not args.measure_top else ""
+    outside = describe(task, devices) if callable(describe) and not args.measure_top else ""
     if outside:  # the learned model extrapolated there: say where and why
         print(f"warning: {outside}", file=sys.stderr)
     estimated = (f"costs estimated by {describe_cost_model(estimator)} (measure for real with 'autoshard "

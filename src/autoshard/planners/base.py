@@ -124,12 +124,14 @@ def config_from_extra(cls: type, extra: Mapping[str, object], shared_with: Itera
             continue
         default = own[name].default
         if default is not MISSING and isinstance(value, str):
-            value = _parse(name, value, type(default))
+            value = parse_setting(name, value, type(default))
         kwargs[name] = value
     return cls(**kwargs)
 
 
-def _parse(name: str, text: str, kind: type) -> object:
+def parse_setting(name: str, text: str, kind: type) -> object:
+    """A planner setting given as text (a command line's ``--option``) as ``kind`` (bool: true/false, 1/0,
+    yes/no; tuple: comma-separated); a one-line AutoshardError if it is not one."""
     try:
         if kind is bool:
             if text.lower() not in ("true", "false", "1", "0", "yes", "no"):

@@ -40,6 +40,12 @@ _DIM, _LOG_ROWS, _LOG_POOLING, _LOG_SIZE = (FEATURE_NAMES.index(n) for n in
                                             ("dim", "log10_rows", "log10_1p_pooling", "log10_size_bytes"))
 
 
+def size_feature(log10_rows: np.ndarray, dims: np.ndarray) -> np.ndarray:
+    """The table-size feature (log10 bytes at ``FEATURE_SIZE_ELEMENT_BYTES`` an element) of shards with these
+    log10 rows and dims: the one place of its formula."""
+    return log10_rows + np.log10(np.asarray(dims, dtype=np.float64) * FEATURE_SIZE_ELEMENT_BYTES)
+
+
 def shard_raw_features(full: np.ndarray, dims: np.ndarray, row_fraction: np.ndarray,
                        lookup_share: np.ndarray | None = None) -> np.ndarray:
     """Raw features of shards, from their tables' full-size raw features ``full`` (N, NUM_FEATURES): the one
@@ -59,7 +65,7 @@ def shard_raw_features(full: np.ndarray, dims: np.ndarray, row_fraction: np.ndar
     if fewer.any():
         pooling = 10.0 ** x[fewer, _LOG_POOLING] - 1.0
         x[fewer, _LOG_POOLING] = np.log10(1.0 + pooling * share[fewer])
-    x[:, _LOG_SIZE] = x[:, _LOG_ROWS] + np.log10(d * FEATURE_SIZE_ELEMENT_BYTES)
+    x[:, _LOG_SIZE] = size_feature(x[:, _LOG_ROWS], d)
     return x
 
 

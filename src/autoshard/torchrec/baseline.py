@@ -71,7 +71,7 @@ from typing import Any
 
 from autoshard.errors import AutoshardError, InfeasibleError, PlanError
 from autoshard.plan import COLUMN_SHARD_MULTIPLE, Plan, ShardingType
-from autoshard.planners.base import PlannerOptions
+from autoshard.planners.base import PlannerOptions, parse_setting
 from autoshard.tasks import Task
 
 logger = logging.getLogger(__name__)
@@ -334,19 +334,8 @@ def torchrec_planner(options: PlannerOptions) -> TorchRecPlanner:
         sharding_types=tuple(st),
         min_partition=_min_partition(extra.get("min_partition", DEFAULT_MIN_PARTITION)),
         timeout_seconds=int(extra["timeout_seconds"]) if extra.get("timeout_seconds") is not None else None,
-        cpu_row_wise=_flag("cpu_row_wise", extra.get("cpu_row_wise", True)),
+        cpu_row_wise=bool(parse_setting("cpu_row_wise", str(extra.get("cpu_row_wise", True)), bool)),
     ))
-
-
-def _flag(name: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("true", "1", "yes", "on"):
-        return True
-    if text in ("false", "0", "no", "off"):
-        return False
-    raise AutoshardError(f"torchrec planner: {name} {value!r} is not true or false")
 
 
 def _min_partition(value: Any) -> int | None:

@@ -24,7 +24,7 @@ import numpy as np
 from autoshard.costs.analytical import AnalyticalCostModel
 from autoshard.errors import AutoshardError
 from autoshard.shards import ShardRef
-from autoshard.tables.table import FEATURE_NAMES, FEATURE_SIZE_ELEMENT_BYTES, Precision
+from autoshard.tables.table import FEATURE_NAMES, Precision, size_feature
 from autoshard.tasks import Task
 
 _DIM, _LOG_ROWS, _LOG_POOLING, _LOG_SIZE = (FEATURE_NAMES.index(n) for n in
@@ -228,7 +228,7 @@ class Support:
         x[:, _LOG_ROWS] = self.nearest("log10_rows", x[:, _LOG_ROWS])
         pooling = 10.0 ** x[:, _LOG_POOLING] - 1.0
         x[:, _LOG_POOLING] = np.log10(1.0 + self.nearest("pooling", pooling))
-        x[:, _LOG_SIZE] = x[:, _LOG_ROWS] + np.log10(x[:, _DIM] * FEATURE_SIZE_ELEMENT_BYTES)
+        x[:, _LOG_SIZE] = size_feature(x[:, _LOG_ROWS], x[:, _DIM])
         return x
 
     def _task_inside(self, task: Task) -> bool:
