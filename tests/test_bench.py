@@ -248,3 +248,27 @@ def test_a_crashing_planner_is_reported_not_fatal(monkeypatch):
     results = plan_task(_task(), ("crashing", "size_greedy"), PlannerOptions(), None)
     assert not results[0].ok and results[0].error == "crashed: ValueError: a planner bug"
     assert results[1].ok
+
+
+def test_a_measured_pick_times_its_candidates_at_planning_time_and_keeps_the_measured_best():
+    from autoshard.hardware.kernel import MeasureSettings
+    from autoshard.pipeline.measure import measured_pick_name
+    from autoshard.planners.guard import GUARD_HEURISTICS
+
+    task = _task()
+    model = AnalyticalCostModel()
+    settings = MeasureSettings(warmup=1, repeats=2, max_tries=1, rows_cap=5000)
+    name = measured_pick_name("search", 2)
+    options = PlannerOptions(seed=0, cost_model=model, time_limit_s=1.0)
+    plain, picked = plan_task(task, ("search", name), options, model, settings, model.comm)
+    assert picked.algorithm == "search+top2" and picked.ok and picked.plan is not None
+    # the kept plan is one of the candidates: the planner's own or a heuristic's, and says whose it is
+    assert picked.plan.algorithm in {"search", *GUARD_HEURISTICS}
+    assert picked.plan.cost is None and picked.predicted is not None
+    # two candidates were timed on the real kernels: planning took longer than the plain planner
+    assert picked.planning_time_s > 0 and picked.planning_time_s >= 0.5 * plain.planning_time_s
+    with pytest.raises(AutoshardError, match="positive integer"):
+        select_algorithms(["search+top0"])
+    with pytest.raises(AutoshardError, match="unknown algorithm"):
+        select_algorithms(["nope+top2"])
+    assert select_algorithms(["search", name])[0] == ["search", name]

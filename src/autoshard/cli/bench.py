@@ -47,6 +47,10 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--comm", help="comm model (comm_model.json of profile-comm) for the evaluator, or "
                                   "'default' for the uncalibrated one; default: measure it here")
     p.add_argument("--algos", help="comma-separated algorithms (default: every registered one)")
+    p.add_argument("--measure-top", type=int, metavar="K",
+                   help="also run every learned planner as PLANNER+topK: its plan and the heuristics', the K "
+                        "its model prices cheapest timed at planning time, the measured best kept "
+                        "(autoshard plan --measure-top K); the measuring counts as planning time")
     p.add_argument("--test-tasks", type=int, help="override the suite's number of test tasks")
     p.add_argument("--rounds", type=int, help="override the suite's measurement rounds per task")
     p.add_argument("--time-limit", type=float, help="override the searching planners' seconds per task")
@@ -115,7 +119,7 @@ def _run(args: argparse.Namespace, suite_name: str, out: str, command: str) -> i
     for flag, value in (("--test-tasks", args.test_tasks), ("--rounds", args.rounds),
                         ("--profile-samples", args.profile_samples),
                         ("--policy-iterations", args.policy_iterations),
-                        ("--refresh-tasks", args.refresh_tasks)):
+                        ("--refresh-tasks", args.refresh_tasks), ("--measure-top", args.measure_top)):
         if value is not None and value <= 0:
             raise AutoshardError(f"{flag} {value} must be a positive integer")
     if args.refresh_rounds is not None and args.refresh_rounds < 0:
@@ -135,7 +139,8 @@ def _run(args: argparse.Namespace, suite_name: str, out: str, command: str) -> i
     config = PipelineConfig(suite=suite, tables_path=args.tables, cost_model_path=args.cost_model,
                             policy_path=args.policy, comm_path=args.comm, algorithms=algos, command=command,
                             device=args.device, backend=args.backend, collectives=args.collectives,
-                            allow_other_hardware=args.allow_other_hardware)
+                            allow_other_hardware=args.allow_other_hardware,
+                            measure_top=args.measure_top or 0)
     _check_inputs(args, algos, config)
     bars = _Bars()
     try:

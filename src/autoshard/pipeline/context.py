@@ -46,6 +46,11 @@ class PipelineConfig:
     ``model`` (the comm model's estimate, labelled modelled), or ``auto``: measure where every rank can have
     a core (or a GPU) of its own, else model (``Context.collectives``). Part of the bench key."""
 
+    measure_top: int = 0
+    """Also bench every learned planner as ``<planner>+top<K>``: it and the heuristics plan, the K plans its
+    model prices cheapest are timed here at planning time and the measured best is kept (``autoshard plan
+    --measure-top K``; the measuring counts as planning time). 0: not."""
+
     def measure_settings(self) -> MeasureSettings:
         """How the evaluator (and the profile a cost model is trained on) times kernels: the suite's
         ``EvalConfig`` with this run's device and backend."""

@@ -15,11 +15,12 @@ from autoshard.hardware.kernel import DeviceKind, KernelBackend, MeasureSettings
 from autoshard.host import host_info
 from autoshard.pipeline.cache import code_version, file_key, stage_key
 from autoshard.pipeline.context import Context
-from autoshard.pipeline.measure import BenchConfig, run_bench, select_algorithms
+from autoshard.pipeline.measure import BenchConfig, measured_pick_name, run_bench, select_algorithms
 from autoshard.pipeline.models import is_measured, load_cost_model
 from autoshard.pipeline.refresh_stage import refresh_rounds
 from autoshard.pipeline.results import TaskResult
 from autoshard.planners.base import PlannerOptions
+from autoshard.planners.guard import GUARDED
 from autoshard.tasks import load_tasks
 
 log = logging.getLogger(__name__)
@@ -89,6 +90,9 @@ def stage_evaluate(ctx: Context, k_comm: str, k_cost: str, cost_spec: str, k_pol
     if policy_path is None and requested is None and "rl" in algorithms:
         algorithms.remove("rl")
         skipped["rl"] = "no trained policy (pass --policy or let the pipeline train one)"
+    k = ctx.config.measure_top
+    if k:  # every learned planner also as a measured pick: autoshard plan --measure-top K
+        algorithms += [measured_pick_name(a, k) for a in GUARDED if a in algorithms]
     comm = ctx.comm_model()
     settings = ctx.measure_settings()
     extras = {a: x for a, x in planner_extras(settings).items() if a in algorithms}
@@ -119,7 +123,8 @@ def stage_evaluate(ctx: Context, k_comm: str, k_cost: str, cost_spec: str, k_pol
                           [k_comm, k_cost, k_policy])
     # measured collectives (if asked) on the comm stage's processes: NCCL only with a GPU per rank
     config = BenchConfig(tuple(algorithms), options, rounds=s.eval.rounds, key=bench_key,
-                         collectives=ctx.collectives()[0], comm_backend=ctx.comm_backend()[0])
+                         collectives=ctx.collectives()[0], comm_backend=ctx.comm_backend()[0],
+                         pick_settings=settings, pick_comm=comm)
     tasks = load_tasks(str(ctx.out / "test_tasks.json"))
     ctx.say(f"[bench] {len(tasks)} test tasks x {len(algorithms)} algorithms: {', '.join(algorithms)}")
     bench_dir = ctx.out / BENCH_DIR

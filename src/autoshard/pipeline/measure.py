@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -30,15 +31,38 @@ from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.step import compose, plan_collectives
 from autoshard.errors import AutoshardError
 from autoshard.hardware.evaluator import measure_plans_collectives
+from autoshard.hardware.kernel import MeasureSettings
 from autoshard.io import read_json, write_json
+from autoshard.pipeline.choose import candidate_plans, measure_top
 from autoshard.pipeline.progress import Progress, no_progress
 from autoshard.pipeline.results import AlgoResult, TaskResult
+from autoshard.plan import Plan
 from autoshard.planners.base import PLANNERS, PlannerOptions, make_planner, run_planner
 from autoshard.planners.exact import lower_bound
 from autoshard.shards import ShardRef
 from autoshard.tasks import Task
 
 log = logging.getLogger(__name__)
+
+
+MEASURED_PICK = "+top"
+"""``<planner>+top<K>``: the planner's plan and the heuristics', the K its model prices cheapest timed at
+planning time and the measured best kept (``measured_pick_name``; ``pipeline.choose``)."""
+
+
+def measured_pick_name(algorithm: str, k: int) -> str:
+    """The bench's name of ``algorithm`` planning with ``autoshard plan --measure-top k``."""
+    return f"{algorithm}{MEASURED_PICK}{k}"
+
+
+def parse_measured_pick(name: str) -> tuple[str, int] | None:
+    """(planner, K) of a measured pick's name, None for a plain planner's; an error for a bad K."""
+    if MEASURED_PICK not in name:
+        return None
+    base, _, k = name.partition(MEASURED_PICK)
+    if not k.isdigit() or int(k) < 1:
+        raise AutoshardError(f"algorithm {name!r}: K in {base}{MEASURED_PICK}K must be a positive integer")
+    return base, int(k)
 
 
 def select_algorithms(requested: Sequence[str] | None = None) -> tuple[list[str], dict[str, str]]:
@@ -49,7 +73,7 @@ def select_algorithms(requested: Sequence[str] | None = None) -> tuple[list[str]
     registered = list(PLANNERS)
     if requested is None:
         return registered, {}
-    unknown = [a for a in requested if a not in PLANNERS]
+    unknown = [a for a in requested if (parse_measured_pick(a) or (a, 0))[0] not in PLANNERS]
     if unknown:
         raise AutoshardError(
             f"unknown algorithm(s) {', '.join(unknown)}; registered: {', '.join(registered)}")
@@ -57,13 +81,31 @@ def select_algorithms(requested: Sequence[str] | None = None) -> tuple[list[str]
     return chosen, {a: "not requested (--algos)" for a in registered if a not in chosen}
 
 
+def _measured_pick(task: Task, name: str, options: PlannerOptions, cost_model: CostModel | None,
+                   settings: MeasureSettings | None, comm: AlphaBeta | None) -> Plan:
+    """Plan as ``autoshard plan --algo A --measure-top K`` does (``name`` = A+topK); the measuring counts as
+    planning time. The kept plan still names the algorithm whose plan it is."""
+    base, k = parse_measured_pick(name) or (name, 0)
+    if cost_model is None:
+        raise AutoshardError(f"{name} needs a planning cost model to rank its candidates")
+    start = time.perf_counter()
+    candidates = candidate_plans(task, base, options)
+    choice = measure_top(task, candidates, cost_model, k, settings, comm)
+    return replace(choice.best, cost=None, planning_time_s=time.perf_counter() - start)
+
+
 def plan_task(task: Task, algorithms: Sequence[str], options: PlannerOptions,
-              cost_model: CostModel | None) -> list[AlgoResult]:
-    """Every algorithm's plan of ``task`` (or its error), with the planning cost model's prediction."""
+              cost_model: CostModel | None, measure: MeasureSettings | None = None,
+              comm: AlphaBeta | None = None) -> list[AlgoResult]:
+    """Every algorithm's plan of ``task`` (or its error), with the planning cost model's prediction.
+    ``measure`` and ``comm``: how a measured pick (``<planner>+top<K>``) times its candidates."""
     out = []
     for name in algorithms:
         try:
-            plan = run_planner(make_planner(name, options), task)
+            if parse_measured_pick(name):
+                plan = _measured_pick(task, name, options, cost_model, measure, comm)
+            else:
+                plan = run_planner(make_planner(name, options), task)
         except AutoshardError as e:
             log.info("%s failed on %s: %s", name, task.name, e)
             out.append(AlgoResult(name, ok=False, error=str(e)))
@@ -182,6 +224,10 @@ class BenchConfig:
     evaluator's comm model (alpha-beta), labelled modelled in the results."""
     comm_backend: str = "auto"
     """Process-group backend for measured collectives (auto: NCCL with one GPU per rank, else gloo)."""
+    pick_settings: MeasureSettings | None = None
+    """How measured picks (``<planner>+top<K>``) time their candidates at planning time (the evaluator's)."""
+    pick_comm: AlphaBeta | None = None
+    """The comm model measured picks price their candidates' collectives with."""
 
 
 def run_bench(tasks: Sequence[Task], config: BenchConfig, make_evaluator: EvaluatorFactory,
@@ -198,7 +244,8 @@ def run_bench(tasks: Sequence[Task], config: BenchConfig, make_evaluator: Evalua
                 results.append(cached)
                 progress("tasks", i + 1, len(tasks))
                 continue
-        planned = plan_task(task, config.algorithms, config.options, config.options.cost_model)
+        planned = plan_task(task, config.algorithms, config.options, config.options.cost_model,
+                            config.pick_settings, config.pick_comm)
         load_before = _load_average()
         measured = measure_task(task, planned, make_evaluator, config.rounds,
                                 lambda w, d, t, name=task.name: progress(f"measure {name}", d, t),

@@ -102,9 +102,14 @@ class DeviceRecorder:
     an interrupted run recorded (same id, same contents) is read back. Records of other hardware are refused
     (``check_same_hardware``)."""
 
-    def __init__(self, dataset: CostDataset, dataset_dir: str | Path) -> None:
-        self.settings_json = dict(dataset.records[0].settings)
-        self.settings = MeasureSettings.from_json(self.settings_json)
+    def __init__(self, dataset: CostDataset, dataset_dir: str | Path,
+                 settings: MeasureSettings | None = None) -> None:
+        """``settings``: how to time devices (default: as the dataset's first record was; a dataset without
+        records needs them)."""
+        if settings is None and not dataset.records:
+            raise AutoshardError(f"{dataset_dir} has no records to take measure settings from")
+        self.settings = settings or MeasureSettings.from_json(dict(dataset.records[0].settings))
+        self.settings_json = self.settings.to_json() if settings else dict(dataset.records[0].settings)
         self.host = {**host_info(self.settings.device.value), "rank": 0, "world_size": 1}
         check_same_hardware(dataset_dir, (r.host for r in dataset.records), self.host)
         self.path = Path(dataset_dir) / REFRESH_FILE
@@ -128,7 +133,8 @@ class DeviceRecorder:
             free = rec is None and all(s.row_start == 0 and s.row_end is None and not s.replica
                                        for s in shards)
             rec = CostRecord(sid, names, dims, task.batch_size, t.fwd_ms, t.bwd_ms, t.fwd_cv, t.bwd_cv,
-                             self.settings_json, self.host, t.rows, t.tries)
+                             {**self.settings_json, "precision": task.precision.value}, self.host, t.rows,
+                             t.tries)
             if free:
                 append_jsonl(self.path, rec.to_json())
                 self.recorded[sid] = rec

@@ -13,8 +13,10 @@ many tables), and a planner that optimises its predictions finds the devices it 
 3. the round's row is written: the current model's error on the learned planners' own devices (fwd+bwd,
    before it saw them), and each learned planner's measured step over the best heuristic's on those tasks
    (kernels measured once, collectives the comm fit's: modelled);
-4. the cost model is refit on the grown profile (the suite's recipe) and the policy trained further against
-   it.
+4. the cost model is refit on the grown profile (the suite's recipe), or, when the bench was given a
+   pre-trained model (``--cost-model``), that model is fine-tuned on every device the loop measured
+   (``costs.learned.fine_tune``; the devices are kept in ``refresh/devices/``); the policy is trained further
+   against it.
 
 The bench then plans the held-out test tasks with the refreshed model and policy (``refresh/``). An
 interrupted loop resumes after its last finished round: ``rounds.json`` is written last in a round and names
@@ -35,23 +37,30 @@ from typing import Any
 import numpy as np
 
 from autoshard.costs.learned import LearnedCostModel
+from autoshard.costs.learned.fine_tune import FineTuneOptions, fine_tune
 from autoshard.errors import AutoshardError
+from autoshard.hardware.profile_records import TABLES_FILE
 from autoshard.hardware.profiler import load_dataset
 from autoshard.io import ARTEFACT_VERSION, read_json, write_json
 from autoshard.pipeline.cache import file_key
 from autoshard.pipeline.context import Context
+from autoshard.pipeline.models import load_cost_model
 from autoshard.pipeline.refresh import DeviceRecorder, check_dataset
 from autoshard.pipeline.training import cost_train_options, policy_train_config
 from autoshard.planners.base import PlannerOptions, make_planner, run_planner
 from autoshard.planners.guard import GUARD_HEURISTICS, GUARDED
 from autoshard.planners.rl.policy import TrainedPolicy
 from autoshard.planners.rl.train import train
+from autoshard.tables import TablePool
 from autoshard.tasks import Task, load_tasks
 
 log = logging.getLogger(__name__)
 
 REFRESH_DIR = "refresh"
 """Where the loop writes its models (``cost_model.pt``, ``policy.pt``) and its table (``rounds.json``)."""
+DEVICES_DIR = "devices"
+"""Under ``REFRESH_DIR``: the devices the loop measured for a given (pre-trained) cost model, a profile
+dataset of the train pool's tables."""
 
 
 @dataclass(frozen=True)
@@ -73,8 +82,9 @@ def stage_refresh(ctx: Context, k_train: str, k_cost: str, cost_spec: str, k_pol
     if t.refresh_rounds <= 0:
         ctx.skip("refresh", "no refresh rounds (--refresh-rounds)")
         return Refreshed(k_cost, cost_spec, k_policy, policy_path)
-    if ctx.config.cost_model_path:
-        ctx.skip("refresh", "cost model given (--cost-model): the loop refits only a model trained here")
+    pretrained = bool(ctx.config.cost_model_path)
+    if pretrained and not isinstance(load_cost_model(cost_spec), LearnedCostModel):
+        ctx.skip("refresh", f"cost model {cost_spec!r} is not a learned checkpoint: nothing to refit")
         return Refreshed(k_cost, cost_spec, k_policy, policy_path)
     out = ctx.out / REFRESH_DIR
     learned = [a for a in GUARDED if (ctx.config.algorithms is None or a in ctx.config.algorithms)
@@ -82,13 +92,16 @@ def stage_refresh(ctx: Context, k_train: str, k_cost: str, cost_spec: str, k_pol
     settings = {"rounds": t.refresh_rounds, "tasks": t.refresh_tasks, "budget_s": t.refresh_budget_s,
                 "learned": learned, "heuristics": list(GUARD_HEURISTICS),
                 "time_limit_s": ctx.suite.time_limit_s,
-                "models": [file_key(cost_spec), file_key(policy_path or "")]}
+                "models": [file_key(cost_spec), file_key(policy_path or "")],
+                "refit": "fine-tune" if pretrained else "fit"}
+    if pretrained:
+        settings["measure"] = ctx.measure_settings().to_json()
     outputs = [f"{REFRESH_DIR}/cost_model.pt", f"{REFRESH_DIR}/rounds.json"]
     if policy_path is not None:
         outputs.append(f"{REFRESH_DIR}/policy.pt")
 
     def make(resume: bool) -> None:
-        run_loop(ctx, cost_spec, policy_path, learned, resume=resume)
+        run_loop(ctx, cost_spec, policy_path, learned, resume=resume, pretrained=pretrained)
 
     key = ctx.stage("refresh", settings, [k_train, k_cost, k_policy], outputs, make)
     return Refreshed(key, str(out / "cost_model.pt"), key,
@@ -124,17 +137,29 @@ def finished_rounds(out: Path, with_policy: bool) -> list[dict[str, Any]]:
 
 
 def run_loop(ctx: Context, cost_spec: str, policy_path: str | None,
-             learned: list[str], resume: bool = False) -> list[dict[str, Any]]:
+             learned: list[str], resume: bool = False, pretrained: bool = False) -> list[dict[str, Any]]:
     """The rounds; returns (and writes to ``refresh/rounds.json``) one row per round. With ``resume``, the
-    rounds an interrupted run finished are kept (``finished_rounds``) and the loop goes on from there."""
+    rounds an interrupted run finished are kept (``finished_rounds``) and the loop goes on from there.
+
+    ``pretrained``: the cost model was given, not trained on this run's profile: the devices go to a dataset
+    of their own (``refresh/devices/``, timed with the evaluator's settings) and every round fine-tunes the
+    given model on all of them (``costs.learned.fine_tune``: NeuroShard's pre-trained model, refreshed on
+    the workload's own devices) instead of refitting from scratch."""
     t, s = ctx.suite.training, ctx.suite
     out = ctx.out / REFRESH_DIR
     out.mkdir(parents=True, exist_ok=True)
-    costs = ctx.out / "costs"
     train_tasks = load_tasks(str(ctx.out / "train_tasks.json"))
     tasks = train_tasks[:t.refresh_tasks]
-    dataset = check_dataset(costs, tasks)
-    recorder = DeviceRecorder(dataset, costs)
+    if pretrained:
+        costs = out / DEVICES_DIR
+        costs.mkdir(parents=True, exist_ok=True)
+        if not (costs / TABLES_FILE).is_file():
+            TablePool.load(str(ctx.out / "train_pool.json")).save(str(costs / TABLES_FILE))
+        recorder = DeviceRecorder(load_dataset(costs), costs, ctx.measure_settings())
+        base = LearnedCostModel.load(cost_spec)
+    else:
+        costs = ctx.out / "costs"
+        recorder = DeviceRecorder(check_dataset(costs, tasks), costs)
     comm = ctx.comm_model()
     model_path, new_policy_path = out / "cost_model.pt", out / "policy.pt"
     rows = finished_rounds(out, policy_path is not None) if resume else []
@@ -155,7 +180,13 @@ def run_loop(ctx: Context, cost_spec: str, policy_path: str | None,
                                  time_limit_s=s.time_limit_s)
         row = _round(r, tasks, learned, options, recorder, comm)
         grown = load_dataset(costs)
-        model = LearnedCostModel.fit(grown, cost_train_options(ctx))
+        if pretrained:
+            model = fine_tune(base, grown, FineTuneOptions(seed=s.seed))
+            row["fine_tuned"] = {k: model.info["fine_tuned"].get(k) for k in
+                                 ("records", "val_mape_pct_before", "val_mape_pct_after", "val_risk_k")}
+            row["fine_tuned"]["risk_k"] = model.risk_k
+        else:
+            model = LearnedCostModel.fit(grown, cost_train_options(ctx))
         model.save(str(model_path))
         if policy is not None:
             iterations = t.policy_iterations * (r + 2)  # the first training's, then as many again a round
@@ -228,6 +259,9 @@ def describe_round(row: dict[str, Any]) -> str:
     mape = row.get("device_mape")
     ratios = ", ".join(f"{a} {v:.3f}" for a, v in row["ratio_to_best_heuristic"].items() if v is not None)
     error = "-" if mape is None else f"{100 * mape:.1f}%"
+    tuned = row.get("fine_tuned")
+    after = "" if not tuned else (f"; fine-tuned: validation error {tuned['val_mape_pct_before']:.1f}% -> "
+                                  f"{tuned['val_mape_pct_after']:.1f}%, risk_k {tuned['risk_k']:.2f}")
     return (f"{row['records_added']} devices added ({row.get('records_total', '?')} in the profile); model "
             f"error on the learned planners' {row['devices']} devices {error}; measured step / best "
-            f"heuristic: {ratios or '-'}")
+            f"heuristic: {ratios or '-'}{after}")

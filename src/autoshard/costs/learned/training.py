@@ -253,6 +253,15 @@ def split_unseen_tables(records: Sequence[Any], fraction: float,
     return train, test, sorted(held)
 
 
+def validation_split(ids: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(validation ids, fit ids) of ``ids``: a seeded ``fraction`` for early stopping, the same for every
+    ensemble member; a split that would leave no validation record validates on the fit records."""
+    perm = np.random.default_rng(seed).permutation(ids)
+    n_val = round(len(perm) * fraction)
+    val_ids, fit_ids = np.sort(perm[:n_val]), np.sort(perm[n_val:])
+    return (val_ids if len(val_ids) else fit_ids), fit_ids
+
+
 # -- training ------------------------------------------------------------------------------------------------
 def _plan_targets(ms: np.ndarray, dim_sum: np.ndarray, groups: np.ndarray, comm: AlphaBeta, batch_size: Any,
                   elem_bytes: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -315,19 +324,23 @@ class TrainResult:
 def train(pool: TablePool, records: Sequence[Any], comm: AlphaBeta, batch_size: int | None,
           precision: Precision | None, options: TrainOptions,
           progress: Callable[[int, dict[str, float]], None] | None = None, hold_out: bool = True,
-          member: int | None = None) -> TrainResult:
+          member: int | None = None, init: tuple[CostNet, TargetScaler] | None = None,
+          normalizer: Any = None) -> TrainResult:
     """Train on ``records`` (already one batch size/precision, unless the network has ``context``) and return
     the best-validation network.
 
     ``hold_out``: keep the unseen-table test split out of training (False: train on every record; the result's
     ``test_ids`` and ``held_out_tables`` are then empty). ``member``: train ensemble member ``m`` (its own
     weights seed and a bootstrap of the training records; the split is the same for every member); None: the
-    single network of ``options.seed``."""
+    single network of ``options.seed``. ``init``: start from this trained network and keep its target scaling
+    (fine-tuning, ``fine_tune``), and stop early only on a validation error below the one it starts with;
+    ``normalizer``: the feature normaliser the network was trained with (default: the pool's)."""
     old_threads = torch.get_num_threads()
     # one thread: the batches are small, and on a shared 2-vCPU host two threads spin against each other
     torch.set_num_threads(TRAIN_THREADS)
     try:
-        return _train(pool, records, comm, batch_size, precision, options, progress, hold_out, member)
+        return _train(pool, records, comm, batch_size, precision, options, progress, hold_out, member, init,
+                      normalizer)
     finally:
         torch.set_num_threads(old_threads)
 
@@ -335,7 +348,8 @@ def train(pool: TablePool, records: Sequence[Any], comm: AlphaBeta, batch_size: 
 def _train(pool: TablePool, records: Sequence[Any], comm: AlphaBeta, batch_size: int | None,
            precision: Precision | None, options: TrainOptions,
            progress: Callable[[int, dict[str, float]], None] | None, hold_out: bool,
-           member: int | None) -> TrainResult:
+           member: int | None, init: tuple[CostNet, TargetScaler] | None = None,
+           normalizer: Any = None) -> TrainResult:
     rng = np.random.default_rng(options.seed if member is None else [options.seed, member])
     torch.manual_seed(options.seed if member is None else options.seed * 1000 + member + 1)
     if hold_out:
@@ -343,30 +357,29 @@ def _train(pool: TablePool, records: Sequence[Any], comm: AlphaBeta, batch_size:
     else:
         train_ids, test_ids, held = np.arange(len(records)), np.zeros(0, dtype=np.int64), []
     # the validation records are the same for every member (seeded by options.seed alone)
-    perm = np.random.default_rng(options.seed).permutation(train_ids) if member is not None \
-        else rng.permutation(train_ids)
-    n_val = round(len(perm) * options.val_fraction)
-    val_ids, fit_ids = np.sort(perm[:n_val]), np.sort(perm[n_val:])
-    if len(val_ids) == 0:
-        val_ids = fit_ids  # tiny datasets: early-stop on the training loss itself
+    if member is None:
+        rng.permutation(len(train_ids))  # the draw validation_split made from this generator: same stream
+    val_ids, fit_ids = validation_split(train_ids, options.val_fraction, options.seed)
     if member is not None:  # a bootstrap resample: each member sees its own draw of the training records
         fit_ids = np.sort(rng.choice(fit_ids, size=len(fit_ids), replace=True))
-    data = record_tensors(pool, records, pool.normalizer, options.config.context)
+    data = record_tensors(pool, records, normalizer or pool.normalizer, options.config.context)
     if options.config.context or batch_size is None or precision is None:
         bs: Any = data.batch
         eb: Any = data.elem_bytes
     else:
         bs, eb = batch_size, precision.bytes
 
-    # target scaling from the training records and training-style plans
-    groups = _random_groups(rng, fit_ids, 4)
-    _, plan_ms = _plan_targets(data.ms, data.dim_sum, groups, comm, bs, eb)
-    scale_ms = np.column_stack([data.ms[fit_ids], np.resize(plan_ms, len(fit_ids))])
-    scaler = TargetScaler.fit(options.config.target, scale_ms)
-
-    net = CostNet(options.config)
-    if scaler.target is Target.LOG:
-        net.log_scale.copy_(torch.tensor(scaler.scale[:2], dtype=torch.float32))
+    if init is not None:  # fine-tuning: the trained network in the output space it was trained in
+        net, scaler = copy.deepcopy(init[0]), init[1]
+    else:
+        # target scaling from the training records and training-style plans
+        groups = _random_groups(rng, fit_ids, 4)
+        _, plan_ms = _plan_targets(data.ms, data.dim_sum, groups, comm, bs, eb)
+        scale_ms = np.column_stack([data.ms[fit_ids], np.resize(plan_ms, len(fit_ids))])
+        scaler = TargetScaler.fit(options.config.target, scale_ms)
+        net = CostNet(options.config)
+        if scaler.target is Target.LOG:
+            net.log_scale.copy_(torch.tensor(scaler.scale[:2], dtype=torch.float32))
     opt = torch.optim.Adam(net.parameters(), lr=options.lr, weight_decay=options.weight_decay)
     ms_t = torch.tensor(data.ms, dtype=torch.float32)
 
@@ -376,8 +389,13 @@ def _train(pool: TablePool, records: Sequence[Any], comm: AlphaBeta, batch_size:
             return float(_head_loss(device_outputs(net, data, fit_ids)[1], ms_t[fit_ids], scaler,
                                     slice(0, 2)))
 
-    best = (float("inf"), -1, copy.deepcopy(net.state_dict()))
-    history: list[dict[str, float]] = [{"epoch": -1, "fit_loss": fit_loss()}]
+    start = float("inf")
+    if init is not None:  # a fine-tuned network is kept only where it beats the one it started from
+        net.eval()
+        start = mape(predict_records(net, scaler, data, val_ids).sum(axis=1), data.ms[val_ids].sum(axis=1))
+    best = (start, -1, copy.deepcopy(net.state_dict()))
+    history: list[dict[str, float]] = [{"epoch": -1, "fit_loss": fit_loss()}
+                                       | ({"val_mape_pct": start} if init is not None else {})]
     for epoch in range(options.max_epochs):
         net.train()
         order = rng.permutation(fit_ids)

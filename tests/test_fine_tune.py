@@ -1,0 +1,150 @@
+"""Fine-tuning a pre-trained cost model on a workload's measured devices (``costs.learned.fine_tune``) and the
+bench's refresh loop doing it for a model given with ``--cost-model``.
+
+The datasets are REAL: small tables of the broad design timed on this machine's kernels (a few seconds).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from conftest import make_tables
+
+from autoshard.cli.main import main
+from autoshard.costs.learned import CostNetConfig, LearnedCostModel, TrainOptions
+from autoshard.costs.learned.evaluation import predict_records
+from autoshard.costs.learned.fine_tune import FineTuneOptions, fine_tune, tuned_records
+from autoshard.costs.learned.training import validation_split
+from autoshard.costs.metrics import mape
+from autoshard.errors import AutoshardError
+from autoshard.hardware.kernel import MeasureSettings
+from autoshard.hardware.profiler import BroadDesign, ProfileConfig, load_dataset, profile
+from autoshard.tables import TablePool
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+QUICK = MeasureSettings(warmup=1, repeats=3, max_tries=1, flush_cache=False)
+DESIGN = BroadDesign(dims=(4, 32), rows=(100, 5000), pooling=(0.5, 20.0), tables_per_device=(1, 6),
+                     batch_sizes=(32, 128), stats_batch=64)
+PRETRAIN = TrainOptions(seed=0, max_epochs=25, patience=25, batch_records=8, ensemble=3,
+                        config=CostNetConfig(hidden=32, embed=8, context=True))
+TUNE = FineTuneOptions(seed=0, max_epochs=30, patience=10, batch_records=8)
+
+
+def _profile(out: Path, samples: int, seed: int) -> Path:
+    for _ in profile(None, out, ProfileConfig(samples=samples, seed=seed, settings=QUICK, design=DESIGN)):
+        pass
+    return out
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory) -> LearnedCostModel:
+    return LearnedCostModel.fit(load_dataset(_profile(tmp_path_factory.mktemp("pre") / "costs", 40, 0)),
+                                PRETRAIN)
+
+
+@pytest.fixture(scope="module")
+def workload_dir(tmp_path_factory) -> Path:
+    """Devices of another seed: tables the pre-trained model never saw."""
+    return _profile(tmp_path_factory.mktemp("work") / "costs", 24, 1)
+
+
+@pytest.fixture(scope="module")
+def workload(workload_dir):
+    return load_dataset(workload_dir)
+
+
+def _member_val_mape(model: LearnedCostModel, dataset, options: FineTuneOptions) -> list[float]:
+    val_ids, _ = validation_split(np.arange(len(dataset.records)), options.val_fraction, options.seed)
+    val = [dataset.records[i] for i in val_ids]
+    measured = np.array([r.fwd_ms + r.bwd_ms for r in val])
+    return [mape(predict_records(m, dataset.pool, val).mean[:, :2].sum(axis=1), measured)
+            for m in model.member_models()]
+
+
+def test_fine_tune_keeps_each_member_no_worse_on_validation_and_leaves_the_original(pretrained, workload,
+                                                                                     tmp_path):
+    weights = [{k: v.clone() for k, v in net.state_dict().items()} for net, _ in pretrained.members]
+    tuned = fine_tune(pretrained, workload, TUNE)
+    # the pre-trained model is not changed
+    for (net, _), before in zip(pretrained.members, weights):
+        assert all(torch.equal(v, before[k]) for k, v in net.state_dict().items())
+    assert tuned is not pretrained and tuned.ensemble_size == pretrained.ensemble_size
+    # each member keeps the epoch with the lowest validation error, its starting weights included
+    for after, before in zip(_member_val_mape(tuned, workload, TUNE), _member_val_mape(pretrained, workload,
+                                                                                         TUNE)):
+        assert after <= before + 1e-6
+    info = tuned.info["fine_tuned"]
+    assert info["records"] == len(workload.records) == tuned_records(tuned) and tuned_records(pretrained) == 0
+    assert info["val_records"] == round(len(workload.records) * TUNE.val_fraction)
+    # the guard's margin is never narrowed below the pre-trained one
+    assert tuned.risk_k >= pretrained.risk_k and tuned.risk_k >= info["val_risk_k"]
+    # support, fallback and feature space stay the pre-trained model's
+    assert tuned.support is pretrained.support and tuned.normalizer is pretrained.normalizer
+    path = tmp_path / "tuned.pt"
+    tuned.save(path)
+    again = LearnedCostModel.load(path)
+    assert again.info["fine_tuned"]["records"] == info["records"] and again.risk_k == tuned.risk_k
+
+
+def test_fine_tune_refuses_too_few_records_and_other_machines(pretrained, workload):
+    few = replace(workload, records=workload.records[:3])
+    with pytest.raises(AutoshardError, match="too few to fine-tune"):
+        fine_tune(pretrained, few, TUNE)
+    other = [replace(r, host={**r.host, "cpu": "Another CPU"}) for r in workload.records]
+    with pytest.raises(AutoshardError, match="the cost model to fine-tune was trained on"):
+        fine_tune(pretrained, replace(workload, records=other), TUNE)
+    with pytest.raises(AutoshardError, match="validation fraction"):
+        FineTuneOptions(val_fraction=1.0)
+
+
+def test_fine_tune_cost_cli_writes_the_tuned_model_and_bad_input_is_one_line(pretrained, workload_dir,
+                                                                              tmp_path, capsys):
+    start, out = tmp_path / "pre.pt", tmp_path / "tuned.pt"
+    pretrained.save(start)
+    argv = ["fine-tune-cost", "--model", str(start), "--data", str(workload_dir), "-o", str(out),
+            "--epochs", "20", "--patience", "5"]
+    assert main(argv) == 0
+    said = capsys.readouterr().out
+    assert "fine-tuned on 24 records (6 held back)" in said and "risk_k" in said
+    assert tuned_records(LearnedCostModel.load(out)) == 24
+    for bad, match in ((["--model", "analytical"], "not a learned cost model"), (["--lr", "2"], "--lr 2")):
+        args = [*argv, *bad]
+        assert main(args) != 0
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and match in err[0] and "Traceback" not in err[0]
+
+
+@pytest.mark.slow  # real kernels: a bench run whose refresh loop fine-tunes a given model
+def test_bench_refresh_fine_tunes_a_given_model_on_the_planners_devices(pretrained, tmp_path, capsys):
+    model_path = tmp_path / "pretrained.pt"
+    pretrained.save(model_path)
+    tables = tmp_path / "tables.json"
+    TablePool.from_tables(make_tables(20, dims=(8, 16, 32), max_rows=5000)).save(str(tables))
+    out = tmp_path / "run"
+    argv = ["bench", "--suite", "tiny", "-o", str(out), "--tables", str(tables), "--comm", "default",
+            "--cost-model", str(model_path), "--algos", "size_greedy,lookup_greedy,search",
+            "--test-tasks", "1", "--rounds", "1", "--refresh-rounds", "1", "--refresh-tasks", "2",
+            "--measure-top", "2"]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "[refresh] round 0:" in err and "fine-tuned: validation error" in err
+    (row,) = json.loads((out / "refresh" / "rounds.json").read_text())["rounds"]
+    devices = load_dataset(out / "refresh" / "devices")
+    assert row["records_added"] == len(devices.records) > 0
+    assert row["fine_tuned"]["records"] == len(devices.records)
+    assert not (out / "costs" / "tables.json").exists()  # the loop's devices stay out of the suite's costs/
+    tuned = LearnedCostModel.load(out / "refresh" / "cost_model.pt")
+    assert tuned_records(tuned) == len(devices.records)
+    raw = json.loads((out / "bench" / "results.json").read_text())
+    assert "refresh/cost_model.pt" in raw["cost_model"]
+    # --measure-top adds the learned planner as a measured pick, planned with the fine-tuned model too
+    ran = {r["algorithm"]: r for r in raw["tasks"][0]["results"]}
+    assert set(ran) == {"size_greedy", "lookup_greedy", "search", "search+top2"}
+    assert ran["search+top2"]["ok"] and ran["search+top2"]["measured"]["plan_ms"] > 0
+    assert "search+top2" in (out / "bench" / "report.md").read_text()
