@@ -10,7 +10,9 @@ Reads the ``results.json`` that ``autoshard bench`` writes (one per suite) and p
 2. per suite and algorithm, the ratio to the per-task best heuristic and to TorchRec's planner (where it
    ran) with the number of tasks, the 95% bootstrap interval and the verdict of
    ``autoshard.bench.summary.compare`` (tasks and each task's measurement rounds resampled; "better" only
-   when the whole interval is below 1, "worse" only when above 1, else "no clear difference");
+   when the whole interval is below 1, "worse" only when above 1, else "no clear difference"), and the
+   ratio to the best heuristic picked without the oracle's bias (``cross_fitted_ratio``: picked on half of
+   a task's rounds, priced on the other) with its interval over the tasks and verdict;
 3. per suite: tasks, the best fixed heuristic, its cost over the estimate (``lower_bound_ms``, which is an
    estimate, not a bound: the tasks where a measured plan came in below it are counted), the median
    round-to-round spread of plan costs (noise), and the host load while measuring;
@@ -36,10 +38,13 @@ from autoshard.bench.summary import (
     TORCHREC,
     Comparison,
     compare,
+    cross_fitted_ratio,
     estimate_summary,
     geomean,
+    geomean_interval,
     is_heuristic,
     task_costs_from_json,
+    verdict,
 )
 
 
@@ -78,6 +83,12 @@ def summarise(r: dict[str, Any]) -> dict[str, Any]:
     out["vs_best_heuristic"] = {a: compare(costs, a, compared, "best heuristic") for a in algos if compared}
     out["vs_torchrec"] = {a: compare(costs, a, {TORCHREC}, TORCHREC) for a in algos
                           if torchrec and a != TORCHREC}
+    out["cross_fitted"] = {}
+    for a in algos:
+        fitted = [x for x in (cross_fitted_ratio(c, a, compared) for c in costs) if x is not None]
+        if not is_heuristic(a) and len(fitted) >= 2:
+            low, high = geomean_interval(fitted)
+            out["cross_fitted"][a] = (geomean(fitted), low, high, verdict(low, high), len(fitted))
     estimates = [t.get("lower_bound_ms") for t in tasks]
     ratios = [m[best_fixed] / e for m, e in zip(measured, estimates) if e and best_fixed in m]
     out["best_fixed_to_estimate"] = geomean(ratios)
@@ -125,6 +136,16 @@ def render(suites: list[dict[str, Any]], per_task: str | None) -> str:
               "", head, rule]
     for a in algos:
         lines.append(f"| {a} | " + " | ".join(_cell(s["vs_fixed"].get(a)) for s in suites) + " |")
+    lines += ["", ("Ratio to the best heuristic picked without the oracle's bias (cross-fitted: picked on "
+                   "half of each task's rounds, priced on the other), geometric mean, 95% bootstrap interval "
+                   "over the tasks, verdict:"), "", head, rule]
+    for a in algos:
+        cells = []
+        for s in suites:
+            c = s["cross_fitted"].get(a)
+            cells.append("-" if c is None else f"{c[0]:.3f} [{c[1]:.3f}, {c[2]:.3f}] {c[3]}")
+        if any(c != "-" for c in cells):
+            lines.append(f"| {a} | " + " | ".join(cells) + " |")
     lines += ["", ("Against the per-task best heuristic and TorchRec's planner: geometric-mean ratio, 95% "
                    "bootstrap interval (tasks and rounds resampled) and verdict (better: interval below 1; "
                    "worse: above 1; else no clear difference):"), "",

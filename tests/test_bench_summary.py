@@ -228,3 +228,22 @@ def test_cross_fitted_ratio_needs_equal_rounds_and_sees_a_real_gap():
     assert cross_fitted_ratio({"a": (1.0, (1.0, 1.0))}, "x", {"a"}) is None
     t = {"a": (10.0, (10.0, 10.2, 9.9, 10.1)), "x": (8.0, (8.0, 8.1, 7.9, 8.0))}
     assert cross_fitted_ratio(t, "x", {"a"}) == pytest.approx(0.8, rel=0.02)
+
+
+def test_cross_fitted_ratio_has_an_interval_over_tasks_and_its_own_verdict():
+    # x is 20% cheaper than the best heuristic on every task, a little noise: cross-fitted says better
+    better = _by_name(_tasks(10, 0.8, 0.02, 0.01))["x"]
+    low, high = better.cross_fitted_interval
+    assert low <= better.geomean_ratio_cross_fitted <= high < 1.0 and better.cross_fitted_verdict == BETTER
+    # x equals the best heuristic up to round noise: no clear difference either way
+    same = _by_name(_tasks(10, 1.0, 0.0, 0.03))["x"]
+    assert same.cross_fitted_interval[0] < 1.0 < same.cross_fitted_interval[1]
+    assert same.cross_fitted_verdict == NO_CLEAR_DIFFERENCE
+    # heuristics have none (they are the reference); the field survives results.json
+    assert _by_name(_tasks(10, 0.8, 0.02, 0.01))["size_greedy"].cross_fitted_interval is None
+    again = AlgoSummary.from_json(json.loads(json.dumps(better.to_json())))
+    assert again.cross_fitted_interval == better.cross_fitted_interval
+    results = _tasks(10, 0.8, 0.02, 0.01)
+    summaries = summarize(results, ["size_greedy", "random", "x"])
+    report = markdown("unit", "cmd", summaries, results, {"rounds": 3})
+    assert "95% interval over the tasks [" in report and ": better)" in report

@@ -269,3 +269,26 @@ def test_column_shard_refs_are_not_used_by_the_table_wise_env():
     env = PlacementEnv(TaskContext.build(task, Spy(), normalizer_for(task)), Spy(), num_envs=2)
     run_episodes(untrained(), env, np.random.default_rng(0))
     assert seen and all(s == ShardRef(s.table, task.tables[s.table].dim) for s in seen)
+
+
+def test_rl_tries_row_and_replica_moves_after_its_placement_and_never_raises_the_cost(tmp_path):
+    from conftest import make_tables as pool_tables
+
+    from autoshard.costs.comm import AlphaBeta
+    from autoshard.plan import ShardingType
+
+    # one small, very hot table on a fast network: as a replica or row shards it leaves the bottleneck
+    model = AnalyticalCostModel(comm=AlphaBeta(0.001, 1.0e9, "fast"))
+    tables = (Table("hot", 16, 200, 400.0), *pool_tables(7, seed=3, dims=(16,), max_rows=20000))
+    task = Task(tables, (10**9,) * 4, batch_size=4096, name="moves")
+    path = str(tmp_path / "p.pt")
+    TrainedPolicy(untrained(2), normalizer_for(task), {"name": "analytical"}).save(path)
+    plain = run_planner(make_planner("rl", PlannerOptions(policy_path=path, cost_model=model,
+                                                          extra={"sharding_moves": 0})), task)
+    moved = run_planner(make_planner("rl", PlannerOptions(policy_path=path, cost_model=model)), task)
+    validate(moved, task)
+    assert all(p.sharding_type is ShardingType.TABLE_WISE for p in plain.placements)
+    assert moved.placement("hot").sharding_type in (ShardingType.DATA_PARALLEL, ShardingType.ROW_WISE)
+    assert plan_cost(model, task, moved).plan_ms < plan_cost(model, task, plain).plan_ms
+    with pytest.raises(AutoshardError, match="sharding_moves"):
+        make_planner("rl", PlannerOptions(policy_path=path, extra={"sharding_moves": -1}))

@@ -89,9 +89,13 @@ def verdict_lines(summaries: Sequence[AlgoSummary]) -> list[str]:
         t = s.vs_torchrec
         vs_torchrec = ("" if t is None or t.ratio is None
                        else "; " + comparison_sentence(t, "TorchRec's planner"))
+        interval = s.cross_fitted_interval
         fitted = ("" if s.geomean_ratio_cross_fitted is None
                   else f" (cross-fitted, the heuristic picked on half the rounds and priced on the other: "
-                       f"{_fmt(s.geomean_ratio_cross_fitted)})")
+                       f"{_fmt(s.geomean_ratio_cross_fitted)}"
+                       + ("" if interval is None else
+                          f", 95% interval over the tasks [{_fmt(interval[0])}, {_fmt(interval[1])}]: "
+                          f"{s.cross_fitted_verdict}") + ")")
         lines.append(f"- **{s.algorithm}** {comparison_sentence(c, 'the best heuristic')}{fitted}{partial}"
                      f"{vs_torchrec}; cheapest plan on {s.wins}/{s.tasks_total} tasks; beyond the "
                      f"round-to-round spread, better than the best heuristic on {s.clear_wins} and worse on "

@@ -276,6 +276,15 @@ class AlgoSummary:
     geomean_ratio_cross_fitted: float | None = None
     """Geometric mean over tasks of ``cross_fitted_ratio`` against the heuristics: the ratio to the best
     heuristic without the oracle pick's bias (None where no task has equal round counts)."""
+    cross_fitted_interval: tuple[float, float] | None = None
+    """95% percentile-bootstrap interval of ``geomean_ratio_cross_fitted`` over resamples of the tasks (each
+    task's ratio cross-fitted from its own rounds); None with fewer than 2 such tasks."""
+
+    @property
+    def cross_fitted_verdict(self) -> str:
+        """The verdict against the best heuristic picked without the oracle's bias (``cross_fitted_ratio``).
+        """
+        return verdict(*self.cross_fitted_interval) if self.cross_fitted_interval else NO_CLEAR_DIFFERENCE
 
     @property
     def verdict(self) -> str:
@@ -299,6 +308,8 @@ class AlgoSummary:
         known = {f.name for f in fields(AlgoSummary)}
         kw = {k: v for k, v in d.items() if k in known}
         kw["errors"] = tuple(kw.get("errors", ()))
+        if kw.get("cross_fitted_interval") is not None:
+            kw["cross_fitted_interval"] = tuple(kw["cross_fitted_interval"])
         for k in ("vs_best_heuristic", "vs_torchrec"):
             kw[k] = Comparison.from_json(kw.get(k))
         return AlgoSummary(**kw)
@@ -349,6 +360,7 @@ def summarize(results: Sequence[TaskResult], algorithms: Sequence[str], *, resam
                  if r.rounds_ms and statistics.median(r.rounds_ms) > 0]
         gap = geomean(gaps)
         fitted = [cross_fitted_ratio(t, algo, heuristics) for t in plan_costs] if heuristics else []
+        fitted_ok = [x for x in fitted if x is not None]
         clear = [_clear(r, best_heuristic_result.get(tr.task.name)) for tr, r in ok]
         vs_heur = (compare(plan_costs, algo, heuristics, "best heuristic", resamples=resamples, seed=seed)
                    if heuristics else None)
@@ -370,6 +382,8 @@ def summarize(results: Sequence[TaskResult], algorithms: Sequence[str], *, resam
             geomean_ratio_to_estimate=gap,
             below_estimate=sum(1 for tr, r in ok
                                if tr.lower_bound_ms and r.measured.plan_ms < tr.lower_bound_ms),
-            geomean_ratio_cross_fitted=geomean([x for x in fitted if x is not None]),
+            geomean_ratio_cross_fitted=geomean(fitted_ok),
+            cross_fitted_interval=(geomean_interval(fitted_ok, resamples=resamples, seed=seed)
+                                   if len(fitted_ok) >= 2 and not is_heuristic(algo) else None),
         ))
     return out

@@ -58,8 +58,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policy-iterations", type=int, help="override the policy's training iterations")
     p.add_argument("--refresh-rounds", type=int,
                    help="rounds of DreamShard's loop before the test tasks (the learned planners' devices "
-                        "of a few train tasks measured and added to the profile, the cost model refit, the "
-                        "policy trained further); the report gets a row per round (default: the suite's)")
+                        "of a few train tasks measured and added to the profile, the cost model refit, or a "
+                        "given --cost-model fine-tuned on them, the policy trained further); the report gets "
+                        "a row per round (default: the suite's)")
     p.add_argument("--refresh-tasks", type=int, help="train tasks planned and measured in each refresh round")
     p.add_argument("--refresh-budget", type=float, metavar="SECONDS",
                    help="no refresh round starts after this many seconds of the loop")

@@ -17,6 +17,7 @@ from autoshard.planners.base import PlannerOptions, config_from_extra
 from autoshard.planners.pricing import RISK_OPTION, planner_settings
 from autoshard.planners.rl.env import PlacementEnv, TaskContext
 from autoshard.planners.rl.policy import TrainedPolicy, run_episodes
+from autoshard.planners.sharding_moves import improve
 from autoshard.tasks import Task
 
 logger = logging.getLogger(__name__)
@@ -24,14 +25,21 @@ logger = logging.getLogger(__name__)
 
 class RLPlanner:
     """Greedy decoding of a trained policy; with ``samples`` = k > 0, also k sampled placements, and the one
-    the cost model predicts cheapest wins (the greedy one included, so sampling never makes it worse)."""
+    the cost model predicts cheapest wins (the greedy one included, so sampling never makes it worse). The
+    policy places whole tables (DreamShard's MDP); then, as ``ilp`` does after its table-wise solve, the
+    ``sharding_moves`` hottest tables are tried as row-wise shards or replicas and kept where the model's
+    step cost drops (``planners.sharding_moves``)."""
 
     name = "rl"
 
-    def __init__(self, policy: TrainedPolicy, cost_model: CostModel, samples: int = 0, seed: int = 0) -> None:
+    def __init__(self, policy: TrainedPolicy, cost_model: CostModel, samples: int = 0, seed: int = 0,
+                 sharding_moves: int = 0) -> None:
         if samples < 0:
             raise AutoshardError(f"samples {samples} must be >= 0")
+        if sharding_moves < 0:
+            raise AutoshardError(f"sharding_moves {sharding_moves} must be >= 0")
         self.policy, self.cost_model, self.samples, self.seed = policy, cost_model, samples, seed
+        self.sharding_moves = sharding_moves
 
     def plan(self, task: Task) -> Plan:
         ctx = TaskContext.build(task, self.cost_model, self.policy.normalizer)
@@ -44,7 +52,12 @@ class RLPlanner:
             raise InfeasibleError(f"{self.name}: {env.failure[0]}; give more memory or more devices")
         logger.info("rl: greedy %.3f ms, best of %d samples %.3f ms (%s)", costs[0], self.samples,
                     costs[best], self.cost_model.name)
-        return env.to_plan(best, self.name)
+        plan = env.to_plan(best, self.name)
+        if self.sharding_moves:
+            plan, moves = improve(task, plan, self.cost_model, self.sharding_moves)
+            if moves:
+                logger.info("rl: sharding moves %s", ", ".join(moves))
+        return plan
 
 
 @dataclass(frozen=True)
@@ -53,10 +66,16 @@ class RLPlanConfig:
 
     samples: int = 0
     """Sampled plans besides the greedy one; the cost model picks the best (0 = greedy only)."""
+    sharding_moves: int = 8
+    """Hottest tables tried as row-wise shards or replicas after the policy's placement, kept where the
+    model's step cost drops (``planners.sharding_moves``; ``ilp``'s default); 0 = the policy's table-wise
+    plan as it is."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.samples, int) or isinstance(self.samples, bool) or self.samples < 0:
-            raise AutoshardError(f"rl setting samples={self.samples!r} must be a non-negative integer")
+        for key in ("samples", "sharding_moves"):
+            value = getattr(self, key)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise AutoshardError(f"rl setting {key}={value!r} must be a non-negative integer")
 
 
 def rl_planner(options: PlannerOptions) -> RLPlanner:
@@ -78,4 +97,5 @@ def rl_planner(options: PlannerOptions) -> RLPlanner:
     if trained_on and trained_on != model.name:
         logger.warning("policy was trained against cost model %r but plans with %r", trained_on, model.name)
     config = config_from_extra(RLPlanConfig, planner_settings(options.extra))
-    return RLPlanner(policy, model, samples=config.samples, seed=options.seed)
+    return RLPlanner(policy, model, samples=config.samples, seed=options.seed,
+                     sharding_moves=config.sharding_moves)

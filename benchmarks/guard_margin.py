@@ -1,0 +1,128 @@
+"""What the learned planners' guard (``planners.guard``) would have returned with another margin, or another
+rule for its reference heuristic, on a bench run's measured tasks: no new measurement is needed, because the
+guard returns either the planner's own plan P or a heuristic's plan, and the bench measured both.
+
+Run: .venv/bin/python benchmarks/guard_margin.py BENCH_DIR --cost-model CHECKPOINT [--k 0,1,2,3,4.86]
+                                                 [--default-heuristic size_lookup_greedy]
+
+BENCH_DIR is a bench output's ``bench/`` (its ``results.json``); CHECKPOINT the cost model the run planned
+with (the comm is the run's own fit, as in the bench). For every task and learned planner it prices the
+planner's measured plan P and the guard heuristics' plans with the model's mean and spread, and prints the
+geometric mean over tasks of the measured step over the per-task best heuristic's (the bench's ratio) of:
+
+- margin k: the guard's rule ``mean(P) + k x hypot(s(P), s(H*)) < mean(H*)`` (today k = 1), H* the
+  heuristic the model prices cheapest: P's measured step if kept, else H*'s;
+- reference rules (at k = 1): 'cheapest' (today), 'default' (the default heuristic unless another is
+  predicted cheaper by more than the same margin), 'always' (the default heuristic), and H* itself.
+
+A planner whose measured plan is already a heuristic's (the guard returned it in the run) keeps that plan
+at every margin: a stricter margin can only return more heuristic plans, so the figures are exact for
+k >= the run's, and for k below it they are those plans' (an upper bound on what a looser guard returns).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from autoshard.bench.summary import is_heuristic
+from autoshard.costs.base import plan_cost
+from autoshard.costs.comm import AlphaBeta
+from autoshard.costs.learned import LearnedCostModel
+from autoshard.errors import AutoshardError
+from autoshard.plan import Plan
+from autoshard.planners.guard import GUARD_HEURISTICS, GUARDED, _leximax, plan_spread_ms
+from autoshard.tasks import Task
+
+RULES = ("cheapest", "default", "always")
+
+
+def geomean(values: list[float]) -> float:
+    return float(math.exp(np.mean(np.log(values)))) if values else float("nan")
+
+
+def _guarded(mine: tuple[float, float, float], heuristic: tuple, heuristic_measured: float,
+             k: float) -> float:
+    """The measured step of what the guard returns: the planner's plan ((mean, spread, measured)) if its mean
+    plus the margin is below the heuristic's (mean, leximax, spread), else the heuristic's."""
+    mean, spread, measured = mine
+    keep = mean + k * math.hypot(spread, heuristic[2]) < heuristic[0]
+    return measured if keep else heuristic_measured
+
+
+def analyse(results: dict, model: LearnedCostModel, ks: list[float], default: str) -> dict:
+    out: dict = {"margin": {}, "rules": {}}
+    for t in results["tasks"]:
+        task = Task.from_json(t["task"])
+        ran = {r["algorithm"]: r for r in t["results"] if r["ok"]}
+        best = min(r["measured"]["plan_ms"] for a, r in ran.items() if is_heuristic(a))
+        priced = {}
+        for h in GUARD_HEURISTICS:
+            if h in ran:
+                plan = Plan.from_json(ran[h]["plan"])
+                cost = plan_cost(model, task, plan)
+                priced[h] = (cost.plan_ms, _leximax(cost), plan_spread_ms(model, task, plan, cost.plan_ms))
+        cheapest = min(priced, key=lambda n: (priced[n][1], n))
+        fixed = default if default in priced else cheapest
+        beats = priced[cheapest][0] + math.hypot(priced[cheapest][2], priced[fixed][2]) < priced[fixed][0]
+        reference = {"cheapest": cheapest, "default": cheapest if beats else fixed, "always": fixed}
+        for rule, h in reference.items():
+            out["rules"].setdefault(("H*", rule), []).append(ran[h]["measured"]["plan_ms"] / best)
+        for a in GUARDED:
+            if a not in ran:
+                continue
+            plan = Plan.from_json(ran[a]["plan"])
+            cost = plan_cost(model, task, plan)
+            spread = plan_spread_ms(model, task, plan, cost.plan_ms)
+            mine = (cost.plan_ms, spread, ran[a]["measured"]["plan_ms"])
+            for k in ks:
+                out["margin"].setdefault((a, k), []).append(
+                    _guarded(mine, priced[cheapest], ran[cheapest]["measured"]["plan_ms"], k) / best)
+            for rule, h in reference.items():
+                out["rules"].setdefault((a, rule), []).append(
+                    _guarded(mine, priced[h], ran[h]["measured"]["plan_ms"], 1.0) / best)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("bench", help="a bench output's bench/ directory (results.json)")
+    p.add_argument("--cost-model", required=True, help="the checkpoint the run planned with")
+    p.add_argument("--k", default="0,1,2,3,4.86", help="guard margins to try (comma-separated)")
+    p.add_argument("--default-heuristic", default="size_lookup_greedy", choices=GUARD_HEURISTICS)
+    args = p.parse_args(argv)
+    try:
+        path = Path(args.bench) / "results.json"
+        if not path.is_file():
+            raise AutoshardError(f"{path}: no such file; give a bench output's bench/ directory")
+        try:
+            ks = [float(x) for x in args.k.split(",") if x.strip()]
+        except ValueError:
+            raise AutoshardError(f"--k {args.k!r}: give comma-separated numbers, e.g. 0,1,2") from None
+        results = json.loads(path.read_text())
+        c = results["comm"]
+        model = LearnedCostModel.load(args.cost_model).with_comm(
+            AlphaBeta(float(c["alpha_ms"]), float(c["bytes_per_ms"]), str(c.get("source", ""))))
+        out = analyse(results, model, ks, args.default_heuristic)
+    except AutoshardError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"{path} ({len(results['tasks'])} tasks): measured step / per-task best heuristic, geometric mean")
+    print("guard margin k:   " + "  ".join(f"{k:>6g}" for k in ks))
+    for a in GUARDED:
+        if (a, ks[0]) in out["margin"]:
+            print(f"  {a:<15}" + "  ".join(f"{geomean(out['margin'][(a, k)]):6.3f}" for k in ks))
+    print(f"reference heuristic (k = 1; default {args.default_heuristic}): " + "  ".join(RULES))
+    for a in ("H*", *GUARDED):
+        if (a, RULES[0]) in out["rules"]:
+            print(f"  {a:<15}" + "  ".join(f"{geomean(out['rules'][(a, r)]):8.3f}" for r in RULES))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
