@@ -44,7 +44,7 @@ from autoshard.hardware.profiler import load_dataset
 from autoshard.io import ARTEFACT_VERSION, read_json, write_json
 from autoshard.pipeline.cache import file_key
 from autoshard.pipeline.context import Context
-from autoshard.pipeline.models import load_cost_model
+from autoshard.pipeline.models import is_measured
 from autoshard.pipeline.refresh import DeviceRecorder, check_dataset
 from autoshard.pipeline.training import cost_train_options, policy_train_config
 from autoshard.planners.base import PlannerOptions, make_planner, run_planner
@@ -83,7 +83,7 @@ def stage_refresh(ctx: Context, k_train: str, k_cost: str, cost_spec: str, k_pol
         ctx.skip("refresh", "no refresh rounds (--refresh-rounds)")
         return Refreshed(k_cost, cost_spec, k_policy, policy_path)
     pretrained = bool(ctx.config.cost_model_path)
-    if pretrained and not isinstance(load_cost_model(cost_spec), LearnedCostModel):
+    if pretrained and (is_measured(cost_spec) or cost_spec == "analytical"):  # every other spec: a checkpoint
         ctx.skip("refresh", f"cost model {cost_spec!r} is not a learned checkpoint: nothing to refit")
         return Refreshed(k_cost, cost_spec, k_policy, policy_path)
     out = ctx.out / REFRESH_DIR
@@ -156,8 +156,9 @@ def run_loop(ctx: Context, cost_spec: str, policy_path: str | None,
         if not (costs / TABLES_FILE).is_file():
             TablePool.load(str(ctx.out / "train_pool.json")).save(str(costs / TABLES_FILE))
         recorder = DeviceRecorder(load_dataset(costs), costs, ctx.measure_settings())
-        base = LearnedCostModel.load(cost_spec)
+        base: LearnedCostModel | None = LearnedCostModel.load(cost_spec)
     else:
+        base = None
         costs = ctx.out / "costs"
         recorder = DeviceRecorder(check_dataset(costs, tasks), costs)
     comm = ctx.comm_model()
@@ -168,7 +169,7 @@ def run_loop(ctx: Context, cost_spec: str, policy_path: str | None,
         policy = TrainedPolicy.load(str(new_policy_path)) if policy_path else None
         ctx.say(f"[refresh] resuming after round {len(rows) - 1} (of {t.refresh_rounds})")
     else:
-        model = LearnedCostModel.load(cost_spec)
+        model = base or LearnedCostModel.load(cost_spec)
         policy = TrainedPolicy.load(policy_path) if policy_path else None
     start = time.perf_counter() - (float(rows[-1].get("elapsed_s", 0.0)) if rows else 0.0)
     for r in range(len(rows), t.refresh_rounds):
@@ -180,7 +181,7 @@ def run_loop(ctx: Context, cost_spec: str, policy_path: str | None,
                                  time_limit_s=s.time_limit_s)
         row = _round(r, tasks, learned, options, recorder, comm)
         grown = load_dataset(costs)
-        if pretrained:
+        if base is not None:
             model = fine_tune(base, grown, FineTuneOptions(seed=s.seed))
             row["fine_tuned"] = {k: model.info["fine_tuned"].get(k) for k in
                                  ("records", "val_mape_pct_before", "val_mape_pct_after", "val_risk_k")}
