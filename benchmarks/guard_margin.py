@@ -104,10 +104,16 @@ def main(argv: list[str] | None = None) -> int:
             ks = [float(x) for x in args.k.split(",") if x.strip()]
         except ValueError:
             raise AutoshardError(f"--k {args.k!r}: give comma-separated numbers, e.g. 0,1,2") from None
-        results = json.loads(path.read_text())
-        c = results["comm"]
-        model = LearnedCostModel.load(args.cost_model).with_comm(
-            AlphaBeta(float(c["alpha_ms"]), float(c["bytes_per_ms"]), str(c.get("source", ""))))
+        try:
+            results = json.loads(path.read_text())
+            c = results["comm"]
+            comm = AlphaBeta(float(c["alpha_ms"]), float(c["bytes_per_ms"]), str(c.get("source", "")))
+            if not all("results" in t and "task" in t for t in results["tasks"]):
+                raise KeyError("tasks[].results")
+        except (ValueError, KeyError, IndexError, TypeError) as e:
+            raise AutoshardError(f"{path}: not a finished bench's results.json ({type(e).__name__}: {e}); "
+                                 "re-run 'autoshard bench' to finish it") from None
+        model = LearnedCostModel.load(args.cost_model).with_comm(comm)
         out = analyse(results, model, ks, args.default_heuristic)
     except AutoshardError as e:
         print(f"error: {e}", file=sys.stderr)

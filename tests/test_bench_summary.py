@@ -247,3 +247,21 @@ def test_cross_fitted_ratio_has_an_interval_over_tasks_and_its_own_verdict():
     summaries = summarize(results, ["size_greedy", "random", "x"])
     report = markdown("unit", "cmd", summaries, results, {"rounds": 3})
     assert "95% interval over the tasks [" in report and ": better)" in report
+
+
+def test_guard_margin_refuses_an_unfinished_results_file_in_one_line(tmp_path, capsys):
+    script = SCRIPT.parent / "guard_margin.py"
+    spec = importlib.util.spec_from_file_location("_guard_margin_under_test", script)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.modules.pop(spec.name, None)
+    model = str(Path(__file__).resolve().parent.parent / "src/autoshard/data/default_cost_model.pt")
+    for text in ("not json", json.dumps({"comm": {}}),
+                 json.dumps({"comm": {"alpha_ms": 0.1, "bytes_per_ms": 1e6}, "tasks": [{"task": {}}]})):
+        (tmp_path / "results.json").write_text(text)
+        assert module.main([str(tmp_path), "--cost-model", model]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error:") and "not a finished bench's results.json" in err and "\n" not in err

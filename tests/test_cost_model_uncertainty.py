@@ -21,7 +21,7 @@ from autoshard.costs.analytical import AnalyticalCostModel
 from autoshard.costs.base import CostModel
 from autoshard.costs.learned import CostNetConfig, LearnedCostModel, TrainOptions
 from autoshard.costs.learned.evaluation import coverage, evaluate, select_risk_k
-from autoshard.costs.learned.features import TargetScaler, shard_features, task_raw_features
+from autoshard.costs.learned.features import TargetScaler, reuse_features, shard_features, task_raw_features
 from autoshard.costs.learned.network import CostNet, segment_sum
 from autoshard.costs.learned.risk import RiskPricedModel, risk_priced
 from autoshard.costs.loading import resolve_cost_model
@@ -189,6 +189,25 @@ def test_ensemble_training_is_seeded(dataset):
     b = LearnedCostModel.fit(dataset, replace(FAST, ensemble=2, max_epochs=3, refit=False))
     task = _task(dataset)
     np.testing.assert_array_equal(a.device_costs(task, _devices(task)), b.device_costs(task, _devices(task)))
+
+
+def test_a_working_set_network_round_trips_and_prices_batches_by_their_working_set(dataset, tmp_path):
+    config = replace(FAST.config, reuse=True)
+    model = LearnedCostModel.fit(dataset, replace(FAST, ensemble=2, max_epochs=3, refit=False, config=config))
+    assert model.net.encoder[0].in_features == config.input_width
+    path = tmp_path / "ws.pt"
+    model.save(path)
+    loaded = LearnedCostModel.load(path)
+    assert loaded.config.reuse
+    task = _task(dataset, batch=64)
+    np.testing.assert_array_equal(loaded.device_costs(task, _devices(task)),
+                                  model.device_costs(task, _devices(task)))
+    # the shard features end with the working set at the device's batch and element size
+    raw, idx = task_raw_features(task.tables), np.arange(task.num_tables)
+    dims = np.array([t.dim for t in task.tables])
+    x = shard_features(raw, idx, dims, model.normalizer, reuse_at=(64.0, 4.0))
+    assert x.shape == (task.num_tables, config.input_width - 2)  # no context given here
+    np.testing.assert_array_equal(x[:, -2:], reuse_features(raw, 64.0, 4.0))
 
 
 # -- support and fallback ------------------------------------------------------------------------------------
@@ -511,6 +530,7 @@ def test_cli_train_ensemble_then_eval_cost_records_risk_k(broad_dir, heldout_dir
     assert "tables generated per sample" in out and "refit on all 40 records" in out
     model = LearnedCostModel.load(ck)
     assert model.ensemble_size == 3 and model.config.context  # auto: the records mix batches and precisions
+    assert model.config.reuse  # auto: a context network is given each shard's working set too
     png = tmp_path / "scatter.png"
     assert main(["eval-cost", "--model", str(ck), "--data", heldout_dir, "--plot", str(png)]) == 0
     out = capsys.readouterr().out
@@ -537,7 +557,7 @@ def test_cli_single_batch_dataset_keeps_the_single_batch_network(tmp_path, capsy
                  "--embed", "4", "--test-tables", "0.25"]) == 0
     capsys.readouterr()
     model = LearnedCostModel.load(ck)
-    assert not model.config.context and model.trained_on["batch_size"] == 64
+    assert not model.config.context and not model.config.reuse and model.trained_on["batch_size"] == 64
     tables = load_dataset(one).pool.tables[:2]
     with pytest.raises(AutoshardError, match="batch size 64"):
         model.device_costs(Task(tables, (10**9,), batch_size=128), [[ShardRef(0, 4)]])

@@ -12,8 +12,9 @@ from autoshard.cli.main import main
 from autoshard.costs.base import CostModel
 from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.step import device_comm_ms, device_volumes
-from autoshard.errors import PlanError
-from autoshard.hardware.evaluator import MeasuredCostModel, evaluate_plan
+from autoshard.errors import AutoshardError, PlanError
+from autoshard.hardware import evaluator
+from autoshard.hardware.evaluator import MeasuredCostModel, evaluate_plan, evaluate_plans
 from autoshard.hardware.kernel import MeasureSettings
 from autoshard.plan import Plan, TablePlacement
 from autoshard.shards import ShardRef
@@ -58,6 +59,29 @@ def test_evaluate_plan_measures_every_device() -> None:
     assert cost.plan_ms == pytest.approx(cost.max_fwd_ms + cost.max_bwd_ms + cost.collectives_ms)
     assert cost.plan_ms >= max(d.total_ms for d in cost.devices) * (1 - 1e-12) > 0
     assert [c.source for c in cost.collectives] == ["modelled"] * 4
+
+
+def test_evaluate_plans_times_shared_devices_once_a_round_and_keeps_the_median(monkeypatch) -> None:
+    task = Task(tuple(_tables()), (10**9,) * 3, batch_size=64)
+    other = Plan((TablePlacement.table_wise("t0", 0, 16), TablePlacement.column_wise("t1", [0, 2], [8, 8]),
+                  TablePlacement.table_wise("t2", 1, 16)), 3, "hand2", "small")
+    timed: list[tuple] = []
+    real = evaluator.measure_shard
+
+    def counting(task_, shards, settings):  # the real kernels, counted
+        timed.append(evaluator.contents_key(task_, shards))
+        return real(task_, shards, settings)
+
+    monkeypatch.setattr(evaluator, "measure_shard", counting)
+    a, b = evaluate_plans(task, [_plan(), other], FAST, COMM, rounds=3)
+    # distinct devices: t0 + t1[:8] (both plans' device 0), t1[8:] + t2, t2 alone, t1[8:] alone -> 4, each
+    # timed once per round
+    assert len(timed) == 4 * 3 and len(set(timed)) == 4
+    assert a.devices[0].fwd_ms == b.devices[0].fwd_ms and a.devices[0].bwd_ms == b.devices[0].bwd_ms
+    assert a.source == b.source == "measured"
+    assert a.plan_ms == pytest.approx(a.max_fwd_ms + a.max_bwd_ms + a.collectives_ms)
+    with pytest.raises(AutoshardError, match="rounds 0"):
+        evaluate_plans(task, [other], FAST, COMM, rounds=0)
 
 
 def test_evaluate_validates_the_plan_first() -> None:

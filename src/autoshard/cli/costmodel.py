@@ -52,6 +52,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--context", choices=["auto", "on", "off"], default="auto",
                    help="give the network each device's batch size and precision, so one model spans them "
                         "(auto: on when the records mix batch sizes or precisions, as --design broad does)")
+    p.add_argument("--working-set", choices=["auto", "on", "off"], default="auto",
+                   help="also give a context network each shard's working set at its batch (distinct rows "
+                        "touched and their bytes, from the access bins; auto: on with --context)")
     p.set_defaults(func=run_train)
 
     f = sub.add_parser("fine-tune-cost",
@@ -144,7 +147,8 @@ def run_train(args: argparse.Namespace) -> int:
     config = CostNetConfig(hidden=args.hidden, embed=args.embed, target=args.target,
                            interaction=args.interaction,
                            additive=args.target == "log" and not args.no_additive,
-                           table_mlp=not args.linear_table_cost, context=context)
+                           table_mlp=not args.linear_table_cost, context=context,
+                           reuse=context if args.working_set == "auto" else args.working_set == "on")
     given = {"max_epochs": args.epochs, "patience": args.patience, "lr": args.lr,
              "weight_decay": args.weight_decay}
     options = TrainOptions(seed=args.seed, test_table_fraction=args.test_tables, refit=not args.no_refit,

@@ -143,3 +143,42 @@ def evaluate_plan(task: Task, plan: Plan, settings: MeasureSettings | None = Non
     steps = (measure_plan_collectives(task, plan, comm, backend) if collectives == "measure"
              else plan_collectives(task, comm, devices))
     return compose(kernels, steps, SOURCE)
+
+
+def evaluate_plans(task: Task, plans: Sequence[Plan], settings: MeasureSettings | None = None,
+                   comm: AlphaBeta = DEFAULT_COMM, rounds: int = 3) -> list[PlanCost]:
+    """Measure several plans of one task side by side: the distinct device contents of all of them timed in
+    ``rounds`` rounds, a fresh evaluator each round and the order rotated (so no device is always timed first
+    after an idle gap), the median per device and component kept; a device two plans share is timed once a
+    round and both get that timing (timing them apart would only add noise between them). Collectives from
+    the network model. One timing of a device moves 4-13% on a shared host (docs/benchmarks.md): rounds
+    are what let plans a few percent apart be told apart."""
+    if rounds < 1:
+        raise AutoshardError(f"rounds {rounds} must be >= 1")
+    for plan in plans:
+        validate(plan, task)
+    layouts = [plan.device_shards(task) for plan in plans]
+    keys = [[contents_key(task, d) if d else None for d in devs] for devs in layouts]
+    unique: dict[tuple[object, ...], list[ShardRef]] = {}
+    for devs, ks in zip(layouts, keys):
+        for d, k in zip(devs, ks):
+            if k is not None:
+                unique.setdefault(k, list(d))
+    order = list(unique)
+    timed = np.zeros((rounds, len(order), 2))
+    for rnd in range(rounds):
+        shift = (rnd * max(1, len(order) // rounds)) % max(1, len(order))
+        rotated = list(range(len(order)))[shift:] + list(range(len(order)))[:shift]
+        evaluator = MeasuredCostModel(settings, comm)
+        for i in rotated:
+            timed[rnd, i] = evaluator.compute_ms(task, unique[order[i]])
+    median = dict(zip(order, np.median(timed, axis=0)))
+    out = []
+    for devs, ks in zip(layouts, keys):
+        kernels = np.zeros((len(devs), 3))
+        for g, k in enumerate(ks):
+            if k is not None:
+                kernels[g, :2] = median[k]
+        kernels[:, 2] = device_comm_ms(task, comm, device_volumes(task, devs))
+        out.append(compose(kernels, plan_collectives(task, comm, devs), SOURCE))
+    return out

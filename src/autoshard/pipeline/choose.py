@@ -3,9 +3,10 @@ best (``autoshard plan --measure-top K``).
 
 Candidates are the asked planner's plan and every heuristic's (so the result is never a plan the model
 merely liked better than a heuristic it mispriced), ranked by the planning model's predicted step cost; the
-K cheapest are measured with the real evaluator (kernels device by device, devices shared between plans
-timed once; collectives from the comm model), and the cheapest measured plan is returned with the seconds
-the measuring took.
+K cheapest are measured side by side with the real evaluator (``hardware.evaluator.evaluate_plans``: their
+distinct devices timed in interleaved rounds, the median kept, a device plans share timed once a round;
+collectives from the comm model), and the cheapest measured plan is returned with the seconds the measuring
+took.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 from autoshard.costs.base import CostModel, plan_cost
 from autoshard.costs.comm import AlphaBeta
 from autoshard.errors import AutoshardError, InfeasibleError
-from autoshard.hardware.evaluator import evaluate_plan
+from autoshard.hardware.evaluator import evaluate_plans
 from autoshard.hardware.kernel import MeasureSettings
 from autoshard.plan import Plan
 from autoshard.planners.base import PlannerOptions, make_planner, run_planner
@@ -31,6 +32,9 @@ log = logging.getLogger(__name__)
 
 HEURISTICS = GUARD_HEURISTICS
 """The deterministic load-balancing heuristics every measured choice also considers (the guard's)."""
+
+MEASURE_ROUNDS = 3
+"""Rounds the candidates' devices are timed in (the bench's too): the median of 3 interleaved timings."""
 
 
 @dataclass(frozen=True)
@@ -73,17 +77,18 @@ def candidate_plans(task: Task, algorithm: str, options: PlannerOptions,
 
 
 def measure_top(task: Task, candidates: Sequence[tuple[str, Plan]], model: CostModel, k: int,
-                settings: MeasureSettings | None = None, comm: AlphaBeta | None = None) -> MeasuredChoice:
-    """Measure the ``k`` candidates ``model`` predicts cheapest and return the measured best."""
+                settings: MeasureSettings | None = None, comm: AlphaBeta | None = None,
+                rounds: int = MEASURE_ROUNDS) -> MeasuredChoice:
+    """Measure the ``k`` candidates ``model`` predicts cheapest (in ``rounds`` interleaved rounds) and return
+    the measured best."""
     if k < 1:
         raise AutoshardError(f"--measure-top {k}: measure at least 1 candidate")
     predicted = [plan_cost(model, task, plan).plan_ms for _, plan in candidates]
     order = list(np.argsort(predicted, kind="stable"))
     start = time.perf_counter()
-    measured: dict[int, Plan] = {}
-    for i in order[:k]:
-        cost = evaluate_plan(task, candidates[i][1], settings, comm or model.comm)
-        measured[i] = candidates[i][1].with_cost(cost)
+    top = [int(i) for i in order[:k]]
+    costs = evaluate_plans(task, [candidates[i][1] for i in top], settings, comm or model.comm, rounds)
+    measured: dict[int, Plan] = {i: candidates[i][1].with_cost(c) for i, c in zip(top, costs)}
     seconds = time.perf_counter() - start
     best = min(measured, key=lambda i: measured[i].cost.plan_ms)  # type: ignore[union-attr]
     rows = tuple(Candidate(candidates[i][0], candidates[i][1], predicted[i],

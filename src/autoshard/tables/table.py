@@ -69,6 +69,40 @@ def shard_raw_features(full: np.ndarray, dims: np.ndarray, row_fraction: np.ndar
     return x
 
 
+REUSE_STATS_BATCH = 65536
+"""Batch the access bins are counted at (the dlrm_datasets traces', the synthetic generator's and the broad
+design's ``stats_batch``): ``distinct_rows_per_batch`` rescales them to a device's batch."""
+
+_BIN_REUSE = np.array([1.0, 2.0] + [2.0 ** (k - 0.5) for k in range(2, NUM_ACCESS_BINS - 1)]
+                      + [2.0 ** (NUM_ACCESS_BINS - 2)], dtype=np.float64)
+"""A representative access count per bin: 1, 2, then the geometric middle of (2^(k-1), 2^k], and the open
+last bin's lower edge (32768: the fewest accesses it can mean, so the most rows; the rows cap bounds it)."""
+
+
+def distinct_rows_per_batch(raw: np.ndarray, batch_size: np.ndarray | float) -> np.ndarray:
+    """Expected distinct rows a batch of ``batch_size`` samples touches, per shard, from shard raw features
+    (``shard_raw_features``): the one place of this formula.
+
+    At the bins' batch ``REUSE_STATS_BATCH`` = B a table is looked up pooling x B times and its distinct
+    rows are accessed ``_BIN_REUSE`` times in the bins' shares, so it touches U_B = pooling x B / (mean
+    access count) rows. A row accessed c times in B is touched by a batch of b with probability about
+    1 - exp(-c b / B) (Poisson); that ratio to its value at b = B scales U_B, and the result is capped by the
+    shard's rows. Why a feature: the working set of a batch (these rows x dim x element bytes against the
+    caches) decides the memory-bound part of forward and backward, and the networks learn it poorly from
+    bins, pooling and batch alone (stop 19, ``docs/benchmarks.md``)."""
+    x = np.atleast_2d(np.asarray(raw, dtype=np.float64))
+    b = np.broadcast_to(np.asarray(batch_size, dtype=np.float64), (len(x),))
+    bins = np.clip(x[:, len(FEATURE_NAMES) - NUM_ACCESS_BINS:len(FEATURE_NAMES)], 0.0, None)
+    mass = bins.sum(axis=1)
+    mean_reuse = np.where(mass > 0, (bins * _BIN_REUSE).sum(axis=1) / np.where(mass > 0, mass, 1.0), 1.0)
+    pooling = np.maximum(10.0 ** x[:, _LOG_POOLING] - 1.0, 0.0)
+    at_stats = pooling * REUSE_STATS_BATCH / mean_reuse
+    bins = np.where(mass[:, None] > 0, bins, np.eye(1, NUM_ACCESS_BINS)[0])  # no bins: every row once
+    touched = (bins * -np.expm1(-_BIN_REUSE * (b / REUSE_STATS_BATCH)[:, None])).sum(axis=1)
+    at_stats_touched = (bins * -np.expm1(-_BIN_REUSE)).sum(axis=1)
+    return np.minimum(at_stats * touched / at_stats_touched, 10.0 ** x[:, _LOG_ROWS])
+
+
 class Precision(str, Enum):
     """Element precision of embedding weights."""
 

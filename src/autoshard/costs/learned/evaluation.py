@@ -132,7 +132,8 @@ def evaluate(model: Any, pool: TablePool, records: Sequence[Any], seed: int = 0)
     kinds = {(int(r.batch_size), record_precision(r)) for r in records}
     if len(kinds) == 1:
         bs, precision = kinds.pop()
-        data = record_tensors(pool, records, model.normalizer, model.config.context)
+        data = record_tensors(pool, records, model.normalizer, model.config.context,
+                              model.config.reuse)
         groups = _random_groups(np.random.default_rng(seed), np.arange(len(records)), EVAL_PLAN_DEVICES)
         c = model.comm.device_comm_ms(data.dim_sum[groups], bs, EVAL_PLAN_DEVICES, precision.bytes)
         measured_plan = (data.ms[groups].sum(axis=-1) + c).max(axis=1)

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from autoshard.costs.learned.network import NUM_CONTEXT_FEATURES, Target
-from autoshard.tables.table import FeatureNormalizer, Table, shard_raw_features
+from autoshard.costs.learned.network import NUM_CONTEXT_FEATURES, NUM_REUSE_FEATURES, Target
+from autoshard.tables.table import FeatureNormalizer, Table, distinct_rows_per_batch, shard_raw_features
 
 HEADS = ("fwd", "bwd", "plan")
 """Outputs with their own target scaling: forward and backward compute per device, and the plan cost."""
@@ -38,6 +38,27 @@ def context_features(batch_size: float | np.ndarray, elem_bytes: float | np.ndar
                     axis=-1)
 
 
+REUSE_FEATURE_NAMES = ("log10_1p_distinct_rows", "log10_1p_distinct_bytes")
+"""A ``reuse`` network's per-shard working set at its device's batch: the distinct rows the batch touches
+(``tables.table.distinct_rows_per_batch``) and those rows' bytes at the shard's dim and element size."""
+REUSE_LOC = (3.5, 5.5)
+REUSE_SCALE = (1.5, 1.5)
+"""Fixed normalisation of the working-set features (1 - 1e7 rows, 1e2 - 1e10 bytes), for the reason the
+context's is fixed."""
+assert len(REUSE_FEATURE_NAMES) == NUM_REUSE_FEATURES
+
+
+def reuse_features(raw_shards: np.ndarray, batch_size: float | np.ndarray,
+                   elem_bytes: float | np.ndarray) -> np.ndarray:
+    """(N, 2) normalised working-set features of shards with these raw (shard) features on devices of
+    ``batch_size`` and ``elem_bytes`` (one value for all, or one per shard)."""
+    rows = distinct_rows_per_batch(raw_shards, batch_size)
+    dims = np.atleast_2d(raw_shards)[:, 0]
+    nbytes = rows * dims * np.broadcast_to(np.asarray(elem_bytes, dtype=np.float64), rows.shape)
+    out = np.stack([np.log10(1.0 + rows), np.log10(1.0 + nbytes)], axis=-1)
+    return (out - np.asarray(REUSE_LOC)) / np.asarray(REUSE_SCALE)
+
+
 def task_raw_features(tables: tuple[Table, ...] | list[Table]) -> np.ndarray:
     """(T, NUM_FEATURES) raw features of every table at its full dim."""
     return np.stack([t.raw_features() for t in tables])
@@ -46,18 +67,24 @@ def task_raw_features(tables: tuple[Table, ...] | list[Table]) -> np.ndarray:
 def shard_features(raw: np.ndarray, table_idx: np.ndarray, dims: np.ndarray,
                    normalizer: FeatureNormalizer, row_fraction: np.ndarray | None = None,
                    lookup_share: np.ndarray | None = None, context: np.ndarray | None = None,
-                   adjust: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
+                   adjust: Callable[[np.ndarray], np.ndarray] | None = None,
+                   reuse_at: tuple[Any, Any] | None = None) -> np.ndarray:
     """Normalised features of shards (table index into ``raw``, shard dim, share of the table's rows), by
     ``autoshard.tables.table.shard_raw_features``, the formula ``Table.raw_features`` uses too, passed through
     ``adjust`` (raw features -> raw features, e.g. ``Support.nearest_features``) if given; then the
-    normalised ``context`` (``context_features``: one row for all shards, or one per shard) if given."""
+    normalised ``context`` (``context_features``: one row for all shards, or one per shard) if given; then
+    the working-set features (``reuse_features``) at ``reuse_at`` = (batch size, element bytes), each one
+    value or one per shard, if given."""
     frac = np.ones(len(table_idx)) if row_fraction is None else row_fraction
     x = shard_raw_features(raw[table_idx], dims, frac, lookup_share)
-    x = normalizer.transform(x if adjust is None else adjust(x))
-    if context is None:
-        return x
-    ctx = np.broadcast_to(np.asarray(context, dtype=np.float64), (len(x), NUM_CONTEXT_FEATURES))
-    return np.concatenate([x, ctx], axis=1)
+    if adjust is not None:
+        x = adjust(x)
+    parts = [normalizer.transform(x)]
+    if context is not None:
+        parts.append(np.broadcast_to(np.asarray(context, dtype=np.float64), (len(x), NUM_CONTEXT_FEATURES)))
+    if reuse_at is not None:
+        parts.append(reuse_features(x, *reuse_at))
+    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
 
 
 @dataclass(frozen=True)

@@ -273,13 +273,14 @@ class LearnedCostModel:
                 f"priced by {how} ({shown}{more})")
 
     # -- prediction ------------------------------------------------------------------------------------------
-    def _context(self, task: Task) -> np.ndarray | None:
+    def _device_context(self, task: Task) -> tuple[float, float] | None:
+        """(batch size, element bytes) the networks are given for ``task``'s devices (None: no context)."""
         if not self.config.context:
             return None
         if self._graded:
             assert self.support is not None
-            return context_features(*self.support.nearest_context(task))
-        return context_features(task.batch_size, task.precision.bytes)
+            return self.support.nearest_context(task)
+        return float(task.batch_size), float(task.precision.bytes)
 
     def _task_cache(self, task: Task) -> dict[str, Any]:
         if self._cache is None or self._cache["task"] is not task:
@@ -306,8 +307,10 @@ class LearnedCostModel:
                 row_fraction: np.ndarray | None = None,
                 lookup_share: np.ndarray | None = None) -> torch.Tensor:
         adjust = self.support.nearest_features if self._graded and self.support is not None else None
+        device = self._device_context(task)
         x = shard_features(raw, table_idx, dims, self.normalizer, row_fraction, lookup_share,
-                           self._context(task), adjust)
+                           None if device is None else context_features(*device), adjust,
+                           device if self.config.reuse else None)
         feats = torch.tensor(x, dtype=torch.float32)
         if adjust is not None and self.support is not None:
             dims = self.support.nearest("dim", np.asarray(dims, dtype=np.float64))

@@ -36,6 +36,10 @@ from autoshard.tables.table import NUM_FEATURES
 NUM_CONTEXT_FEATURES = 2
 """Per-shard context features of a ``context`` network: log10 batch size and element bytes (``features``)."""
 
+NUM_REUSE_FEATURES = 2
+"""Per-shard working-set features of a ``reuse`` network: log10 distinct rows a batch touches and their bytes
+(``features.reuse_features``)."""
+
 NUM_COMPUTE_HEADS = 2
 """Per-device learned heads: forward and backward compute (comm comes from the measured alpha-beta fit)."""
 
@@ -88,6 +92,10 @@ class CostNetConfig:
     element bytes), so one network prices every batch size and precision it was trained on. Off in
     networks trained on one batch size and precision (they refuse others:
     ``LearnedCostModel.check_compatible``)."""
+    reuse: bool = False
+    """``context`` networks only: also give every shard its batch's working set (``features.reuse_features``:
+    the distinct rows the device's batch touches, estimated from the access bins, and their bytes). Off in
+    checkpoints before stop 19."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "target", Target(self.target))
@@ -99,11 +107,15 @@ class CostNetConfig:
         if self.additive and self.target is not Target.LOG:
             raise AutoshardError("the additive head needs the log target; "
                                  "use --target log or drop --additive")
+        if self.reuse and not self.context:
+            raise AutoshardError("working-set features need the device context; use --context on")
 
     @property
     def input_width(self) -> int:
-        """Width of a shard's feature vector: table features, then the context features if any."""
-        return self.num_features + (NUM_CONTEXT_FEATURES if self.context else 0)
+        """Width of a shard's feature vector: table features, then the context and working-set features if
+        any."""
+        return (self.num_features + (NUM_CONTEXT_FEATURES if self.context else 0)
+                + (NUM_REUSE_FEATURES if self.reuse else 0))
 
     @property
     def acc_width(self) -> int:

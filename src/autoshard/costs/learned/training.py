@@ -155,9 +155,10 @@ class RecordTensors:
 
 
 def record_tensors(pool: TablePool, records: Sequence[Any], normalizer: Any,
-                   context: bool = False) -> RecordTensors:
+                   context: bool = False, reuse: bool = False) -> RecordTensors:
     """The records' shards as tensors; ``context``: each shard's features end with its record's batch and
-    precision (``features.context_features``)."""
+    precision (``features.context_features``); ``reuse``: then with its working set at that batch
+    (``features.reuse_features``)."""
     index = {t.name: i for i, t in enumerate(pool.tables)}
     used = sorted({index[n] for rec in records for n in rec.tables if n in index})
     raw = np.zeros((len(pool.tables), NUM_FEATURES))
@@ -180,8 +181,9 @@ def record_tensors(pool: TablePool, records: Sequence[Any], normalizer: Any,
     batch = np.array([int(rec.batch_size) for rec in records], dtype=np.float64)
     elem = np.array([record_precision(rec).bytes for rec in records], dtype=np.float64)
     ctx = np.repeat(context_features(batch, elem), counts, axis=0) if context else None
+    reuse_at = (np.repeat(batch, counts), np.repeat(elem, counts)) if reuse else None
     feats = shard_features(raw, np.array(table_idx, dtype=np.int64), np.array(dims), normalizer,
-                           context=ctx)
+                           context=ctx, reuse_at=reuse_at)
     ms = np.array([[float(rec.fwd_ms), float(rec.bwd_ms)] for rec in records],
                   dtype=np.float64).reshape(-1, 2)
     if not np.all(np.isfinite(ms)) or np.any(ms <= 0):
@@ -362,7 +364,8 @@ def _train(pool: TablePool, records: Sequence[Any], comm: AlphaBeta, batch_size:
     val_ids, fit_ids = validation_split(train_ids, options.val_fraction, options.seed)
     if member is not None:  # a bootstrap resample: each member sees its own draw of the training records
         fit_ids = np.sort(rng.choice(fit_ids, size=len(fit_ids), replace=True))
-    data = record_tensors(pool, records, normalizer or pool.normalizer, options.config.context)
+    data = record_tensors(pool, records, normalizer or pool.normalizer, options.config.context,
+                          options.config.reuse)
     if options.config.context or batch_size is None or precision is None:
         bs: Any = data.batch
         eb: Any = data.elem_bytes
