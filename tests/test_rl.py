@@ -283,12 +283,62 @@ def test_rl_tries_row_and_replica_moves_after_its_placement_and_never_raises_the
     task = Task(tables, (10**9,) * 4, batch_size=4096, name="moves")
     path = str(tmp_path / "p.pt")
     TrainedPolicy(untrained(2), normalizer_for(task), {"name": "analytical"}).save(path)
-    plain = run_planner(make_planner("rl", PlannerOptions(policy_path=path, cost_model=model,
-                                                          extra={"sharding_moves": 0})), task)
-    moved = run_planner(make_planner("rl", PlannerOptions(policy_path=path, cost_model=model)), task)
+    plain = run_planner(make_planner("rl", PlannerOptions(policy_path=path, cost_model=model, extra={
+        "sharding_moves": 0, "column_splits": "off"})), task)
+    moved = run_planner(make_planner("rl", PlannerOptions(policy_path=path, cost_model=model,
+                                                          extra={"column_splits": "off"})), task)
     validate(moved, task)
     assert all(p.sharding_type is ShardingType.TABLE_WISE for p in plain.placements)
     assert moved.placement("hot").sharding_type in (ShardingType.DATA_PARALLEL, ShardingType.ROW_WISE)
     assert plan_cost(model, task, moved).plan_ms < plan_cost(model, task, plain).plan_ms
     with pytest.raises(AutoshardError, match="sharding_moves"):
         make_planner("rl", PlannerOptions(policy_path=path, extra={"sharding_moves": -1}))
+
+
+def test_column_shard_task_prices_each_shard_as_its_own_table_and_merging_keeps_ranks_distinct():
+    from autoshard.planners.rl.planner import column_shard_task, merge_column_shards
+
+    task = make_task(3, 3, seed=4)
+    wide = task.tables[0]
+    layout = [ShardRef(0, wide.dim // 2), ShardRef(0, wide.dim // 2), ShardRef(1, task.tables[1].dim),
+              ShardRef(2, task.tables[2].dim)]
+    derived = column_shard_task(task, layout)
+    assert [t.name for t in derived.tables] == [f"{wide.name}#col0", f"{wide.name}#col1", *[
+        t.name for t in task.tables[1:]]]
+    assert derived.tables[0].dim == wide.dim // 2 and derived.tables[0].rows == wide.rows
+    assert derived.table_memory(derived.tables[0]) == task.table_memory(wide, wide.dim // 2)
+    # the shards' traffic is the column shards': each gets the table's ids, sends its own columns
+    np.testing.assert_allclose(MODEL.device_costs(derived, [[ShardRef(0, wide.dim // 2)]]),
+                               MODEL.device_costs(task, [[ShardRef(0, wide.dim // 2)]]))
+    apart = merge_column_shards(task, layout, np.array([0, 1, 2, 2]), "rl")
+    validate(apart, task)
+    assert [s.rank for s in apart.placement(wide.name).shards] == [0, 1]
+    together = merge_column_shards(task, layout, np.array([1, 1, 0, 2]), "rl")  # both halves on rank 1
+    validate(together, task)
+    assert together.placement(wide.name).sharding_type.value == "table_wise"
+    assert together.placement(wide.name).shards[0].rank == 1
+
+
+def test_rl_places_neuroshards_column_shards_where_the_model_prices_them_cheaper(tmp_path):
+    from autoshard.costs.comm import AlphaBeta
+    from autoshard.plan import ShardingType
+
+    # one wide, hot table dominates a device unless it is split by columns over the others
+    model = AnalyticalCostModel(comm=AlphaBeta(0.001, 1.0e9, "fast"))
+    tables = (Table("wide", 256, 100_000, 60.0), *make_tables(7, 11))
+    task = Task(tables, (10**10,) * 4, batch_size=4096, name="wide")
+    path = str(tmp_path / "p.pt")
+    TrainedPolicy(untrained(3), normalizer_for(task), {"name": "analytical"}).save(path)
+
+    def rl(**extra):
+        options = PlannerOptions(policy_path=path, cost_model=model, extra={"sharding_moves": 0, **extra})
+        return run_planner(make_planner("rl", options), task)
+
+    whole, split = rl(column_splits="off"), rl()
+    validate(split, task)
+    assert all(p.sharding_type is ShardingType.TABLE_WISE for p in whole.placements)
+    assert split.placement("wide").sharding_type is ShardingType.COLUMN_WISE
+    assert plan_cost(model, task, split).plan_ms < plan_cost(model, task, whole).plan_ms
+    for bad in ({"column_splits": "maybe"}, {"split_search_s": "0"}):
+        with pytest.raises(AutoshardError, match="column_splits|split_search_s"):
+            make_planner("rl", PlannerOptions(policy_path=path, extra=bad))

@@ -1,47 +1,125 @@
 """``--algo rl``: place tables with a trained policy, greedy, or best of k samples picked by the cost
-model."""
+model; and the column shards of NeuroShard's split search the same way, the cheaper of the two kept."""
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
-from autoshard.costs.base import CostModel
+from autoshard.costs.base import CostModel, plan_cost
 from autoshard.costs.loading import SHIPPED_POLICY, load_cost_model, resolve_cost_model
 from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.plan import Plan
 from autoshard.planners.base import PlannerOptions, config_from_extra
+from autoshard.planners.column_split import Layout, to_plan
+from autoshard.planners.neuroshard import NeuroShardConfig, NeuroShardPlanner
 from autoshard.planners.pricing import RISK_OPTION, planner_settings
 from autoshard.planners.rl.env import PlacementEnv, TaskContext
 from autoshard.planners.rl.policy import TrainedPolicy, run_episodes
 from autoshard.planners.sharding_moves import improve
+from autoshard.shards import ShardRef
+from autoshard.tables.table import Table
 from autoshard.tasks import Task
 
 logger = logging.getLogger(__name__)
 
 
+def column_shard_task(task: Task, layout: Layout) -> Task:
+    """``task`` with one table per shard of ``layout``: a column shard is its table at the shard's dim (its
+    features, memory and traffic are the shard's: every column shard receives all of its table's ids and
+    sends its own columns), named ``<table>#col<k>``; whole tables stay as they are."""
+    seen: dict[int, int] = {}
+    tables: list[Table] = []
+    for s in layout:
+        t = task.tables[s.table]
+        k = seen[s.table] = seen.get(s.table, -1) + 1
+        tables.append(t if s.dim == t.dim else replace(t, name=f"{t.name}#col{k}", dim=s.dim))
+    return replace(task, tables=tuple(tables), name=f"{task.name} (column shards)")
+
+
+def merge_column_shards(task: Task, layout: Layout, ranks: np.ndarray, algorithm: str) -> Plan:
+    """The plan of ``layout`` placed on ``ranks``, where a table's column shards that landed on one rank are
+    merged into one shard of their summed dims (TorchRec's column-wise puts a table's shards on distinct
+    ranks; which columns a shard holds does not change its cost)."""
+    dims: dict[tuple[int, int], int] = {}
+    for s, r in zip(layout, ranks):
+        dims[(s.table, int(r))] = dims.get((s.table, int(r)), 0) + s.dim
+    merged = [(ShardRef(table, dim), rank) for (table, rank), dim in dims.items()]
+    return to_plan(task, [m[0] for m in merged], [m[1] for m in merged], algorithm)
+
+
+AUTO_SPLIT_PAIRS = 20_000
+"""``column_splits="auto"`` searches column splits for tasks of at most this many tables x devices
+(production-40-8: 320; 856 tables on 128 devices: 109,568, where it would triple the planning time)."""
+
+
 class RLPlanner:
     """Greedy decoding of a trained policy; with ``samples`` = k > 0, also k sampled placements, and the one
-    the cost model predicts cheapest wins (the greedy one included, so sampling never makes it worse). The
-    policy places whole tables (DreamShard's MDP); then, as ``ilp`` does after its table-wise solve, the
-    ``sharding_moves`` hottest tables are tried as row-wise shards or replicas and kept where the model's
-    step cost drops (``planners.sharding_moves``)."""
+    the cost model predicts cheapest wins (the greedy one included, so sampling never makes it worse).
+
+    The policy places whole tables (DreamShard's MDP). With ``column_splits`` ("on", or "auto" on tasks of at
+    most ``AUTO_SPLIT_PAIRS`` tables x devices), it also places the column
+    shards of the layout NeuroShard's beam search picks (``planners.neuroshard``: which tables to halve, how
+    often), each shard a table of its own, a table's shards that meet on a device merged; the plan the model
+    prices cheaper is kept, so the splits never make it worse by the model. Then, as ``ilp`` does after its
+    table-wise solve, the ``sharding_moves`` hottest tables are tried as row-wise shards or replicas and kept
+    where the model's step cost drops (``planners.sharding_moves``)."""
 
     name = "rl"
 
     def __init__(self, policy: TrainedPolicy, cost_model: CostModel, samples: int = 0, seed: int = 0,
-                 sharding_moves: int = 0) -> None:
+                 sharding_moves: int = 0, column_splits: str = "off", split_search_s: float = 1.0) -> None:
         if samples < 0:
             raise AutoshardError(f"samples {samples} must be >= 0")
         if sharding_moves < 0:
             raise AutoshardError(f"sharding_moves {sharding_moves} must be >= 0")
         self.policy, self.cost_model, self.samples, self.seed = policy, cost_model, samples, seed
         self.sharding_moves = sharding_moves
+        self.column_splits, self.split_search_s = column_splits, split_search_s
 
     def plan(self, task: Task) -> Plan:
+        plan = self._place(task)
+        if task.num_devices > 1 and (self.column_splits == "on" or (
+                self.column_splits == "auto" and task.num_tables * task.num_devices <= AUTO_SPLIT_PAIRS)):
+            split = self._place_column_shards(task)
+            if split is not None:
+                whole_ms = plan_cost(self.cost_model, task, plan).plan_ms
+                split_ms = plan_cost(self.cost_model, task, split).plan_ms
+                logger.info("rl: whole tables %.3f ms, NeuroShard's column shards %.3f ms (%s)", whole_ms,
+                            split_ms, self.cost_model.name)
+                if split_ms < whole_ms:
+                    plan = split
+        if self.sharding_moves:
+            plan, moves = improve(task, plan, self.cost_model, self.sharding_moves)
+            if moves:
+                logger.info("rl: sharding moves %s", ", ".join(moves))
+        return plan
+
+    def _place_column_shards(self, task: Task) -> Plan | None:
+        """The policy's placement of the column shards of NeuroShard's best layout (None: it splits nothing
+        or no layout fits memory)."""
+        searcher = NeuroShardPlanner(self.cost_model, NeuroShardConfig(sharding_moves=0))
+        try:
+            layout, _, _ = searcher.search(task, deadline=time.perf_counter() + self.split_search_s)
+        except InfeasibleError:
+            return None
+        if len(layout) == task.num_tables:
+            return None
+        try:
+            placed = self._place(column_shard_task(task, layout))
+        except InfeasibleError:
+            return None
+        index = {t.name: i for i, t in enumerate(column_shard_task(task, layout).tables)}
+        ranks = np.empty(len(layout), dtype=np.int64)
+        for p in placed.placements:
+            ranks[index[p.table]] = p.shards[0].rank
+        return merge_column_shards(task, layout, ranks, self.name)
+
+    def _place(self, task: Task) -> Plan:
         ctx = TaskContext.build(task, self.cost_model, self.policy.normalizer)
         env = PlacementEnv(ctx, self.cost_model, num_envs=1 + self.samples)
         rng = np.random.default_rng(self.seed) if self.samples else None
@@ -52,12 +130,7 @@ class RLPlanner:
             raise InfeasibleError(f"{self.name}: {env.failure[0]}; give more memory or more devices")
         logger.info("rl: greedy %.3f ms, best of %d samples %.3f ms (%s)", costs[0], self.samples,
                     costs[best], self.cost_model.name)
-        plan = env.to_plan(best, self.name)
-        if self.sharding_moves:
-            plan, moves = improve(task, plan, self.cost_model, self.sharding_moves)
-            if moves:
-                logger.info("rl: sharding moves %s", ", ".join(moves))
-        return plan
+        return env.to_plan(best, self.name)
 
 
 @dataclass(frozen=True)
@@ -70,12 +143,24 @@ class RLPlanConfig:
     """Hottest tables tried as row-wise shards or replicas after the policy's placement, kept where the
     model's step cost drops (``planners.sharding_moves``; ``ilp``'s default); 0 = the policy's table-wise
     plan as it is."""
+    column_splits: str = "auto"
+    """"on": also place the column shards of NeuroShard's split search with the policy and keep the plan
+    the model prices cheaper; "off": whole tables only (DreamShard's MDP as it is); "auto": on for tasks of
+    at most ``AUTO_SPLIT_PAIRS`` tables x devices, where the search and the second placement add well under
+    a second here (856 tables on 128 devices: 1.3 s without, 3.8 s with; docs/benchmarks.md, stop 19)."""
+    split_search_s: float = 1.0
+    """Seconds the split search may take (its table-wise level always runs; ``neuroshard``'s deadline)."""
 
     def __post_init__(self) -> None:
         for key in ("samples", "sharding_moves"):
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise AutoshardError(f"rl setting {key}={value!r} must be a non-negative integer")
+        if self.column_splits not in ("auto", "on", "off"):
+            raise AutoshardError(f"rl setting column_splits={self.column_splits!r} must be auto, on or off")
+        if not (isinstance(self.split_search_s, (int, float)) and self.split_search_s > 0):
+            raise AutoshardError(f"rl setting split_search_s={self.split_search_s!r} must be a positive "
+                                 "number of seconds")
 
 
 def rl_planner(options: PlannerOptions) -> RLPlanner:
@@ -98,4 +183,5 @@ def rl_planner(options: PlannerOptions) -> RLPlanner:
         logger.warning("policy was trained against cost model %r but plans with %r", trained_on, model.name)
     config = config_from_extra(RLPlanConfig, planner_settings(options.extra))
     return RLPlanner(policy, model, samples=config.samples, seed=options.seed,
-                     sharding_moves=config.sharding_moves)
+                     sharding_moves=config.sharding_moves, column_splits=config.column_splits,
+                     split_search_s=float(config.split_search_s))
