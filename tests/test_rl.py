@@ -342,3 +342,18 @@ def test_rl_places_neuroshards_column_shards_where_the_model_prices_them_cheaper
     for bad in ({"column_splits": "maybe"}, {"split_search_s": "0"}):
         with pytest.raises(AutoshardError, match="column_splits|split_search_s"):
             make_planner("rl", PlannerOptions(policy_path=path, extra=bad))
+
+
+def test_rl_plans_column_shards_where_whole_tables_do_not_fit(tmp_path):
+    # three tables of 0.6 of a device each: no two fit together whole, halves pack 0.9 a device
+    tables = tuple(Table(f"w{i}", 64, 10_000, 5.0 + i) for i in range(3))
+    need = Task(tables=tables[:1], device_memory=(1,)).table_memory(tables[0])
+    task = Task(tables, (int(need / 0.6),) * 2, batch_size=512, name="tight-wide")
+    path = str(tmp_path / "p.pt")
+    TrainedPolicy(untrained(4), normalizer_for(task), {"name": "analytical"}).save(path)
+    with pytest.raises(InfeasibleError):
+        run_planner(make_planner("rl", PlannerOptions(policy_path=path, cost_model=MODEL,
+                                                      extra={"column_splits": "off"})), task)
+    plan = run_planner(make_planner("rl", PlannerOptions(policy_path=path, cost_model=MODEL)), task)
+    validate(plan, task)
+    assert any(p.sharding_type.value == "column_wise" for p in plan.placements)

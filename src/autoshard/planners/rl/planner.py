@@ -62,10 +62,11 @@ class RLPlanner:
     the cost model predicts cheapest wins (the greedy one included, so sampling never makes it worse).
 
     The policy places whole tables (DreamShard's MDP). With ``column_splits`` ("on", or "auto" on tasks of at
-    most ``AUTO_SPLIT_PAIRS`` tables x devices), it also places the column
-    shards of the layout NeuroShard's beam search picks (``planners.neuroshard``: which tables to halve, how
-    often), each shard a table of its own, a table's shards that meet on a device merged; the plan the model
-    prices cheaper is kept, so the splits never make it worse by the model. Then, as ``ilp`` does after its
+    most ``AUTO_SPLIT_PAIRS`` tables x devices), it also places the column shards of the layout NeuroShard's
+    beam search picks (``planners.neuroshard``: which tables to halve, how often), each shard a table of its
+    own, a table's shards that meet on a device merged; the plan the model prices cheaper is kept (so the
+    splits never make it worse by the model), and the shards' plan stands alone where whole tables do not
+    fit. Then, as ``ilp`` does after its
     table-wise solve, the ``sharding_moves`` hottest tables are tried as row-wise shards or replicas and kept
     where the model's step cost drops (``planners.sharding_moves``)."""
 
@@ -82,17 +83,23 @@ class RLPlanner:
         self.column_splits, self.split_search_s = column_splits, split_search_s
 
     def plan(self, task: Task) -> Plan:
-        plan = self._place(task)
+        plan: Plan | None = None
+        try:
+            plan = self._place(task)
+        except InfeasibleError as e:
+            whole_tables_error = e  # column shards may still fit where whole tables do not
         if task.num_devices > 1 and (self.column_splits == "on" or (
                 self.column_splits == "auto" and task.num_tables * task.num_devices <= AUTO_SPLIT_PAIRS)):
             split = self._place_column_shards(task)
             if split is not None:
-                whole_ms = plan_cost(self.cost_model, task, plan).plan_ms
                 split_ms = plan_cost(self.cost_model, task, split).plan_ms
+                whole_ms = plan_cost(self.cost_model, task, plan).plan_ms if plan is not None else np.inf
                 logger.info("rl: whole tables %.3f ms, NeuroShard's column shards %.3f ms (%s)", whole_ms,
                             split_ms, self.cost_model.name)
                 if split_ms < whole_ms:
                     plan = split
+        if plan is None:
+            raise whole_tables_error
         if self.sharding_moves:
             plan, moves = improve(task, plan, self.cost_model, self.sharding_moves)
             if moves:
@@ -109,11 +116,12 @@ class RLPlanner:
             return None
         if len(layout) == task.num_tables:
             return None
+        shards = column_shard_task(task, layout)
         try:
-            placed = self._place(column_shard_task(task, layout))
+            placed = self._place(shards)
         except InfeasibleError:
             return None
-        index = {t.name: i for i, t in enumerate(column_shard_task(task, layout).tables)}
+        index = {t.name: i for i, t in enumerate(shards.tables)}
         ranks = np.empty(len(layout), dtype=np.int64)
         for p in placed.placements:
             ranks[index[p.table]] = p.shards[0].rank
