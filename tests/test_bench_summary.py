@@ -165,8 +165,9 @@ def test_report_states_verdicts_and_task_counts():
     assert "Estimate (not a bound)" not in md  # no estimate computed
 
 
-def _load_suite_summary():
-    spec = importlib.util.spec_from_file_location("_suite_summary_under_test", SCRIPT)
+def _load_script(path: Path = SCRIPT):
+    """A benchmarks/ script as a module (they are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(f"_{path.stem}_under_test", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     try:
@@ -174,6 +175,10 @@ def _load_suite_summary():
     finally:
         sys.modules.pop(spec.name, None)
     return module
+
+
+def _load_suite_summary():
+    return _load_script(SCRIPT)
 
 
 def test_suite_summary_prints_interval_and_verdict_columns(tmp_path, capsys):
@@ -250,14 +255,7 @@ def test_cross_fitted_ratio_has_an_interval_over_tasks_and_its_own_verdict():
 
 
 def test_guard_margin_refuses_an_unfinished_results_file_in_one_line(tmp_path, capsys):
-    script = SCRIPT.parent / "guard_margin.py"
-    spec = importlib.util.spec_from_file_location("_guard_margin_under_test", script)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.modules.pop(spec.name, None)
+    module = _load_script(SCRIPT.parent / "guard_margin.py")
     model = str(Path(__file__).resolve().parent.parent / "src/autoshard/data/default_cost_model.pt")
     for text in ("not json", json.dumps({"comm": {}}),
                  json.dumps({"comm": {"alpha_ms": 0.1, "bytes_per_ms": 1e6}, "tasks": [{"task": {}}]})):

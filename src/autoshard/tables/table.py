@@ -17,6 +17,7 @@ import numpy as np
 
 from autoshard.errors import AutoshardError
 from autoshard.io import ARTEFACT_VERSION, check_finite, read_json, write_json
+from autoshard.tables.published import PUBLISHED_BATCH_SIZE
 
 NUM_ACCESS_BINS = 17
 """Access-count bins (0,1], (1,2], (2,4], ..., (16384,32768], >32768 as in the dlrm_datasets locality
@@ -69,7 +70,7 @@ def shard_raw_features(full: np.ndarray, dims: np.ndarray, row_fraction: np.ndar
     return x
 
 
-REUSE_STATS_BATCH = 65536
+REUSE_STATS_BATCH = PUBLISHED_BATCH_SIZE
 """Batch the access bins are counted at (the dlrm_datasets traces', the synthetic generator's and the broad
 design's ``stats_batch``): ``distinct_rows_per_batch`` rescales them to a device's batch."""
 
