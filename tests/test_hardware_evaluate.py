@@ -14,7 +14,7 @@ from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.step import device_comm_ms, device_volumes
 from autoshard.errors import AutoshardError, PlanError
 from autoshard.hardware import evaluator
-from autoshard.hardware.evaluator import MeasuredCostModel, evaluate_plan, evaluate_plans
+from autoshard.hardware.evaluator import MeasuredCostModel, evaluate_plan, evaluate_plans, rotated_rounds
 from autoshard.hardware.kernel import MeasureSettings
 from autoshard.plan import Plan, TablePlacement
 from autoshard.shards import ShardRef
@@ -128,3 +128,24 @@ def test_evaluate_cli_bad_plan_exits_2_with_one_line(tmp_path: Path, capsys) -> 
     assert "does not place" in err and "\n" not in err
     assert main(["evaluate", "--plan", str(tmp_path / "missing.json"), "--tables",
                  str(tmp_path / "tables.json")]) == 2
+
+
+def test_rotated_rounds_times_every_item_once_a_round_in_a_rotated_order():
+    items = ["a", "b", "c", "d", "e", "f"]
+    orders: list[list[str]] = []
+
+    def time_round(order: list[str]) -> np.ndarray:
+        orders.append(order)
+        return np.array([[items.index(x), len(orders)] for x in order], dtype=float)
+
+    done: list[int] = []
+    timed = rotated_rounds(items, 3, time_round, done.append)
+    assert done == [1, 2, 3]
+    assert [sorted(o) for o in orders] == [sorted(items)] * 3
+    assert len({o[0] for o in orders}) == 3  # no item is first in every round
+    # rows land at the item's index whatever order it was timed in, and in the round that timed it
+    assert timed.shape == (3, 6, 2)
+    np.testing.assert_array_equal(timed[:, :, 0], np.tile(np.arange(6), (3, 1)))
+    np.testing.assert_array_equal(timed[:, :, 1], np.repeat([[1], [2], [3]], 6, axis=1))
+    with pytest.raises(AutoshardError):
+        rotated_rounds(items, 0, time_round)

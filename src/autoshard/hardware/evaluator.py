@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import TypeVar
 
 import numpy as np
 
@@ -36,6 +37,8 @@ from autoshard.shards import ShardRef
 from autoshard.tasks import Task
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 SOURCE = "measured"
 
@@ -145,6 +148,30 @@ def evaluate_plan(task: Task, plan: Plan, settings: MeasureSettings | None = Non
     return compose(kernels, steps, SOURCE)
 
 
+def rotated_rounds(items: Sequence[T], rounds: int, time_round: Callable[[list[T]], np.ndarray],
+                   after_round: Callable[[int], None] | None = None) -> np.ndarray:
+    """``(rounds, len(items), ...)``: every item timed once a round by ``time_round(order)`` (which returns
+    one row per item of ``order``, in that order; it makes a fresh evaluator, so nothing is cached across
+    rounds), the order rotated by ``len(items) // rounds`` each round so no item is always timed first (after
+    an idle gap) or last. ``after_round(r)`` is called after round r (1-based). The bench's and the measured
+    picks' protocol: one place for it."""
+    if rounds < 1:
+        raise AutoshardError(f"rounds {rounds} must be >= 1")
+    n = len(items)
+    out: np.ndarray | None = None
+    for rnd in range(rounds):
+        shift = (rnd * max(1, n // rounds)) % max(1, n)
+        rotated = list(range(n))[shift:] + list(range(n))[:shift]
+        if rotated:
+            rows = np.asarray(time_round([items[i] for i in rotated]), dtype=np.float64)
+            if out is None:
+                out = np.zeros((rounds, n, *rows.shape[1:]))
+            out[rnd, rotated] = rows
+        if after_round is not None:
+            after_round(rnd + 1)
+    return out if out is not None else np.zeros((rounds, 0))
+
+
 def evaluate_plans(task: Task, plans: Sequence[Plan], settings: MeasureSettings | None = None,
                    comm: AlphaBeta = DEFAULT_COMM, rounds: int = 3) -> list[PlanCost]:
     """Measure several plans of one task side by side: the distinct device contents of all of them timed in
@@ -165,14 +192,12 @@ def evaluate_plans(task: Task, plans: Sequence[Plan], settings: MeasureSettings 
             if k is not None:
                 unique.setdefault(k, list(d))
     order = list(unique)
-    timed = np.zeros((rounds, len(order), 2))
-    for rnd in range(rounds):
-        shift = (rnd * max(1, len(order) // rounds)) % max(1, len(order))
-        rotated = list(range(len(order)))[shift:] + list(range(len(order)))[:shift]
+
+    def time_round(devices: list[tuple[object, ...]]) -> np.ndarray:
         evaluator = MeasuredCostModel(settings, comm)
-        for i in rotated:
-            timed[rnd, i] = evaluator.compute_ms(task, unique[order[i]])
-    median = dict(zip(order, np.median(timed, axis=0)))
+        return np.array([evaluator.compute_ms(task, unique[k]) for k in devices])
+
+    median = dict(zip(order, np.median(rotated_rounds(order, rounds, time_round), axis=0)))
     out = []
     for devs, ks in zip(layouts, keys):
         kernels = np.zeros((len(devs), 3))

@@ -30,7 +30,7 @@ from autoshard.costs.base import CostModel, plan_cost
 from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.step import compose, plan_collectives
 from autoshard.errors import AutoshardError
-from autoshard.hardware.evaluator import measure_plans_collectives
+from autoshard.hardware.evaluator import measure_plans_collectives, rotated_rounds
 from autoshard.hardware.kernel import MeasureSettings
 from autoshard.io import read_json, write_json
 from autoshard.pipeline.choose import candidate_plans, measure_top
@@ -158,20 +158,18 @@ def measure_task(task: Task, results: Sequence[AlgoResult], make_evaluator: Eval
     layouts = {r.algorithm: [_device_key(d) for d in r.plan.device_shards(task)] for r in planned}
     unique = list(dict.fromkeys(k for devs in layouts.values() for k in devs if k))
     index = {k: i for i, k in enumerate(unique)}
-    per_round = np.zeros((rounds, len(unique), 3))
     source = "measured"
     comm = None
-    for rnd in range(rounds):
-        # Rotate the order each round so no device is always measured first (after an idle gap) or last.
-        shift = (rnd * max(1, len(unique) // rounds)) % max(1, len(unique))
-        order = unique[shift:] + unique[:shift]
-        if order:
-            evaluator = make_evaluator()
-            source, comm = evaluator.name, evaluator.comm
-            costs = np.asarray(evaluator.device_costs(task, [list(k) for k in order]), dtype=np.float64)
-            for k, row in zip(order, costs):
-                per_round[rnd, index[k]] = row
-        progress("measure", rnd + 1, rounds)
+
+    def time_round(order: list[tuple[ShardRef, ...]]) -> np.ndarray:
+        nonlocal source, comm
+        evaluator = make_evaluator()
+        source, comm = evaluator.name, evaluator.comm
+        return np.asarray(evaluator.device_costs(task, [list(k) for k in order]), dtype=np.float64)
+
+    per_round = rotated_rounds(unique, rounds, time_round, lambda done: progress("measure", done, rounds))
+    if not unique:
+        per_round = np.zeros((rounds, 0, 3))
     median = np.median(per_round, axis=0)
     timed = (measure_collectives(task, results, comm, backend)
              if collectives == "measure" and comm is not None else {})

@@ -18,8 +18,10 @@ Top to bottom:
 Column shards move like whole tables; the layout (which tables are split, and how) is the start plan's. The
 result is the best plan seen, so the model never scores it worse than the start. The time limit covers
 everything: NeuroShard's start gets what is left of it (it stops between beam levels), then the descent and
-kicks (they stop between steps). With the same seed the search is deterministic as long as it finishes within
-``time_limit_s``; when the limit cuts it short, how far it got depends on the machine's speed.
+kicks (they stop between steps), and the sharding moves of the result and of the start plans, which may
+run a tenth of the limit past it (they stop between tables). With the same seed the search is
+deterministic as long as it finishes within ``time_limit_s``; when the limit cuts it short, how far it got
+depends on the machine's speed.
 """
 
 from __future__ import annotations
@@ -298,8 +300,10 @@ class LocalSearchPlanner:
         final_ms = float(plan_costs(task, self.cost_model, [(layout, best_ranks)])[0])
         if final_ms > start_ms:  # cannot happen by construction; guards the promise against model quirks
             best_ranks, final_ms = start_ranks, start_ms
+        # the moves get a tenth of the limit past it: a search cut short still tries them
+        moves_deadline = deadline + 0.1 * self.time_limit_s
         plan, moves = improve(task, to_plan(task, layout, best_ranks, self.name), self.cost_model,
-                              self.config.sharding_moves, deadline=deadline + 0.1 * self.time_limit_s,
+                              self.config.sharding_moves, deadline=moves_deadline,
                               uneven_rows=self.config.uneven_rows)
         if moves:
             final_ms = plan_cost(self.cost_model, task, plan).plan_ms
@@ -308,7 +312,7 @@ class LocalSearchPlanner:
             # search returns the cheapest, so it is never worse than any start planner with its moves
             for _, start in self._start_plans:
                 other, other_moves = improve(task, start, self.cost_model, self.config.sharding_moves,
-                                             uneven_rows=self.config.uneven_rows)
+                                             deadline=moves_deadline, uneven_rows=self.config.uneven_rows)
                 other_ms = plan_cost(self.cost_model, task, other).plan_ms
                 if other_moves and other_ms < final_ms:
                     plan, moves, final_ms = replace(other, algorithm=self.name), other_moves, other_ms
