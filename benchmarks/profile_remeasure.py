@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import argparse
 import math
-import time
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 
 from autoshard.bench.summary import geomean, geomean_interval
-from autoshard.hardware.kernel import MeasureSettings, measure_shard
+from autoshard.hardware.host_calibration import retime
 from autoshard.hardware.profile_dataset import load_dataset
 from autoshard.host import host_info
 from autoshard.io import write_json
@@ -70,32 +70,23 @@ def _pair_profiles(data: Any, other: Any) -> list[dict[str, Any]]:
 
 
 def _remeasure(data: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
-    pool = sorted((r for r in data.records if r.fwd_ms + r.bwd_ms <= args.max_ms),
-                  key=lambda r: r.fwd_ms + r.bwd_ms)
-    if not pool or args.records <= 0:
+    picked = data.spread(args.records, args.max_ms)
+    if not picked:
         raise SystemExit("no records to re-measure (check --records and --max-ms)")
-    picks = sorted({round(k * (len(pool) - 1) / max(args.records - 1, 1)) for k in range(args.records)})
     here = host_info("cpu")
-    print(f"re-measuring {len(picks)} of {len(data.records)} records of {args.profile} on {here['cpu']} "
+    print(f"re-measuring {len(picked)} of {len(data.records)} records of {args.profile} on {here['cpu']} "
           f"(torch {here['torch']}, fbgemm {here['fbgemm_gpu']})")
     print(f"{'sample':<10} {'tables':>6} {'batch':>6} {'prec':<5} {'recorded on':<28} "
           f"{'fwd ms':>17} {'bwd ms':>17} {'fwd x':>6} {'bwd x':>6} {'s':>5}")
     pairs = []
-    for k in picks:
-        rec = pool[k]
-        task, refs = data.task_of(rec)
-        settings = MeasureSettings.from_json({k2: v for k2, v in rec.settings.items() if k2 != "precision"})
-        start = time.perf_counter()
-        t = measure_shard(task, refs, settings)
-        took = time.perf_counter() - start
-        pairs.append({"sample_id": rec.sample_id, "tables": len(rec.tables), "batch_size": rec.batch_size,
-                      "precision": task.precision.value, "recorded_host": rec.host.get("cpu"),
-                      "host": here["cpu"], "recorded_fwd_ms": rec.fwd_ms, "recorded_bwd_ms": rec.bwd_ms,
-                      "fwd_ms": t.fwd_ms, "bwd_ms": t.bwd_ms, "seconds": took})
-        print(f"{rec.sample_id:<10} {len(rec.tables):>6} {rec.batch_size:>6} {task.precision.value:<5} "
-              f"{str(rec.host.get('cpu'))[:28]:<28} {rec.fwd_ms:8.2f}->{t.fwd_ms:8.2f} "
-              f"{rec.bwd_ms:8.2f}->{t.bwd_ms:8.2f} {t.fwd_ms / rec.fwd_ms:6.2f} {t.bwd_ms / rec.bwd_ms:6.2f} "
-              f"{took:5.1f}", flush=True)
+    for rec in picked:
+        (t,) = retime(data, [rec])  # the library's protocol (autoshard calibrate-cost), one record at a time
+        pairs.append(asdict(t))
+        print(f"{t.sample_id:<10} {t.tables:>6} {t.batch_size:>6} {t.precision:<5} "
+              f"{t.recorded_host[:28]:<28} "
+              f"{t.recorded_fwd_ms:8.2f}->{t.fwd_ms:8.2f} {t.recorded_bwd_ms:8.2f}->{t.bwd_ms:8.2f} "
+              f"{t.fwd_ms / t.recorded_fwd_ms:6.2f} {t.bwd_ms / t.recorded_bwd_ms:6.2f} {t.seconds:5.1f}",
+              flush=True)
     return pairs
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from autoshard.costs.metrics import LEVEL, RESAMPLES, SEED, geomean_interval
 from autoshard.pipeline.results import AlgoResult, TaskResult
 from autoshard.planners.base import PLANNERS
 
@@ -33,9 +34,6 @@ TORCHREC = "torchrec"
 BETTER, WORSE, NO_CLEAR_DIFFERENCE = "better", "worse", "no clear difference"
 """The three verdicts of ``compare``: the interval's upper end below 1, its lower end above 1, or neither."""
 
-RESAMPLES = 2000
-LEVEL = 0.95
-SEED = 0
 FEW_TASKS = 10
 """Below this many tasks a report warns that the interval is wide."""
 
@@ -53,17 +51,6 @@ def geomean(values: Sequence[float]) -> float | None:
     if not vals:
         return None
     return float(math.exp(sum(math.log(v) for v in vals) / len(vals)))
-
-
-def geomean_interval(ratios: Sequence[float], *, resamples: int = RESAMPLES, level: float = LEVEL,
-                     seed: int = SEED) -> tuple[float, float]:
-    """Percentile-bootstrap interval of the geometric mean of positive ``ratios`` (resampled over them, no
-    round noise: for paired re-measurements, where ``compare``'s task structure does not apply)."""
-    logs = np.log(np.asarray(ratios, dtype=np.float64))
-    rng = np.random.default_rng(seed)
-    means = logs[rng.integers(0, len(logs), (resamples, len(logs)))].mean(axis=1)
-    low, high = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
-    return float(np.exp(low)), float(np.exp(high))
 
 
 def _usable(ms: Any) -> bool:

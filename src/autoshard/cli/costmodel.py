@@ -72,6 +72,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--lr", type=float, help="Adam learning rate (default 1e-3)")
     f.set_defaults(func=run_fine_tune)
 
+    c = sub.add_parser("calibrate-cost",
+                       help="scale a trained cost model (e.g. the shipped default) to this machine's speed",
+                       description="Re-time a few records of the profile the model was trained on, with the "
+                                   "settings they were recorded with, and multiply the model's forward and "
+                                   "backward predictions by this machine's geometric-mean ratio to the "
+                                   "profile's (one factor each; fine-tune-cost learns more than a factor).")
+    c.add_argument("--model", required=True, help="checkpoint to calibrate (train-cost, or the default)")
+    c.add_argument("--data", required=True,
+                   help="the profile the model was trained on (the default's: profiles/<cpu>/broad-seed0)")
+    c.add_argument("-o", "--output", required=True, help="where to write the calibrated checkpoint")
+    c.add_argument("--records", type=positive_int, default=16,
+                   help="records to re-time, spread over the profile's cost range (default 16)")
+    c.add_argument("--max-ms", type=float, default=200.0,
+                   help="leave out records whose recorded fwd+bwd is above this (default 200)")
+    c.set_defaults(func=run_calibrate)
+
     e = sub.add_parser("eval-cost",
                        help="score a cost model on held-out records and plot predicted vs measured",
                        description="MAPE, RMSE and Spearman per head on records with tables the model "
@@ -207,6 +223,32 @@ def run_fine_tune(args: argparse.Namespace) -> int:
     print(f"fine-tuned on {info['records']} records ({info['val_records']} held back): fwd+bwd MAPE on "
           f"those {info['val_mape_pct_before']:.1f}% -> {info['val_mape_pct_after']:.1f}%; epochs kept per "
           f"member {info['epochs']}; risk_k {tuned.risk_k:.2f}")
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+def run_calibrate(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from autoshard.costs.learned import LearnedCostModel
+    from autoshard.costs.loading import load_cost_model
+    from autoshard.errors import AutoshardError
+    from autoshard.hardware.host_calibration import calibrate, pick_records
+
+    model = load_cost_model(args.model)
+    if not isinstance(model, LearnedCostModel):
+        raise AutoshardError(f"--model {args.model} is not a learned cost model checkpoint; "
+                             "give one from train-cost or the shipped default")
+    dataset = load_data(args.data)
+    records = pick_records(dataset, args.data, args.records, args.max_ms)  # fail before the bar opens
+    with tqdm(total=len(records), desc="calibrate-cost", unit="record", file=sys.stderr) as bar:
+        def progress(done: int, total: int) -> None:
+            bar.n = done
+            bar.refresh()
+        calibrated, scale, timings = calibrate(model, dataset, args.data, records, progress)
+    took = sum(t.seconds for t in timings)
+    print(f"{scale.describe()}; {took:.0f} s of timing")
+    calibrated.save(args.output)
     print(f"wrote {args.output}", file=sys.stderr)
     return 0
 

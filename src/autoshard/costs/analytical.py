@@ -16,6 +16,7 @@ import numpy as np
 
 from autoshard.costs.comm import DEFAULT_COMM, AlphaBeta
 from autoshard.costs.step import VOLUMES, device_comm_ms, device_volumes, shard_volumes
+from autoshard.errors import AutoshardError
 from autoshard.shards import ShardRef
 from autoshard.tasks import Task
 
@@ -68,6 +69,16 @@ class AnalyticalCostModel:
     def with_comm(self, comm: AlphaBeta) -> AnalyticalCostModel:
         """The same model pricing the all-to-all with ``comm`` (e.g. fitted at the device count planned)."""
         return replace(self, comm=comm)
+
+    def scaled(self, fwd: float, bwd: float) -> AnalyticalCostModel:
+        """The same model with every forward time multiplied by ``fwd`` and every backward time by ``bwd``
+        (a host calibration: each term, and the bandwidth divided)."""
+        if fwd <= 0 or bwd <= 0:
+            raise AutoshardError(f"scale factors must be positive, got fwd {fwd}, bwd {bwd}")
+        return replace(self, fwd_launch_ms=self.fwd_launch_ms * fwd, fwd_shard_ms=self.fwd_shard_ms * fwd,
+                       fwd_lookup_ns=self.fwd_lookup_ns * fwd, fwd_bytes_per_ms=self.fwd_bytes_per_ms / fwd,
+                       bwd_launch_ms=self.bwd_launch_ms * bwd, bwd_shard_ms=self.bwd_shard_ms * bwd,
+                       bwd_lookup_ns=self.bwd_lookup_ns * bwd, bwd_bytes_per_ms=self.bwd_bytes_per_ms / bwd)
 
     @staticmethod
     def shard_terms(task: Task, shards: Sequence[ShardRef]) -> np.ndarray:
@@ -161,7 +172,6 @@ class AnalyticalCostModel:
         """``fit`` on profiled records (``autoshard.hardware.profiler.CostDataset``; default: all of them),
         and take the dataset's measured alpha-beta comm model when it has one. ``terms``: the records'
         ``record_terms`` when the caller has them already."""
-        from autoshard.errors import AutoshardError
 
         records = list(dataset.records if records is None else records)
         if len(records) < 2:

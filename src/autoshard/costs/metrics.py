@@ -1,4 +1,5 @@
-"""Accuracy metrics for cost predictions: MAPE, RMSE and Spearman rank correlation.
+"""Accuracy metrics for cost predictions: MAPE, RMSE and Spearman rank correlation; the bootstrap interval
+of a geometric-mean ratio.
 
 Spearman is what a planner cares about (it only compares candidates), MAPE what a user reading a predicted
 step time cares about. Spearman is computed here with average ranks for ties, so no scipy dependency.
@@ -6,6 +7,7 @@ step time cares about. Spearman is computed here with average ranks for ties, so
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -59,3 +61,23 @@ def score(pred: Any, true: Any) -> dict[str, float]:
     """All three metrics plus the sample count, as a JSON-ready dict."""
     p, t = _pair(pred, true)
     return {"mape_pct": mape(p, t), "rmse_ms": rmse(p, t), "spearman": spearman(p, t), "n": int(p.size)}
+
+
+RESAMPLES = 2000
+"""Bootstrap resamples of every interval the project reports."""
+LEVEL = 0.95
+"""Their coverage."""
+SEED = 0
+"""Their seed (intervals are deterministic)."""
+
+
+def geomean_interval(ratios: Sequence[float], *, resamples: int = RESAMPLES, level: float = LEVEL,
+                     seed: int = SEED) -> tuple[float, float]:
+    """Percentile-bootstrap interval of the geometric mean of positive ``ratios`` (resampled over them, no
+    round noise: for paired re-measurements, where ``bench.summary.compare``'s task structure does not
+    apply)."""
+    logs = np.log(np.asarray(ratios, dtype=np.float64))
+    rng = np.random.default_rng(seed)
+    means = logs[rng.integers(0, len(logs), (resamples, len(logs)))].mean(axis=1)
+    low, high = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+    return float(np.exp(low)), float(np.exp(high))

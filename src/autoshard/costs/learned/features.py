@@ -6,6 +6,7 @@ compute the same numbers for many shards at once so prediction never loops over 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +15,7 @@ import numpy as np
 import torch
 
 from autoshard.costs.learned.network import NUM_CONTEXT_FEATURES, NUM_REUSE_FEATURES, Target
+from autoshard.errors import AutoshardError
 from autoshard.tables.table import FeatureNormalizer, Table, distinct_rows_per_batch, shard_raw_features
 
 HEADS = ("fwd", "bwd", "plan")
@@ -119,6 +121,18 @@ class TargetScaler:
         if self.target is Target.LOG:
             return torch.exp(out * scale + loc)
         return torch.nn.functional.softplus(out) * scale
+
+    def scaled(self, fwd: float, bwd: float) -> TargetScaler:
+        """The same mapping with the fwd and bwd heads' milliseconds multiplied by ``fwd`` and ``bwd`` (a
+        host calibration): exact for both targets (log: the location moves by log(factor); linear: the scale
+        is multiplied)."""
+        factors = (float(fwd), float(bwd), 1.0)
+        if min(factors) <= 0:
+            raise AutoshardError(f"scale factors must be positive, got fwd {fwd}, bwd {bwd}")
+        if self.target is Target.LOG:
+            loc = tuple(lo + math.log(f) for lo, f in zip(self.loc, factors))
+            return TargetScaler(self.target, loc, self.scale)  # type: ignore[arg-type]
+        return TargetScaler(self.target, self.loc, tuple(sc * f for sc, f in zip(self.scale, factors)))  # type: ignore[arg-type]
 
     def to_json(self) -> dict[str, Any]:
         return {"target": self.target.value, "loc": list(self.loc), "scale": list(self.scale)}

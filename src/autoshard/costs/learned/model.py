@@ -184,6 +184,24 @@ class LearnedCostModel:
         """The same model pricing devices outside its support by ``handover`` (``HANDOVERS``)."""
         return self._replace(handover=handover)
 
+    def with_host_scale(self, fwd: float, bwd: float, calibration: dict[str, Any]) -> LearnedCostModel:
+        """The same model with its forward and backward predictions (every member, the spread and the
+        fallback alike) multiplied by ``fwd`` and ``bwd``: a host calibration (``hardware.host_calibration``)
+        for a machine of the kind the model was trained on that times the same shards faster or slower. The
+        factors are relative to the model as trained: a model already calibrated is re-scaled from its
+        trained level, not compounded. ``calibration`` (how the factors were measured) is kept in ``info``.
+        The plan head (a diagnostic no planner uses) is left as trained."""
+        before = self.info.get("host_calibration") or {}
+        rel_fwd = float(fwd) / float(before.get("fwd", 1.0))
+        rel_bwd = float(bwd) / float(before.get("bwd", 1.0))
+        members = [(net, scaler.scaled(rel_fwd, rel_bwd)) for net, scaler in self.members]
+        info = {**self.info, "host_calibration": {**calibration, "fwd": float(fwd), "bwd": float(bwd)}}
+        return LearnedCostModel(
+            self.net, self.normalizer, members[0][1], self.comm, self.trained_on, info,
+            self.allow_other_hardware, extra_members=members[1:], support=self.support,
+            fallback=None if self.fallback is None else self.fallback.scaled(rel_fwd, rel_bwd),
+            fallback_rel_std=self.fallback_rel_std, risk_k=self.risk_k, handover=self.handover_setting)
+
     @property
     def handover(self) -> str:
         """The hand-over in use: ``handover_setting``, with 'auto' resolved (the module docstring): 'graded'
