@@ -263,3 +263,16 @@ def test_guard_margin_refuses_an_unfinished_results_file_in_one_line(tmp_path, c
         assert module.main([str(tmp_path), "--cost-model", model]) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith("error:") and "not a finished bench's results.json" in err and "\n" not in err
+
+
+def test_model_swap_same_day_refuses_a_missing_or_unfinished_run_in_one_line(tmp_path, capsys):
+    module = _load_script(SCRIPT.parent / "model_swap_same_day.py")
+    model = str(Path(__file__).resolve().parent.parent / "src/autoshard/data/default_cost_model.pt")
+    assert module.main([str(tmp_path), "--model", model]) == 2
+    assert "no such file" in capsys.readouterr().err
+    (tmp_path / "bench").mkdir()
+    for text in ("not json", json.dumps({"tasks": []}), json.dumps({"tasks": [{"task": {}}]})):
+        (tmp_path / "bench" / "results.json").write_text(text)
+        assert module.main([str(tmp_path), "--model", model]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error:") and "\n" not in err

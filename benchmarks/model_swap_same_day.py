@@ -1,0 +1,105 @@
+"""The learned planners' plans of a bench run against another cost model's plans of the same tasks, timed
+side by side on the same day: what swapping the planning model changes, without a second bench run on a day
+whose host runs at another speed.
+
+Run: .venv/bin/python benchmarks/model_swap_same_day.py BENCH_DIR --model OTHER.pt [--policy POLICY.pt]
+
+BENCH_DIR is an ``autoshard bench`` output (its ``bench/results.json``). For every task, the run's
+oracle-picked heuristic plan H* (the cheapest heuristic plan the run measured), the run's learned plans and
+``OTHER``'s (planned again here with the run's comm fit, the run's planning time limit and seed) are timed
+together in 3 interleaved rounds (``hardware.evaluator.evaluate_plans``, collectives from the run's comm
+fit). H* is re-timed here, so its ratio carries no oracle-pick bias. Prints per planner the geometric mean of
+plan / H* for the run's model and for OTHER, their ratio with a 95% bootstrap interval over the tasks, and
+the tasks where one is more than 1% below the other.
+
+Measured at stop 20 (AMD EPYC VM, 11 min): DLRM-20 (8) planned with the calibrated default (the run) against
+the default as shipped (OTHER): docs/benchmarks.md, "The same tasks, the same day".
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from autoshard.bench.summary import is_heuristic
+from autoshard.costs.comm import AlphaBeta
+from autoshard.costs.loading import load_cost_model
+from autoshard.costs.metrics import geomean_interval
+from autoshard.errors import AutoshardError
+from autoshard.hardware.evaluator import evaluate_plans
+from autoshard.hardware.kernel import MeasureSettings
+from autoshard.io import read_json
+from autoshard.plan import Plan
+from autoshard.planners.base import PlannerOptions, make_planner, run_planner
+from autoshard.tasks import Task
+
+LEARNED = ("rl", "neuroshard", "search", "ilp")
+
+
+def _geomean(x: np.ndarray) -> float:
+    return float(math.exp(np.mean(np.log(x))))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("bench", help="an autoshard bench output directory")
+    ap.add_argument("--model", required=True, help="the other planning cost model")
+    ap.add_argument("--policy", default="src/autoshard/data/default_policy.pt", help="policy for rl")
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args(argv)
+    path = Path(args.bench) / "bench" / "results.json"
+    try:
+        if not path.is_file():
+            raise AutoshardError(f"{path}: no such file; give an 'autoshard bench' output directory")
+        run = read_json(path)
+        tasks = run.get("tasks") or []
+        if not tasks or "comm" not in run or "measure_settings" not in run:
+            raise AutoshardError(f"{path} has no measured tasks; let the bench finish first")
+        comm = AlphaBeta(run["comm"]["alpha_ms"], run["comm"]["bytes_per_ms"], source=run["comm"]["source"])
+        settings = MeasureSettings.from_json(run["measure_settings"])
+        other = load_cost_model(args.model).with_comm(comm)
+    except AutoshardError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    torch.set_num_threads(1)
+    limit = float((run.get("planner_extra") or {}).get("time_limit_s", 10.0))
+    ratios: dict[str, dict[str, list[float]]] = {a: {"run": [], "other": []} for a in LEARNED}
+    for t in tasks:
+        task = Task.from_json(t["task"])
+        res = {a["algorithm"]: a for a in t["results"] if a.get("plan") and a.get("measured")}
+        heuristics = [h for h in res if is_heuristic(h)]
+        algos = [a for a in LEARNED if a in res]
+        if not heuristics or not algos:
+            continue
+        hstar = min(heuristics, key=lambda h: res[h]["measured"]["plan_ms"])
+        plans = {"H*": Plan.from_json(res[hstar]["plan"])}
+        options = PlannerOptions(cost_model=other, policy_path=args.policy, time_limit_s=limit)
+        for a in algos:
+            plans[f"run:{a}"] = Plan.from_json(res[a]["plan"])
+            plans[f"other:{a}"] = run_planner(make_planner(a, options), task)
+        names = list(plans)
+        ms = dict(zip(names, (c.plan_ms for c in evaluate_plans(task, list(plans.values()), settings, comm,
+                                                                  rounds=args.rounds))))
+        for a in algos:
+            ratios[a]["run"].append(ms[f"run:{a}"] / ms["H*"])
+            ratios[a]["other"].append(ms[f"other:{a}"] / ms["H*"])
+        print(task.name, " ".join(f"{a} {ratios[a]['run'][-1]:.3f}/{ratios[a]['other'][-1]:.3f}"
+                                  for a in algos), flush=True)
+    print("planner     run's model / H*   other / H*   run / other [95% interval]   tasks run better / worse")
+    for a in LEARNED:
+        r, o = np.array(ratios[a]["run"]), np.array(ratios[a]["other"])
+        if not len(r):
+            continue
+        low, high = geomean_interval(list(r / o))
+        print(f"{a:<11} {_geomean(r):>17.3f} {_geomean(o):>12.3f} {_geomean(r / o):>8.3f} "
+              f"[{low:.3f}, {high:.3f}] {int((r < 0.99 * o).sum()):>12} / {int((r > 1.01 * o).sum())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
