@@ -12,8 +12,26 @@ from hypothesis import settings
 settings.register_profile("deterministic", derandomize=True, database=None)
 settings.load_profile("deterministic")
 
+from pathlib import Path
+
+from autoshard.hardware.kernel import MeasureSettings
+from autoshard.hardware.profiler import BroadDesign, ProfileConfig, profile
 from autoshard.tables import LookupKind, LookupSpec, Table, TablePool
 from autoshard.tasks import Task
+
+QUICK_MEASURE = MeasureSettings(warmup=1, repeats=3, max_tries=1, flush_cache=False)
+"""Fast real timings for tests that profile (a few seconds for a few dozen small samples)."""
+SMALL_BROAD_DESIGN = BroadDesign(dims=(4, 32), rows=(100, 5000), pooling=(0.5, 20.0),
+                                 tables_per_device=(1, 6), batch_sizes=(32, 128), stats_batch=64)
+"""A broad design of small tables: 1-6 a device, so a device of 7+ tables is outside a model's support."""
+
+
+def profile_small(out: Path, samples: int, seed: int) -> Path:
+    """A REAL broad profile of ``samples`` small samples timed on this machine, in ``out``."""
+    for _ in profile(None, out, ProfileConfig(samples=samples, seed=seed, settings=QUICK_MEASURE,
+                                              design=SMALL_BROAD_DESIGN)):
+        pass
+    return out
 
 
 def make_tables(n: int, seed: int = 0, dims: tuple[int, ...] = (16,), max_rows: int = 10**6) -> list[Table]:

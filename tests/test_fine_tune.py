@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import make_tables
+from conftest import make_tables, profile_small
 
 from autoshard.cli.main import main
 from autoshard.costs.learned import CostNetConfig, LearnedCostModel, TrainOptions
@@ -22,36 +22,26 @@ from autoshard.costs.learned.fine_tune import FineTuneOptions, fine_tune, tuned_
 from autoshard.costs.learned.training import validation_split
 from autoshard.costs.metrics import mape
 from autoshard.errors import AutoshardError
-from autoshard.hardware.kernel import MeasureSettings
-from autoshard.hardware.profiler import BroadDesign, ProfileConfig, load_dataset, profile
+from autoshard.hardware.profiler import load_dataset
 from autoshard.tables import TablePool
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-QUICK = MeasureSettings(warmup=1, repeats=3, max_tries=1, flush_cache=False)
-DESIGN = BroadDesign(dims=(4, 32), rows=(100, 5000), pooling=(0.5, 20.0), tables_per_device=(1, 6),
-                     batch_sizes=(32, 128), stats_batch=64)
 PRETRAIN = TrainOptions(seed=0, max_epochs=25, patience=25, batch_records=8, ensemble=3,
                         config=CostNetConfig(hidden=32, embed=8, context=True))
 TUNE = FineTuneOptions(seed=0, max_epochs=30, patience=10, batch_records=8)
 
 
-def _profile(out: Path, samples: int, seed: int) -> Path:
-    for _ in profile(None, out, ProfileConfig(samples=samples, seed=seed, settings=QUICK, design=DESIGN)):
-        pass
-    return out
-
-
 @pytest.fixture(scope="module")
 def pretrained(tmp_path_factory) -> LearnedCostModel:
-    return LearnedCostModel.fit(load_dataset(_profile(tmp_path_factory.mktemp("pre") / "costs", 40, 0)),
+    return LearnedCostModel.fit(load_dataset(profile_small(tmp_path_factory.mktemp("pre") / "costs", 40, 0)),
                                 PRETRAIN)
 
 
 @pytest.fixture(scope="module")
 def workload_dir(tmp_path_factory) -> Path:
     """Devices of another seed: tables the pre-trained model never saw."""
-    return _profile(tmp_path_factory.mktemp("work") / "costs", 24, 1)
+    return profile_small(tmp_path_factory.mktemp("work") / "costs", 24, 1)
 
 
 @pytest.fixture(scope="module")

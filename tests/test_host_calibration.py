@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import profile_small
 
 from autoshard.cli.main import main
 from autoshard.costs.learned import CostNetConfig, LearnedCostModel, TrainOptions
@@ -20,26 +21,19 @@ from autoshard.costs.learned.network import Target
 from autoshard.costs.loading import load_cost_model
 from autoshard.errors import AutoshardError
 from autoshard.hardware.host_calibration import Retiming, calibrate, host_scale, pick_records
-from autoshard.hardware.kernel import MeasureSettings
-from autoshard.hardware.profiler import BroadDesign, ProfileConfig, load_dataset, profile
+from autoshard.hardware.profiler import load_dataset
 from autoshard.shards import ShardRef
 from autoshard.tasks import Task
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-QUICK = MeasureSettings(warmup=1, repeats=3, max_tries=1, flush_cache=False)
-DESIGN = BroadDesign(dims=(4, 32), rows=(100, 5000), pooling=(0.5, 20.0), tables_per_device=(1, 6),
-                     batch_sizes=(32, 128), stats_batch=64)
 TRAIN = TrainOptions(seed=0, max_epochs=15, patience=15, batch_records=8, ensemble=3,
                      config=CostNetConfig(hidden=32, embed=8, context=True))
 
 
 @pytest.fixture(scope="module")
 def profile_dir(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("calib") / "costs"
-    for _ in profile(None, out, ProfileConfig(samples=24, seed=0, settings=QUICK, design=DESIGN)):
-        pass
-    return out
+    return profile_small(tmp_path_factory.mktemp("calib") / "costs", 24, 0)
 
 
 @pytest.fixture(scope="module")
