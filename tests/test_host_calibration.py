@@ -136,3 +136,13 @@ def test_calibrate_cost_cli_writes_a_scaled_checkpoint_and_refuses_bad_input(mod
                "-o", str(tmp_path / "a.pt")])
     err = capsys.readouterr().err
     assert rc != 0 and "not a learned cost model" in err
+
+
+def test_calibrate_refuses_a_profile_of_another_cpu_than_the_models(model, profile_dir):
+    dataset = load_dataset(profile_dir)
+    picked = pick_records(dataset, str(profile_dir), 2)
+    other = LearnedCostModel(model.net, model.normalizer, model.scaler, model.comm,
+                             {**model.trained_on, "host": {**model.trained_on["host"], "cpu": "Another CPU"}},
+                             model.info)
+    with pytest.raises(AutoshardError, match="trained on Another CPU"):
+        calibrate(other, dataset, str(profile_dir), picked)

@@ -139,7 +139,13 @@ def calibrate(model: LearnedCostModel, data: CostDataset, profile: str, records:
               progress: Callable[[int, int], None] | None = None
               ) -> tuple[LearnedCostModel, HostScale, list[Retiming]]:
     """``model`` scaled to this host by re-timing ``records`` of ``data`` (the profile it was trained on,
-    at path ``profile``; ``pick_records``)."""
+    at path ``profile``; ``pick_records``). Refuses records of another CPU than the model's: their ratio
+    would not be the model's."""
+    trained_cpu = (model.trained_on.get("host") or {}).get("cpu")
+    profile_cpus = {str(r.host.get("cpu")) for r in records}
+    if trained_cpu and profile_cpus != {str(trained_cpu)}:
+        raise AutoshardError(f"{profile} holds records of {', '.join(sorted(profile_cpus))} but the model "
+                             f"was trained on {trained_cpu}; give the profile the model was trained on")
     timings = retime(data, records, progress)
     scale = host_scale(timings, profile)
     calibration = {"profile": profile, "records": scale.records, "host": scale.host,
