@@ -56,7 +56,7 @@ def test_a_scaled_target_scaler_multiplies_the_fwd_and_bwd_heads_exactly(target)
     scaler = TargetScaler.fit(target, ms)
     out = torch.tensor([[0.3, -0.2, 0.1], [-1.0, 0.5, 0.0]], dtype=torch.float64)
     before, after = scaler.to_ms(out, slice(0, 3)), scaler.scaled(1.5, 0.8).to_ms(out, slice(0, 3))
-    np.testing.assert_allclose((after / before).numpy(), np.tile([1.5, 0.8, 1.0], (2, 1)), rtol=1e-6)
+    np.testing.assert_allclose((after / before).numpy(), np.tile([1.5, 0.8, 1.0], (2, 1)), rtol=1e-5)
     with pytest.raises(AutoshardError):
         scaler.scaled(0.0, 1.0)
 
@@ -68,20 +68,20 @@ def test_a_host_scale_multiplies_every_prediction_spread_and_fallback_and_leaves
     assert [d for d, _ in model.out_of_support(task, devices)] == [1]  # the fallback prices device 1
     calibrated = model.with_host_scale(1.7, 0.6, {"why": "test"})
     base, scaled = model.device_costs(task, devices), calibrated.device_costs(task, devices)
-    np.testing.assert_allclose(scaled[:, 0], 1.7 * base[:, 0], rtol=1e-6)
-    np.testing.assert_allclose(scaled[:, 1], 0.6 * base[:, 1], rtol=1e-6)
+    np.testing.assert_allclose(scaled[:, 0], 1.7 * base[:, 0], rtol=1e-5)
+    np.testing.assert_allclose(scaled[:, 1], 0.6 * base[:, 1], rtol=1e-5)
     np.testing.assert_allclose(scaled[:, 2], base[:, 2], rtol=1e-12)
     spread = model.device_costs_spread(task, devices)
     scaled_spread = calibrated.device_costs_spread(task, devices)
-    np.testing.assert_allclose(scaled_spread[:, :2], spread[:, :2] * [1.7, 0.6], rtol=1e-6)
+    np.testing.assert_allclose(scaled_spread[:, :2], spread[:, :2] * [1.7, 0.6], rtol=1e-4)  # a float32 std
     # the model given is left alone; the factors are relative to the trained level, never compounded
     np.testing.assert_allclose(model.device_costs(task, devices), base)
     again = calibrated.with_host_scale(1.0, 1.0, {})
-    np.testing.assert_allclose(again.device_costs(task, devices), base, rtol=1e-6)
+    np.testing.assert_allclose(again.device_costs(task, devices), base, rtol=1e-5)
     # the checkpoint keeps the scaled model and says how it was calibrated
     calibrated.save(tmp_path / "c.pt")
     loaded = load_cost_model(str(tmp_path / "c.pt"))
-    np.testing.assert_allclose(loaded.device_costs(task, devices), scaled, rtol=1e-6)
+    np.testing.assert_allclose(loaded.device_costs(task, devices), scaled, rtol=1e-5)
     assert loaded.info["host_calibration"] == {"why": "test", "fwd": 1.7, "bwd": 0.6}
 
 
