@@ -184,6 +184,18 @@ class LearnedCostModel:
         """The same model pricing devices outside its support by ``handover`` (``HANDOVERS``)."""
         return self._replace(handover=handover)
 
+    def with_fallback(self, fallback: AnalyticalCostModel, rel_std: float | None = None) -> LearnedCostModel:
+        """The same model handing the devices outside its support to ``fallback`` (e.g. an analytical model
+        calibrated on the target machine's own timings, ``AnalyticalCostModel.fit``), its spread ``rel_std`` x
+        the devices' cost (default: the current fallback's relative error). Its comm is the model's."""
+        if self.support is None:
+            raise AutoshardError("this model records no training support, so no device is handed to a fallback; "
+                                 "retrain it with a current autoshard")
+        rel = self.fallback_rel_std if rel_std is None else float(rel_std)
+        if rel < 0:
+            raise AutoshardError(f"the fallback's relative error must be >= 0, got {rel}")
+        return self._replace(fallback=fallback, fallback_rel_std=rel)
+
     def with_host_scale(self, fwd: float, bwd: float, calibration: dict[str, Any]) -> LearnedCostModel:
         """The same model with its forward and backward predictions (every member, the spread and the
         fallback alike) multiplied by ``fwd`` and ``bwd``: a host calibration (``hardware.host_calibration``)
