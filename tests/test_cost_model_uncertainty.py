@@ -269,8 +269,8 @@ def test_a_dim256_pooling200_shard_is_out_of_support_and_priced_by_the_bare_fall
 
 
 def test_another_fallback_prices_the_devices_outside_with_its_own_error(ensemble, dataset):
-    """``with_fallback``: the bare hand-over prices the outside devices by the given model and spread; the model's
-    comm is kept; a negative error is refused in one line."""
+    """``with_fallback``: the bare hand-over prices the outside devices by the given model and spread; the
+    model's comm is kept; a negative error is refused in one line."""
     mine = AnalyticalCostModel(fwd_launch_ms=1.0, bwd_launch_ms=2.0, name="mine")
     bare = ensemble.with_handover("fallback").with_fallback(mine, rel_std=0.25)
     assert bare.fallback.comm == ensemble.comm and bare.fallback_rel_std == 0.25

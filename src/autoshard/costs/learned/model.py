@@ -189,8 +189,8 @@ class LearnedCostModel:
         calibrated on the target machine's own timings, ``AnalyticalCostModel.fit``), its spread ``rel_std`` x
         the devices' cost (default: the current fallback's relative error). Its comm is the model's."""
         if self.support is None:
-            raise AutoshardError("this model records no training support, so no device is handed to a fallback; "
-                                 "retrain it with a current autoshard")
+            raise AutoshardError("this model records no training support, so no device is handed to a "
+                                 "fallback; retrain it with a current autoshard")
         rel = self.fallback_rel_std if rel_std is None else float(rel_std)
         if rel < 0:
             raise AutoshardError(f"the fallback's relative error must be >= 0, got {rel}")
