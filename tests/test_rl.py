@@ -331,7 +331,9 @@ def test_rl_places_neuroshards_column_shards_where_the_model_prices_them_cheaper
     TrainedPolicy(untrained(3), normalizer_for(task), {"name": "analytical"}).save(path)
 
     def rl(**extra):
-        options = PlannerOptions(policy_path=path, cost_model=model, extra={"sharding_moves": 0, **extra})
+        # the split search's default second is a time budget; this test is about what it finds
+        options = PlannerOptions(policy_path=path, cost_model=model,
+                                 extra={"sharding_moves": 0, "split_search_s": 30, **extra})
         return run_planner(make_planner("rl", options), task)
 
     whole, split = rl(column_splits="off"), rl()
@@ -354,6 +356,7 @@ def test_rl_plans_column_shards_where_whole_tables_do_not_fit(tmp_path):
     with pytest.raises(InfeasibleError):
         run_planner(make_planner("rl", PlannerOptions(policy_path=path, cost_model=MODEL,
                                                       extra={"column_splits": "off"})), task)
-    plan = run_planner(make_planner("rl", PlannerOptions(policy_path=path, cost_model=MODEL)), task)
+    plan = run_planner(make_planner("rl", PlannerOptions(policy_path=path, cost_model=MODEL,
+                                                         extra={"split_search_s": 30})), task)
     validate(plan, task)
     assert any(p.sharding_type.value == "column_wise" for p in plan.placements)

@@ -3,6 +3,8 @@ own cost model, deterministic per seed, settings from PlannerOptions.extra, and 
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from conftest import make_tables
@@ -102,6 +104,19 @@ def test_neuroshard_is_no_worse_than_its_table_wise_greedy():
     deep = NeuroShardPlanner(MODEL).search(task)
     assert deep[2] <= flat[2]
     assert len(flat[0]) == task.num_tables
+
+
+def test_neuroshard_past_its_deadline_keeps_the_table_wise_level_and_without_one_searches_deeper():
+    """A deadline already passed: only the table-wise level runs (no column split); a deadline far off
+    searches as without one."""
+    task = Task(tables=tuple(make_tables(30, seed=1, dims=(16, 32, 64, 128))), device_memory=(10**10,) * 4)
+    flat = NeuroShardPlanner(MODEL, NeuroShardConfig(max_depth=0)).search(task)
+    late = NeuroShardPlanner(MODEL).search(task, deadline=time.perf_counter() - 1.0)
+    assert len(late[0]) == task.num_tables and late[2] == flat[2]
+    free = NeuroShardPlanner(MODEL).search(task)
+    far = NeuroShardPlanner(MODEL).search(task, deadline=time.perf_counter() + 3600.0)
+    assert far[0] == free[0] and far[2] == free[2]
+    assert len(free[0]) > task.num_tables  # the test needs a task where splitting pays
 
 
 def test_extra_settings_are_used_and_unknown_ones_refused():

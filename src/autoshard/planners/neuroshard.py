@@ -218,8 +218,10 @@ class NeuroShardPlanner:
     def search(self, task: Task, deadline: float | None = None) -> tuple[Layout, np.ndarray, float]:
         """The best (layout, ranks, model plan cost) found; InfeasibleError if no greedy run fits memory.
 
-        With a ``deadline`` (``time.perf_counter()`` value), no beam level starts that would end past it
-        (judged by the last level's duration); the table-wise level always runs."""
+        With a ``deadline`` (``time.perf_counter()`` value), a column-split level evaluates only as many of
+        its layouts (in beam order: the cheapest parent's splits first) as the previous level's
+        time per layout says fit before it, none when not one does; the table-wise level always runs. (Per
+        layout, not per level: a level can hold beam-width times the layouts of the one before.)"""
         cfg = self.config
         costs = ShardCosts(task, self.cost_model)
         scales = cfg.cap_scales()
@@ -228,12 +230,8 @@ class NeuroShardPlanner:
         seen = {layout_key(level[0])}
         best: tuple[Layout, np.ndarray, float] | None = None
         most_placed, evaluated = 0, 0
-        last = 0.0
+        per_layout = 0.0  # seconds per layout evaluated at the last level
         for depth in range(cfg.max_depth + 1):
-            began = time.perf_counter()
-            if depth > 0 and deadline is not None and began + last > deadline:
-                log.info("neuroshard: time budget reached after %d column-split level(s)", depth - 1)
-                break
             if depth > 0:
                 children = []
                 for state in beam:
@@ -245,7 +243,18 @@ class NeuroShardPlanner:
                             children.append(child)
                 if not children:
                     break
+                if deadline is not None:
+                    room = deadline - time.perf_counter()
+                    fits = len(children) if per_layout <= 0 else int(max(room, 0.0) / per_layout)
+                    if fits < 1:
+                        log.info("neuroshard: time budget reached after %d column-split level(s)", depth - 1)
+                        break
+                    if fits < len(children):
+                        log.info("neuroshard: time budget: %d of %d layouts at column-split level %d",
+                                 fits, len(children), depth)
+                        children = children[:fits]
                 level = children
+            began = time.perf_counter()
             scores, ranks, progress = self._evaluate(task, level, costs, scales)
             evaluated += len(level)
             most_placed = max(most_placed, int(progress.max()))
@@ -255,7 +264,7 @@ class NeuroShardPlanner:
             # cheapest first; among infeasible layouts, those whose greedy got furthest (splits free memory)
             keep = sorted(range(len(level)), key=lambda j: (scores[j], -progress[j]))[:cfg.beam_width]
             beam = [level[j] for j in keep]
-            last = time.perf_counter() - began
+            per_layout = (time.perf_counter() - began) / len(level)
         if best is None:
             raise InfeasibleError(
                 f"neuroshard: no greedy placement of {evaluated} layouts "
