@@ -148,3 +148,12 @@ def test_calibrate_refuses_a_profile_of_another_cpu_than_the_models(model, profi
                              model.info)
     with pytest.raises(AutoshardError, match="trained on Another CPU"):
         calibrate(other, dataset, str(profile_dir), picked)
+
+
+def test_the_cli_defaults_are_the_librarys():
+    """calibrate-cost states its defaults without importing torch at start-up; they must be the library's."""
+    from autoshard.cli.main import build_parser
+    from autoshard.hardware.host_calibration import DEFAULT_MAX_MS, DEFAULT_RECORDS
+
+    args = build_parser().parse_args(["calibrate-cost", "--model", "m.pt", "--data", "d", "-o", "o.pt"])
+    assert (args.records, args.max_ms) == (DEFAULT_RECORDS, DEFAULT_MAX_MS)

@@ -82,6 +82,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--data", required=True,
                    help="the profile the model was trained on (the default's: profiles/<cpu>/broad-seed0)")
     c.add_argument("-o", "--output", required=True, help="where to write the calibrated checkpoint")
+    # host_calibration's DEFAULT_RECORDS / DEFAULT_MAX_MS, written out so the CLI starts without torch (a
+    # test keeps them equal)
     c.add_argument("--records", type=positive_int, default=16,
                    help="records to re-time, spread over the profile's cost range (default 16)")
     c.add_argument("--max-ms", type=float, default=200.0,
