@@ -233,6 +233,10 @@ class NeuroShardPlanner:
         per_layout = 0.0  # seconds per layout evaluated at the last level
         for depth in range(cfg.max_depth + 1):
             if depth > 0:
+                if deadline is not None and per_layout > 0 and deadline - time.perf_counter() < per_layout:
+                    # not one more layout fits: skip building the level's children at all
+                    log.info("neuroshard: time budget reached after %d column-split level(s)", depth - 1)
+                    break
                 children = []
                 for state in beam:
                     for pos in self._split_candidates(task, state, costs):
