@@ -19,6 +19,10 @@ Reads the ``results.json`` that ``autoshard bench`` writes (one per suite) and p
 4. ``--per-task ALGO``: that algorithm's ratio to the per-task best heuristic on every task (the issue's
    transfer table for ``rl``).
 
+``--round-statistic min|median`` restates every file's measured costs from its stored per-round device
+timings with that statistic (``autoshard.pipeline.measure.restate``; the bench's default is ``min`` since
+stop 22, older files were reduced with the median); without it each file is read as it was written.
+
     .venv/bin/python benchmarks/suite_summary.py /tmp/suites/*/bench/results.json [--per-task rl]
 
 No measurement happens here: every number comes from the results files.
@@ -46,6 +50,8 @@ from autoshard.bench.summary import (
     task_costs_from_json,
     verdict,
 )
+from autoshard.pipeline.measure import restate_task
+from autoshard.pipeline.results import TaskResult
 
 
 def _first(load: Any) -> float:
@@ -58,9 +64,19 @@ def _suite_name(r: dict[str, Any]) -> str:
     return f"DLRM-{s['num_tables']} ({s['num_devices']})" if s["name"].startswith("dlrm") else s["name"]
 
 
+def restated(r: dict[str, Any], statistic: str | None) -> dict[str, Any]:
+    """``r`` with its measured costs reduced from the rounds by ``statistic`` (None: as written)."""
+    own = r.get("round_statistic", "median")
+    if statistic is None or statistic == own:
+        return {**r, "round_statistic": own}
+    tasks = [restate_task(TaskResult.from_json(t), statistic).to_json() for t in r["tasks"]]
+    return {**r, "tasks": tasks, "round_statistic": statistic}
+
+
 def summarise(r: dict[str, Any]) -> dict[str, Any]:
     """Ratios per algorithm and per task for one suite's results."""
     tasks = r["tasks"]
+    stat = r.get("round_statistic", "median")
     measured: list[dict[str, float]] = [
         {x["algorithm"]: x["measured"]["plan_ms"] for x in t["results"] if x["ok"] and x.get("measured")}
         for t in tasks]
@@ -68,7 +84,8 @@ def summarise(r: dict[str, Any]) -> dict[str, Any]:
     heur = [a for a in algos if is_heuristic(a)]
     best_fixed = min(heur, key=lambda a: geomean([m[a] for m in measured if a in m]) or math.inf)
     per_task_best = [min(m[a] for a in heur if a in m) for m in measured]
-    out: dict[str, Any] = {"name": _suite_name(r), "tasks": len(tasks), "best_fixed": best_fixed,
+    out: dict[str, Any] = {"name": _suite_name(r) + ("" if stat == "median" else f", {stat}"),
+                           "tasks": len(tasks), "best_fixed": best_fixed,
                            "vs_oracle": {}, "vs_fixed": {}, "per_task": {}}
     for a in algos:
         ok = [(m[a], b, m[best_fixed]) for m, b in zip(measured, per_task_best) if a in m]
@@ -80,12 +97,13 @@ def summarise(r: dict[str, Any]) -> dict[str, Any]:
     costs = [task_costs_from_json(t) for t in tasks]
     compared = {h for c in costs for h in c if is_heuristic(h)}
     torchrec = any(TORCHREC in c for c in costs)
-    out["vs_best_heuristic"] = {a: compare(costs, a, compared, "best heuristic") for a in algos if compared}
-    out["vs_torchrec"] = {a: compare(costs, a, {TORCHREC}, TORCHREC) for a in algos
+    out["vs_best_heuristic"] = {a: compare(costs, a, compared, "best heuristic", statistic=stat)
+                                for a in algos if compared}
+    out["vs_torchrec"] = {a: compare(costs, a, {TORCHREC}, TORCHREC, statistic=stat) for a in algos
                           if torchrec and a != TORCHREC}
     out["cross_fitted"] = {}
     for a in algos:
-        fitted = [x for x in (cross_fitted_ratio(c, a, compared) for c in costs) if x is not None]
+        fitted = [x for x in (cross_fitted_ratio(c, a, compared, stat) for c in costs) if x is not None]
         if not is_heuristic(a) and len(fitted) >= 2:
             low, high = geomean_interval(fitted)
             out["cross_fitted"][a] = (geomean(fitted), low, high, verdict(low, high), len(fitted))
@@ -188,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results", nargs="+", help="results.json files (or bench output directories)")
     ap.add_argument("--per-task", help="also list this algorithm's ratio on every task, e.g. rl")
+    ap.add_argument("--round-statistic", choices=["min", "median"],
+                    help="restate every file's costs from its stored rounds with this statistic")
     args = ap.parse_args(argv)
     suites = []
     for p in map(Path, args.results):
@@ -200,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         if r.get("kind") != "autoshard.bench":
             print(f"error: {path} is not an autoshard bench result", file=sys.stderr)
             return 2
-        suites.append(summarise(r))
+        suites.append(summarise(restated(r, args.round_statistic)))
     suites.sort(key=lambda s: (s["name"].startswith("DLRM"), len(s["name"]), s["name"]))
     print(render(suites, args.per_task))
     return 0

@@ -16,7 +16,15 @@ from autoshard.cli.main import main
 from autoshard.costs.analytical import AnalyticalCostModel
 from autoshard.costs.base import plan_cost
 from autoshard.errors import AutoshardError
-from autoshard.pipeline.measure import BenchConfig, measure_task, plan_task, run_bench, select_algorithms
+from autoshard.pipeline.measure import (
+    BenchConfig,
+    measure_task,
+    plan_task,
+    restate,
+    restate_task,
+    run_bench,
+    select_algorithms,
+)
 from autoshard.pipeline.results import AlgoResult, TaskResult
 from autoshard.planners.base import PLANNERS, PlannerOptions
 from autoshard.tasks import Task
@@ -93,29 +101,52 @@ def test_plan_task_records_failures_instead_of_stopping():
     assert not bad[0].ok and "give more memory" in bad[0].error
 
 
-def test_measure_task_dedupes_devices_interleaves_rounds_and_takes_the_median():
+@pytest.mark.parametrize("statistic, scale", [("median", 2.0), ("min", 1.0)])
+def test_measure_task_dedupes_devices_interleaves_rounds_and_takes_the_round_statistic(statistic, scale):
     task = _task()
     planned = plan_task(task, HEURISTICS, PlannerOptions(), None)
     evaluator = CountingModel(scales=(1.0, 3.0, 2.0))
-    measured = measure_task(task, planned, evaluator, rounds=3)
+    measured = measure_task(task, planned, evaluator, rounds=3, statistic=statistic)
     # one call per round, each with every distinct non-empty device of all plans once
     distinct = {tuple(sorted(d)) for r in planned for d in r.plan.device_shards(task) if d}
     assert evaluator.calls == [len(distinct)] * 3 and evaluator.instances == 3
     truth = AnalyticalCostModel()
     for r in measured:
         exact = plan_cost(truth, task, r.plan)
-        # median of the x1, x3, x2 rounds is x2, per device and component
+        # the x1, x3, x2 rounds: median x2, min x1, per device and component;
         # kernels and the device's own comm scale; the step's collectives are the comm model's, unscaled
-        np.testing.assert_allclose(r.measured.to_array(), 2.0 * exact.to_array())
+        np.testing.assert_allclose(r.measured.to_array(), scale * exact.to_array())
         kernels = exact.max_fwd_ms + exact.max_bwd_ms
         assert sorted(r.rounds_ms) == pytest.approx([k * kernels + exact.collectives_ms for k in (1, 2, 3)])
-        assert r.measured.plan_ms == pytest.approx(2 * kernels + exact.collectives_ms)
+        assert r.measured.plan_ms == pytest.approx(scale * kernels + exact.collectives_ms)
         assert r.plan.cost == r.measured
         # every round's per-device fwd/bwd is kept: round k measured x1, x3, x2
         arr = exact.to_array()
-        for rnd, scale in zip(r.device_rounds_ms, (1.0, 3.0, 2.0)):
-            np.testing.assert_allclose(np.array(rnd), scale * arr[:, :2])
+        for rnd, k in zip(r.device_rounds_ms, (1.0, 3.0, 2.0)):
+            np.testing.assert_allclose(np.array(rnd), k * arr[:, :2])
         assert AlgoResult.from_json(r.to_json()) == r
+
+
+def test_restate_rederives_a_result_with_another_round_statistic_from_its_stored_rounds():
+    task = _task()
+    planned = plan_task(task, HEURISTICS, PlannerOptions(), None)
+    by_median = measure_task(task, planned, CountingModel(scales=(1.0, 3.0, 2.0)), rounds=3,
+                             statistic="median")
+    by_min = measure_task(task, planned, CountingModel(scales=(1.0, 3.0, 2.0)), rounds=3, statistic="min")
+    for med, low in zip(by_median, by_min):
+        again = restate(med, "min")
+        # kernels restated; a device's own comm is kept as measured (this fake scales it per round too)
+        np.testing.assert_allclose(again.measured.to_array()[:, :2], low.measured.to_array()[:, :2])
+        assert again.measured.plan_ms == pytest.approx(low.measured.plan_ms)
+        assert again.plan.cost == again.measured and again.rounds_ms == med.rounds_ms
+        assert restate(med, "median").measured.plan_ms == pytest.approx(med.measured.plan_ms)
+    tr = TaskResult(task, tuple(by_median))
+    assert [r.measured.plan_ms for r in restate_task(tr, "min").results] == pytest.approx(
+        [r.measured.plan_ms for r in by_min])
+    with pytest.raises(AutoshardError, match="round statistic 'mean'"):
+        restate(by_median[0], "mean")
+    with pytest.raises(AutoshardError, match="round statistic"):
+        measure_task(task, planned, CountingModel(), rounds=1, statistic="max")
 
 
 def test_summary_ratios_geomeans_and_wins():

@@ -32,6 +32,7 @@ def test_tiny_suite_runs_end_to_end_then_resumes_from_cache(tmp_path, capsys):
     raw = json.loads((bench / "results.json").read_text())
     assert raw["host"]["cpu"] and raw["measure_settings"]["rows_cap"] == 5000
     assert raw["suite"]["name"] == "tiny" and raw["code"] == code_version()
+    assert raw["round_statistic"] == raw["suite"]["eval"]["round_statistic"] == "min"
     (task,) = raw["tasks"]
     ran = {r["algorithm"]: r for r in task["results"]}
     assert set(ran) == set(PLANNERS)  # every registered planner was run (rl with a policy trained here)
@@ -75,11 +76,12 @@ def test_bad_arguments_are_one_line_errors(tmp_path, capsys):
     assert main(["bench", "--suite", "tiny", "-o", str(tmp_path), "--algos", "size_greedy,nope"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "unknown algorithm(s) nope" in err
-    with pytest.raises(SystemExit) as exc:  # a parser error
-        main(["bench", "--suite", "tiny", "-o", str(tmp_path), "--backend", "nope"])
-    assert exc.value.code == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "--backend" in err
+    for flag, value in (("--backend", "nope"), ("--round-statistic", "mean")):
+        with pytest.raises(SystemExit) as exc:  # a parser error
+            main(["bench", "--suite", "tiny", "-o", str(tmp_path), flag, value])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err.strip()
+        assert flag in err.splitlines()[-1] and value in err.splitlines()[-1]
     assert main(["quickstart", "-o", str(tmp_path), "--tables", str(tmp_path / "missing.json")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--tables" in err and "no such file" in err

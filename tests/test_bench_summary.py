@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import re
 import sys
 from pathlib import Path
@@ -27,6 +28,7 @@ from autoshard.bench.summary import (
     verdict,
 )
 from autoshard.breakdown import PlanCost
+from autoshard.errors import AutoshardError
 from autoshard.pipeline.results import AlgoResult, TaskResult
 from autoshard.tasks import Task
 
@@ -205,6 +207,9 @@ def test_suite_summary_prints_interval_and_verdict_columns(tmp_path, capsys):
     assert "| old | x | 4 |" in out and "unit, 4 tasks" in out
     assert "Fewer than 10 tasks: the interval is wide" in out
     assert "4 of 4 tasks" in out and not re.search(r"-\d+(\.\d+)?%", out)
+    # restated with another round statistic (these results keep no device rounds: costs as written)
+    assert suite_summary.main([files[0], "--round-statistic", "min"]) == 0
+    assert "unit, min, 4 tasks" in capsys.readouterr().out
 
 
 def test_cross_fitted_ratio_does_not_bank_the_heuristics_noise():
@@ -233,6 +238,22 @@ def test_cross_fitted_ratio_needs_equal_rounds_and_sees_a_real_gap():
     assert cross_fitted_ratio({"a": (1.0, (1.0, 1.0))}, "x", {"a"}) is None
     t = {"a": (10.0, (10.0, 10.2, 9.9, 10.1)), "x": (8.0, (8.0, 8.1, 7.9, 8.0))}
     assert cross_fitted_ratio(t, "x", {"a"}) == pytest.approx(0.8, rel=0.02)
+
+
+def test_the_round_statistic_picks_and_prices_by_that_statistic():
+    # h's third round is slow (contention); a is steady. Rounds split even {0, 2} / odd {1}
+    t = {"h": (10.0, (10.0, 10.0, 30.0)), "a": (11.0, (11.0, 11.0, 11.0))}
+    # median: 11/10 one way, 11/20 (the median of 10 and 30) the other
+    assert cross_fitted_ratio(t, "a", {"h"}) == pytest.approx(math.sqrt(1.1 * 0.55))
+    # min: the slow round does not count, 11/10 both ways
+    assert cross_fitted_ratio(t, "a", {"h"}, "min") == pytest.approx(1.1)
+    # proportional rounds give the point ratio as the whole interval, whatever the statistic
+    tasks = [{"h": (9.0 * (i + 1), (9.0 * (i + 1), 10.0 * (i + 1), 12.0 * (i + 1))),
+              "a": (8.1 * (i + 1), (8.1 * (i + 1), 9.0 * (i + 1), 10.8 * (i + 1)))} for i in range(5)]
+    c = compare(tasks, "a", {"h"}, statistic="min")
+    assert c.ratio == c.low == pytest.approx(0.9) and c.high == pytest.approx(0.9)
+    with pytest.raises(AutoshardError, match="round statistic 'mean'"):
+        compare(tasks, "a", {"h"}, statistic="mean")
 
 
 def test_cross_fitted_ratio_has_an_interval_over_tasks_and_its_own_verdict():

@@ -239,6 +239,7 @@ def test_seq_bench_model_produces_ratios_and_resumes(tmp_path, capsys) -> None:
     (["--suite", "seq-2x2", "--cost-model", "analytical"], "--cost-model does not apply to sequence suites"),
     (["--suite", "seq-2x2", "--algos", "flexshard,lookup_greedy"], "--algos lookup_greedy"),
     (["--suite", "seq-2x2", "--test-tasks", "0"], "--test-tasks 0"),
+    (["--suite", "seq-2x2", "--round-statistic", "min"], "--round-statistic does not apply to sequence"),
 ])
 def test_seq_bench_errors_are_one_line(tmp_path, capsys, argv: list, match: str) -> None:
     assert main(["bench", *argv, "-o", str(tmp_path / "b")]) == 2

@@ -61,7 +61,7 @@ def test_evaluate_plan_measures_every_device() -> None:
     assert [c.source for c in cost.collectives] == ["modelled"] * 4
 
 
-def test_evaluate_plans_times_shared_devices_once_a_round_and_keeps_the_median(monkeypatch) -> None:
+def test_evaluate_plans_times_shared_devices_once_a_round_and_reduces_its_rounds(monkeypatch) -> None:
     task = Task(tuple(_tables()), (10**9,) * 3, batch_size=64)
     other = Plan((TablePlacement.table_wise("t0", 0, 16), TablePlacement.column_wise("t1", [0, 2], [8, 8]),
                   TablePlacement.table_wise("t2", 1, 16)), 3, "hand2", "small")
@@ -82,6 +82,8 @@ def test_evaluate_plans_times_shared_devices_once_a_round_and_keeps_the_median(m
     assert a.plan_ms == pytest.approx(a.max_fwd_ms + a.max_bwd_ms + a.collectives_ms)
     with pytest.raises(AutoshardError, match="rounds 0"):
         evaluate_plans(task, [other], FAST, COMM, rounds=0)
+    with pytest.raises(AutoshardError, match="round statistic 'mean': use one of min, median"):
+        evaluate_plans(task, [other], FAST, COMM, statistic="mean")
 
 
 def test_evaluate_validates_the_plan_first() -> None:

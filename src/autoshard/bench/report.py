@@ -165,7 +165,8 @@ def markdown(title: str, command: str, summaries: Sequence[AlgoSummary], results
         (f"Evaluator: {meta.get('evaluator', '?')}. Planning cost model: {meta.get('cost_model', '?')}. "
          f"Policy: {meta.get('policy', '-')}."),
         f"{n} test tasks" + (f" ({FEW_TASKS_NOTE})" if n < FEW_TASKS else "")
-        + f"; every plan of a task measured back-to-back in {meta.get('rounds', '?')} rounds, median kept."
+        + f"; every plan of a task measured back-to-back in {meta.get('rounds', '?')} rounds, the "
+        + f"{meta.get('round_statistic', 'median')} over rounds kept per device."
         + (f" Host load average (1 min) while measuring: {min(loads):.1f} to {max(loads):.1f} on "
            f"{host.get('cpu_count', '?')} CPUs (other processes slow timings down)." if loads else ""), "",
         (f"| algorithm | planned | cost ms (geomean) "

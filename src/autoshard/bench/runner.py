@@ -33,7 +33,8 @@ def run_suite(config: PipelineConfig, out_dir: str | Path, say: Say = log_line,
     ``out_dir/bench``."""
     pipeline = Pipeline(config, out_dir, say, progress)
     evaluation = pipeline.run()
-    summaries = summarize(evaluation.results, evaluation.algorithms)
+    summaries = summarize(evaluation.results, evaluation.algorithms,
+                          statistic=evaluation.meta.get("round_statistic", "median"))
     suite = config.suite
     files = write_report(evaluation.out_dir, title or f"{suite.name}: {suite.description}", config.command,
                          summaries, evaluation.results, evaluation.meta)

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from autoshard.costs.metrics import LEVEL, RESAMPLES, SEED, geomean_interval
+from autoshard.hardware.evaluator import combine_rounds
 from autoshard.pipeline.results import AlgoResult, TaskResult
 from autoshard.planners.base import PLANNERS
 
@@ -113,14 +114,20 @@ def verdict(low: float | None, high: float | None) -> str:
     return NO_CLEAR_DIFFERENCE
 
 
-def _round_factors(rounds: Sequence[float], idx: np.ndarray) -> np.ndarray:
-    """Per row of ``idx`` (resampled round indices): median of those rounds / median of all rounds."""
+def _stat(values: Any, statistic: str) -> float:
+    """One plan's rounds reduced by the run's round statistic (``hardware.evaluator.combine_rounds``)."""
+    return float(combine_rounds(np.asarray(values, dtype=np.float64), statistic))
+
+
+def _round_factors(rounds: Sequence[float], idx: np.ndarray, statistic: str) -> np.ndarray:
+    """Per row of ``idx`` (resampled round indices): the statistic of those rounds / that of all rounds."""
     arr = np.asarray(rounds, dtype=np.float64)
-    return np.median(arr[idx], axis=1) / float(np.median(arr))
+    return combine_rounds(arr[idx].T, statistic) / _stat(arr, statistic)
 
 
 def compare(tasks: Sequence[PlanCosts], algorithm: str, reference: Collection[str], label: str = "", *,
-            resamples: int = RESAMPLES, level: float = LEVEL, seed: int = SEED) -> Comparison:
+            resamples: int = RESAMPLES, level: float = LEVEL, seed: int = SEED,
+            statistic: str = "median") -> Comparison:
     """``algorithm``'s cost over the reference's on each task where both were measured (the reference cost
     of a task is the cheapest plan among ``reference``'s algorithms there), the geometric mean over those
     tasks, and a percentile bootstrap interval of that geometric mean.
@@ -131,8 +138,9 @@ def compare(tasks: Sequence[PlanCosts], algorithm: str, reference: Collection[st
     2. within each drawn task (every draw afresh), its measurement rounds: R round indices drawn with
        replacement, the same indices for every plan of the task when all have R rounds (the plans of a round
        were measured back-to-back, so a slow round slows them together), independently per plan otherwise.
-       Each plan's cost becomes its measured cost times median(resampled rounds) / median(all its rounds);
-       plans with fewer than 2 rounds (or a non-positive median) keep their measured cost.
+       Each plan's cost becomes its measured cost times S(resampled rounds) / S(all its rounds), S the run's
+       round ``statistic`` ('median' or 'min', how its measured costs were reduced from the rounds);
+       plans with fewer than 2 rounds (or a non-positive S) keep their measured cost.
     3. the reference is re-picked from the resampled costs (the cheapest of ``reference`` on that draw), so
        the oracle pick's advantage of taking a minimum of noisy costs is in the interval too.
 
@@ -159,7 +167,7 @@ def compare(tasks: Sequence[PlanCosts], algorithm: str, reference: Collection[st
         if m == 0:
             continue
         names = list(dict.fromkeys([a, *refs]))
-        noisy = [x for x in names if len(t[x][1]) > 1 and float(np.median(t[x][1])) > 0]
+        noisy = [x for x in names if len(t[x][1]) > 1 and _stat(t[x][1], statistic) > 0]
         lengths = {len(t[x][1]) for x in noisy}
         r0 = min(lengths, default=0)
         shared = rng.integers(0, r0, size=(m, r0)) if len(lengths) == 1 else None
@@ -170,7 +178,7 @@ def compare(tasks: Sequence[PlanCosts], algorithm: str, reference: Collection[st
                 continue
             r = len(t[x][1])
             idx = shared if shared is not None else rng.integers(0, r, size=(m, r))
-            cost[x] = t[x][0] * _round_factors(t[x][1], idx)
+            cost[x] = t[x][0] * _round_factors(t[x][1], idx, statistic)
         ref = np.min(np.stack([cost[x] for x in refs]), axis=0)
         logs[where] = np.log(cost[a] / ref)
     means = np.exp(logs.mean(axis=1))
@@ -178,15 +186,17 @@ def compare(tasks: Sequence[PlanCosts], algorithm: str, reference: Collection[st
     return Comparison(label, n, point, low, high, verdict(low, high), level, resamples)
 
 
-def cross_fitted_ratio(t: PlanCosts, algorithm: str, reference: Collection[str]) -> float | None:
+def cross_fitted_ratio(t: PlanCosts, algorithm: str, reference: Collection[str],
+                       statistic: str = "median") -> float | None:
     """``algorithm``'s cost over the reference's on one task, the reference picked on other rounds than those
     it is priced on.
 
     ``compare``'s point ratio divides by the minimum over the reference plans' medians, and a minimum of noisy
     costs is biased low: with several heuristics within noise of each other it banks their noise, so a plan
     equal to one of them scores above 1. Here the rounds are split into even and odd ones; the reference plan
-    cheapest by its median over one half is priced by its median over the other half, against the
-    algorithm's median over that same half; the two directions' log ratios are averaged. None when a plan has
+    cheapest by its ``statistic`` (the run's round statistic) over one half is priced by its statistic over
+    the other half, against the algorithm's over that same half; the two directions' log ratios are
+    averaged. None when a plan has
     fewer than 2 rounds or the plans' round counts differ (plans of a task are measured in the same rounds,
     so that happens only in older results)."""
     refs = [a for a in sorted(reference) if a in t]
@@ -199,8 +209,8 @@ def cross_fitted_ratio(t: PlanCosts, algorithm: str, reference: Collection[str])
     halves = (slice(0, None, 2), slice(1, None, 2))
     logs = []
     for pick, price in (halves, halves[::-1]):
-        best = min(refs, key=lambda x: float(np.median(rounds[x][pick])))
-        cost, ref = (float(np.median(rounds[x][price])) for x in (algorithm, best))
+        best = min(refs, key=lambda x: _stat(rounds[x][pick], statistic))
+        cost, ref = (_stat(rounds[x][price], statistic) for x in (algorithm, best))
         logs.append(math.log(cost / ref))
     return math.exp(sum(logs) / len(logs))
 
@@ -314,9 +324,10 @@ def _clear(a: AlgoResult, b: AlgoResult | None) -> int:
 
 
 def summarize(results: Sequence[TaskResult], algorithms: Sequence[str], *, resamples: int = RESAMPLES,
-              seed: int = SEED) -> list[AlgoSummary]:
+              seed: int = SEED, statistic: str = "median") -> list[AlgoSummary]:
     """Per algorithm: cost, ratios to the best heuristic of each task with their interval and verdict, the
-    same against torchrec, wins, ratios to the estimate, times, noise."""
+    same against torchrec, wins, ratios to the estimate, times, noise. ``statistic`` is the round statistic
+    the results' measured costs were reduced with (the bench records it; older results: 'median')."""
     best_heuristic: dict[str, float] = {}
     best_heuristic_result: dict[str, AlgoResult] = {}
     best_any: dict[str, float] = {}
@@ -346,13 +357,14 @@ def summarize(results: Sequence[TaskResult], algorithms: Sequence[str], *, resam
         noise = [(max(r.rounds_ms) - min(r.rounds_ms)) / statistics.median(r.rounds_ms) for _, r in ok
                  if r.rounds_ms and statistics.median(r.rounds_ms) > 0]
         gap = geomean(gaps)
-        fitted = [cross_fitted_ratio(t, algo, heuristics) for t in plan_costs] if heuristics else []
+        fitted = ([cross_fitted_ratio(t, algo, heuristics, statistic) for t in plan_costs]
+                  if heuristics else [])
         fitted_ok = [x for x in fitted if x is not None]
         clear = [_clear(r, best_heuristic_result.get(tr.task.name)) for tr, r in ok]
-        vs_heur = (compare(plan_costs, algo, heuristics, "best heuristic", resamples=resamples, seed=seed)
-                   if heuristics else None)
-        vs_torchrec = (compare(plan_costs, algo, {TORCHREC}, TORCHREC, resamples=resamples, seed=seed)
-                       if torchrec_ran and algo != TORCHREC else None)
+        vs_heur = (compare(plan_costs, algo, heuristics, "best heuristic", resamples=resamples, seed=seed,
+                           statistic=statistic) if heuristics else None)
+        vs_torchrec = (compare(plan_costs, algo, {TORCHREC}, TORCHREC, resamples=resamples, seed=seed,
+                               statistic=statistic) if torchrec_ran and algo != TORCHREC else None)
         out.append(AlgoSummary(
             algorithm=algo, heuristic=is_heuristic(algo), tasks_ok=len(ok), tasks_total=len(results),
             geomean_ms=geomean(ms), geomean_ratio_to_best_heuristic=geomean(ratios),

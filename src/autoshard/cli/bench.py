@@ -53,6 +53,9 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "(autoshard plan --measure-top K); the measuring counts as planning time")
     p.add_argument("--test-tasks", type=int, help="override the suite's number of test tasks")
     p.add_argument("--rounds", type=int, help="override the suite's measurement rounds per task")
+    p.add_argument("--round-statistic", choices=["min", "median"],
+                   help="how a device's rounds become its cost (default min: contention only adds time; "
+                        "median: the bench before stop 22)")
     p.add_argument("--time-limit", type=float, help="override the searching planners' seconds per task")
     p.add_argument("--profile-samples", type=int, help="override the shards profiled to train the cost model")
     p.add_argument("--policy-iterations", type=int, help="override the policy's training iterations")
@@ -128,7 +131,7 @@ def _run(args: argparse.Namespace, suite_name: str, out: str, command: str) -> i
     for flag, seconds in (("--time-limit", args.time_limit), ("--refresh-budget", args.refresh_budget)):
         if seconds is not None and not 0 < seconds < float("inf"):
             raise AutoshardError(f"{flag} {seconds} must be a positive number of seconds")
-    ev = with_overrides(suite.eval, rounds=args.rounds)
+    ev = with_overrides(suite.eval, rounds=args.rounds, round_statistic=args.round_statistic)
     training = with_overrides(suite.training, profile_samples=args.profile_samples,
                               policy_iterations=args.policy_iterations, refresh_rounds=args.refresh_rounds,
                               refresh_tasks=args.refresh_tasks, refresh_budget_s=args.refresh_budget)
@@ -210,7 +213,7 @@ def _run_seq(args: argparse.Namespace, out: str) -> int:
         ("--comm", args.comm), ("--time-limit", args.time_limit), ("--profile-samples", args.profile_samples),
         ("--policy-iterations", args.policy_iterations), ("--refresh-rounds", args.refresh_rounds),
         ("--refresh-tasks", args.refresh_tasks), ("--refresh-budget", args.refresh_budget),
-        ("--device cuda", args.device != "cpu"),
+        ("--device cuda", args.device != "cpu"), ("--round-statistic", args.round_statistic),
         ("--backend torch", args.backend != "fbgemm"), ("--allow-other-hardware", args.allow_other_hardware))
         if value]
     if pooled_only:
@@ -243,7 +246,8 @@ def _reconstruct(args: argparse.Namespace, out: str) -> list[str]:
     for flag, value in (("--tables", args.tables), ("--cost-model", args.cost_model),
                         ("--policy", args.policy), ("--comm", args.comm),
                         ("--algos", args.algos), ("--test-tasks", args.test_tasks), ("--rounds", args.rounds),
-                        ("--time-limit", args.time_limit), ("--profile-samples", args.profile_samples),
+                        ("--round-statistic", args.round_statistic), ("--time-limit", args.time_limit),
+                        ("--profile-samples", args.profile_samples),
                         ("--policy-iterations", args.policy_iterations),
                         ("--refresh-rounds", args.refresh_rounds), ("--refresh-tasks", args.refresh_tasks),
                         ("--refresh-budget", args.refresh_budget)):

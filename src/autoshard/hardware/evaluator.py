@@ -42,6 +42,20 @@ T = TypeVar("T")
 
 SOURCE = "measured"
 
+ROUND_STATISTICS = ("min", "median")
+"""How a device's timings over the measurement rounds become its cost (``combine_rounds``)."""
+DEFAULT_ROUND_STATISTIC = "min"
+"""The minimum over rounds, per device and component. Why not the median: on a shared host the noise is
+one-sided (contention only adds time) and comes in episodes seconds long that slow every repeat of a
+timing, so neither the repeats' median nor a retry removes it, and the median of 3 rounds still keeps a
+slow round whenever two are slow. Measured (stop 22, AMD EPYC VM; every distinct device of a bench task
+timed in 9 rotated rounds, estimators compared over all 84 three-round subsets, each device relative to
+the subset's mean over devices, which is what a plan comparison sees): DLRM-50 (2) task 0, 12 devices,
+log-sd 0.072 (median of 3), 0.048 (min of 3), 0.048 (mean of 3); DLRM-20 (2) task 1, 12 devices, 0.037,
+0.022, 0.037 (docs/benchmarks.md, "Stop 22"). The minimum is the cost with the least contention, which
+is also what a dedicated accelerator sees; results record the statistic and older ones (median) are
+restated from their stored rounds (``pipeline.measure.restate``)."""
+
 Progress = Callable[[int, int], None]
 """Called with (devices done, devices in all) after each device is measured."""
 
@@ -148,6 +162,19 @@ def evaluate_plan(task: Task, plan: Plan, settings: MeasureSettings | None = Non
     return compose(kernels, steps, SOURCE)
 
 
+def check_round_statistic(statistic: str) -> str:
+    """``statistic`` if it is one of ``ROUND_STATISTICS``, else a one-line error."""
+    if statistic not in ROUND_STATISTICS:
+        raise AutoshardError(f"round statistic {statistic!r}: use one of {', '.join(ROUND_STATISTICS)}")
+    return statistic
+
+
+def combine_rounds(per_round: np.ndarray, statistic: str = DEFAULT_ROUND_STATISTIC) -> np.ndarray:
+    """``per_round`` (rounds, ...) reduced over its first axis by ``statistic`` ('min' or 'median')."""
+    check_round_statistic(statistic)
+    return np.min(per_round, axis=0) if statistic == "min" else np.median(per_round, axis=0)
+
+
 def rotated_rounds(items: Sequence[T], rounds: int, time_round: Callable[[list[T]], np.ndarray],
                    after_round: Callable[[int], None] | None = None) -> np.ndarray:
     """``(rounds, len(items), ...)``: every item timed once a round by ``time_round(order)`` (which returns
@@ -173,15 +200,17 @@ def rotated_rounds(items: Sequence[T], rounds: int, time_round: Callable[[list[T
 
 
 def evaluate_plans(task: Task, plans: Sequence[Plan], settings: MeasureSettings | None = None,
-                   comm: AlphaBeta = DEFAULT_COMM, rounds: int = 3) -> list[PlanCost]:
+                   comm: AlphaBeta = DEFAULT_COMM, rounds: int = 3,
+                   statistic: str = DEFAULT_ROUND_STATISTIC) -> list[PlanCost]:
     """Measure several plans of one task side by side: the distinct device contents of all of them timed in
     ``rounds`` rounds, a fresh evaluator each round and the order rotated (so no device is always timed first
-    after an idle gap), the median per device and component kept; a device two plans share is timed once a
-    round and both get that timing (timing them apart would only add noise between them). Collectives from
-    the network model. One timing of a device moves 4-13% on a shared host (docs/benchmarks.md): rounds
-    are what let plans a few percent apart be told apart."""
+    after an idle gap), the ``statistic`` over rounds (``combine_rounds``) per device and component kept; a
+    device two plans share is timed once a round and both get that timing (timing them apart would only add
+    noise between them). Collectives from the network model. One timing of a device moves 4-13% on a shared
+    host (docs/benchmarks.md): rounds are what let plans a few percent apart be told apart."""
     if rounds < 1:
         raise AutoshardError(f"rounds {rounds} must be >= 1")
+    check_round_statistic(statistic)
     for plan in plans:
         validate(plan, task)
     layouts = [plan.device_shards(task) for plan in plans]
@@ -197,13 +226,13 @@ def evaluate_plans(task: Task, plans: Sequence[Plan], settings: MeasureSettings 
         evaluator = MeasuredCostModel(settings, comm)
         return np.array([evaluator.compute_ms(task, unique[k]) for k in devices])
 
-    median = dict(zip(order, np.median(rotated_rounds(order, rounds, time_round), axis=0)))
+    combined = dict(zip(order, combine_rounds(rotated_rounds(order, rounds, time_round), statistic)))
     out = []
     for devs, ks in zip(layouts, keys):
         kernels = np.zeros((len(devs), 3))
         for g, k in enumerate(ks):
             if k is not None:
-                kernels[g, :2] = median[k]
+                kernels[g, :2] = combined[k]
         kernels[:, 2] = device_comm_ms(task, comm, device_volumes(task, devs))
         out.append(compose(kernels, plan_collectives(task, comm, devs), SOURCE))
     return out

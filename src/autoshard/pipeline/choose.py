@@ -4,9 +4,9 @@ best (``autoshard plan --measure-top K``).
 Candidates are the asked planner's plan and every heuristic's (so the result is never a plan the model
 merely liked better than a heuristic it mispriced), ranked by the planning model's predicted step cost; the
 K cheapest are measured side by side with the real evaluator (``hardware.evaluator.evaluate_plans``: their
-distinct devices timed in interleaved rounds, the median kept, a device plans share timed once a round;
-collectives from the comm model), and the cheapest measured plan is returned with the seconds the measuring
-took.
+distinct devices timed in interleaved rounds, the minimum over rounds kept, a device plans share timed once
+a round; collectives from the comm model), and the cheapest measured plan is returned with the seconds the
+measuring took.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ HEURISTICS = GUARD_HEURISTICS
 """The deterministic load-balancing heuristics every measured choice also considers (the guard's)."""
 
 MEASURE_ROUNDS = 3
-"""Rounds the candidates' devices are timed in (the bench's too): the median of 3 interleaved timings."""
+"""Rounds the candidates' devices are timed in (the bench's too): the minimum of 3 interleaved timings."""
 
 
 @dataclass(frozen=True)

@@ -116,13 +116,15 @@ def stage_evaluate(ctx: Context, k_comm: str, k_cost: str, cost_spec: str, k_pol
     # task itself is not in the key: run_bench reuses a result only for an equal task, so more test tasks
     # keep the ones measured.
     bench_key = stage_key({"algorithms": algorithms, "seed": s.seed, "time_limit_s": s.time_limit_s,
-                           "rounds": s.eval.rounds, "measure": settings.to_json(), "comm": comm.to_json(),
+                           "rounds": s.eval.rounds, "round_statistic": s.eval.round_statistic,
+                           "measure": settings.to_json(), "comm": comm.to_json(),
                            "models": [file_key(cost_spec), file_key(policy_path or "")],
                            "collectives": ctx.collectives()[0],
                            **({"planner_extra": extras} if extras else {})},
                           [k_comm, k_cost, k_policy])
     # measured collectives (if asked) on the comm stage's processes: NCCL only with a GPU per rank
-    config = BenchConfig(tuple(algorithms), options, rounds=s.eval.rounds, key=bench_key,
+    config = BenchConfig(tuple(algorithms), options, rounds=s.eval.rounds,
+                         round_statistic=s.eval.round_statistic, key=bench_key,
                          collectives=ctx.collectives()[0], comm_backend=ctx.comm_backend()[0],
                          pick_settings=settings, pick_comm=comm)
     tasks = load_tasks(str(ctx.out / "test_tasks.json"))
@@ -144,7 +146,8 @@ def stage_evaluate(ctx: Context, k_comm: str, k_cost: str, cost_spec: str, k_pol
         "planner_extra": extras,
         "cost_model": f"{cost_model.name} ({cost_spec}; comm: the evaluator's)",
         "policy": policy_path or "-",
-        "rounds": s.eval.rounds, "skipped": skipped, "stages": dict(ctx.status),
+        "rounds": s.eval.rounds, "round_statistic": s.eval.round_statistic, "skipped": skipped,
+        "stages": dict(ctx.status),
         "refresh": refresh_rounds(ctx),
         "command": ctx.config.command, "code": code_version(),
     }

@@ -6,7 +6,9 @@ Reads top to bottom:
    (no room, no policy, ...) is recorded with its one-line error. The planning cost model's prediction of
    each plan is kept to compare with the measurement.
 3. ``measure_task``: the distinct device contents of all plans of the task are timed back-to-back by the same
-   evaluator, in ``rounds`` rounds with the order rotated; the median per device and component is kept. Plans
+   evaluator, in ``rounds`` rounds with the order rotated; the minimum over rounds per device and component
+   is kept (``hardware.evaluator.DEFAULT_ROUND_STATISTIC`` says why; ``restate`` re-derives a result with
+   another statistic from its stored rounds). Plans
    that put the same tables on a device share its measurement, so identical devices compare identically.
    The step's collectives are the evaluator's comm model or, with ``collectives='measure'``, every plan's
    all-to-alls timed with its own splits on D processes (``measure_collectives``).
@@ -30,7 +32,13 @@ from autoshard.costs.base import CostModel, plan_cost
 from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.step import compose, plan_collectives
 from autoshard.errors import AutoshardError
-from autoshard.hardware.evaluator import measure_plans_collectives, rotated_rounds
+from autoshard.hardware.evaluator import (
+    DEFAULT_ROUND_STATISTIC,
+    check_round_statistic,
+    combine_rounds,
+    measure_plans_collectives,
+    rotated_rounds,
+)
 from autoshard.hardware.kernel import MeasureSettings
 from autoshard.io import read_json, write_json
 from autoshard.pipeline.choose import candidate_plans, measure_top
@@ -146,14 +154,16 @@ def measure_collectives(task: Task, results: Sequence[AlgoResult], comm: AlphaBe
 
 def measure_task(task: Task, results: Sequence[AlgoResult], make_evaluator: EvaluatorFactory, rounds: int,
                  progress: Progress = no_progress, collectives: str = "model",
-                 backend: str = "auto") -> list[AlgoResult]:
+                 backend: str = "auto", statistic: str = DEFAULT_ROUND_STATISTIC) -> list[AlgoResult]:
     """Measure every planned result of ``task``: its devices' kernels in ``rounds`` interleaved rounds, a
-    fresh evaluator each, and the step's collectives from the evaluator's comm model (``collectives=
-    'model'``) or timed on D processes (``'measure'``)."""
+    fresh evaluator each, reduced per device and component by ``statistic`` ('min' or 'median'), and the
+    step's collectives from the evaluator's comm model (``collectives='model'``) or timed on D processes
+    (``'measure'``)."""
     if collectives not in ("model", "measure"):
         raise AutoshardError(f"collectives {collectives!r}: use 'model' or 'measure'")
     if rounds < 1:
         raise AutoshardError(f"rounds {rounds} must be >= 1")
+    check_round_statistic(statistic)
     planned = [r for r in results if r.ok and r.plan is not None]
     layouts = {r.algorithm: [_device_key(d) for d in r.plan.device_shards(task)] for r in planned}
     unique = list(dict.fromkeys(k for devs in layouts.values() for k in devs if k))
@@ -170,7 +180,7 @@ def measure_task(task: Task, results: Sequence[AlgoResult], make_evaluator: Eval
     per_round = rotated_rounds(unique, rounds, time_round, lambda done: progress("measure", done, rounds))
     if not unique:
         per_round = np.zeros((rounds, 0, 3))
-    median = np.median(per_round, axis=0)
+    combined = combine_rounds(per_round, statistic)
     timed = (measure_collectives(task, results, comm, backend)
              if collectives == "measure" and comm is not None else {})
     out = []
@@ -179,7 +189,7 @@ def measure_task(task: Task, results: Sequence[AlgoResult], make_evaluator: Eval
             out.append(r)
             continue
         devs = layouts[r.algorithm]
-        med = np.array([median[index[k]] if k else np.zeros(3) for k in devs])
+        kernels = np.array([combined[index[k]] if k else np.zeros(3) for k in devs])
         steps = timed.get(r.algorithm) or (plan_collectives(task, comm, r.plan.device_shards(task))
                                             if comm is not None else ())
         # each round's step: that round's slowest fwd and bwd, plus the step's collectives
@@ -189,10 +199,30 @@ def measure_task(task: Task, results: Sequence[AlgoResult], make_evaluator: Eval
         device_rounds = tuple(
             tuple((float(per_round[rnd, index[k], 0]), float(per_round[rnd, index[k], 1]))
                   if k else (0.0, 0.0) for k in devs) for rnd in range(rounds))
-        measured = compose(med, steps, source)
+        measured = compose(kernels, steps, source)
         out.append(AlgoResult(r.algorithm, True, r.error, r.plan.with_cost(measured), r.predicted, measured,
                               rounds_ms, device_rounds))
     return out
+
+
+def restate(result: AlgoResult, statistic: str) -> AlgoResult:
+    """``result`` with its measured cost re-derived from its stored per-round device timings by another
+    round ``statistic`` (a results file of one statistic read as the other); the step's collectives and the
+    devices' own comm stay as measured. A result without stored rounds is returned as it is."""
+    check_round_statistic(statistic)
+    if result.measured is None or not result.device_rounds_ms:
+        return result
+    per_round = np.asarray(result.device_rounds_ms, dtype=np.float64)  # (rounds, devices, fwd/bwd)
+    kernels = result.measured.to_array().copy()
+    kernels[:, :2] = combine_rounds(per_round, statistic)
+    measured = compose(kernels, result.measured.collectives, result.measured.source)
+    plan = result.plan.with_cost(measured) if result.plan is not None else None
+    return replace(result, plan=plan, measured=measured)
+
+
+def restate_task(task_result: TaskResult, statistic: str) -> TaskResult:
+    """Every result of ``task_result`` restated (``restate``)."""
+    return replace(task_result, results=tuple(restate(r, statistic) for r in task_result.results))
 
 
 def compute_lower_bound(task: Task, model: CostModel) -> tuple[float | None, str]:
@@ -212,6 +242,8 @@ class BenchConfig:
     """Options every planner is built from (seed, cost model, policy, time limit)."""
     rounds: int = 3
     """Interleaved measurement rounds per task."""
+    round_statistic: str = DEFAULT_ROUND_STATISTIC
+    """How a device's rounds become its cost: 'min' (default; ``hardware.evaluator``) or 'median'."""
     lower_bound_on: str = "evaluator"
     """'evaluator': the bound is computed with the real evaluator (compared with measured costs);
     'planning': with the planning cost model (compared with predicted costs); 'none': skip."""
@@ -247,7 +279,7 @@ def run_bench(tasks: Sequence[Task], config: BenchConfig, make_evaluator: Evalua
         load_before = _load_average()
         measured = measure_task(task, planned, make_evaluator, config.rounds,
                                 lambda w, d, t, name=task.name: progress(f"measure {name}", d, t),
-                                config.collectives, config.comm_backend)
+                                config.collectives, config.comm_backend, config.round_statistic)
         lb, note, lb_model = None, "", ""
         if config.lower_bound_on == "evaluator":
             evaluator = make_evaluator()

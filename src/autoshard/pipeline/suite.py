@@ -11,6 +11,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from autoshard.hardware.evaluator import DEFAULT_ROUND_STATISTIC
 from autoshard.tasks import DEFAULT_BATCH_SIZE, DREAMSHARD_DEVICE_MEMORY
 
 FULL_POOL_TABLES = 400
@@ -55,10 +56,15 @@ class TrainingConfig:
 @dataclass(frozen=True)
 class EvalConfig:
     """How plans are measured. Real timings on a shared 2-vCPU host drift, so every algorithm's plan of one
-    task is timed back-to-back, the whole round repeated, and the median per device component is kept."""
+    task is timed back-to-back, the whole round repeated, and the rounds reduced per device component by
+    ``round_statistic``."""
 
     rounds: int = 3
-    """Rounds of timing all plans of a task (plan order rotated each round); the median round is reported."""
+    """Rounds of timing all plans of a task (plan order rotated each round)."""
+    round_statistic: str = DEFAULT_ROUND_STATISTIC
+    """How a device's rounds become its cost: 'min' (contention only adds time; measured to cut the noise
+    between devices by a third or more against the median: ``hardware.evaluator.DEFAULT_ROUND_STATISTIC``)
+    or 'median' (the bench's statistic before stop 22)."""
     warmup: int = 2
     """Untimed kernel iterations before each timing (MeasureSettings.warmup)."""
     repeats: int = 5
