@@ -10,10 +10,8 @@ with (the comm is the run's own fit, as in the bench). For every task and learne
 planner's measured plan P and the guard heuristics' plans with the model's mean and spread, and prints the
 geometric mean over tasks of the measured step over the per-task best heuristic's (the bench's ratio) of:
 
-- margin k: the guard's rule before stop 22, ``mean(P) + k x hypot(s(P), s(H*)) < mean(H*)`` (k = 1), H*
-  the heuristic the model prices cheapest: P's measured step if kept, else H*'s (since stop 22 the guard
-  takes the ensemble members' spread of the difference where both plans lie inside the support, which
-  needs P measured where the old guard discarded it: ``planners.guard``);
+- margin k: the guard's rule ``mean(P) + k x hypot(s(P), s(H*)) < mean(H*)`` (today k = 1), H* the
+  heuristic the model prices cheapest: P's measured step if kept, else H*'s;
 - reference rules (at k = 1): 'cheapest' (today), 'default' (the default heuristic unless another is
   predicted cheaper by more than the same margin), 'always' (the default heuristic), and H* itself.
 

@@ -7,29 +7,18 @@ than lookup_greedy while predicting itself 5-20% better. A planner cannot beat t
 must win by more than that error to be trusted.
 
 The rule (``guard_plan``): price the planner's plan P and every deterministic heuristic's plan H with the
-planning model's MEAN; let H* be the cheapest heuristic plan by that price. Keep P only if
+planning model's MEAN; let H* be the cheapest heuristic plan by that price, and let s(X) be the model's spread
+of plan X's step cost (the step priced at mean + 1 x spread per device, minus the step at the mean: an
+ensemble's disagreement, or the calibrated fallback's relative error on devices outside the training support;
+``costs.learned``). Keep P only if
 
-    mean(P) + k x s(P - H*) < mean(H*)
+    mean(P) + k x sqrt(s(P)^2 + s(H*)^2) < mean(H*)
 
-(k = ``PlannerOptions.extra['guard']``, default ``DEFAULT_GUARD_K`` = 1: one standard deviation of the
-predicted difference); otherwise return H* under the planner's name, and log why. s(P - H*), the model's
-uncertainty of the difference (``difference_spread_ms``):
-
-- *paired*, for an ensemble whose every device of both plans lies inside its training support: the standard
-  deviation over the members of step_m(P) - step_m(H*). Two plans of one task share most of their tables'
-  placements, and a member's error on what they share cancels in its difference; only disagreement about
-  what differs remains. Measured (stop 22, docs/benchmarks.md): on the 20 test tasks of DLRM-20 (2) and
-  DLRM-50 (2) this margin was 3-10x smaller than the independent one, and the 6 tasks where search's plan
-  beat its margin measured 0.899-1.005 of H*'s plan side by side (5 rounds each), where the independent
-  margin kept H* on all 20;
-- *independent* otherwise: sqrt(s(P)^2 + s(H*)^2), s(X) the model's spread of X's step (the step priced at
-  mean + 1 x spread per device, minus the step at the mean: an ensemble's disagreement, or the calibrated
-  fallback's relative error on devices outside the training support, which no member's difference carries;
-  ``costs.learned``), taking the two plans' errors as independent.
-
-A model without spread (the analytical one, a single network without support) has margin 0: the guard then
-only keeps whichever of P and the heuristics the model prices cheapest, which a planner's own search should
-already ensure. ``guard=0`` switches the guard off. Plans that tie on the
+(k = ``PlannerOptions.extra['guard']``, default ``DEFAULT_GUARD_K`` = 1: the difference's one-standard-
+deviation margin, taking the two plans' errors as independent); otherwise return H* under the planner's
+name, and log why. A model without spread (the analytical one, a single network without support) has
+margin 0: the guard then only keeps whichever of P and the heuristics the model prices cheapest, which a
+planner's own search should already ensure. ``guard=0`` switches the guard off. Plans that tie on the
 step (one device, say a hot table alone, bounds them all) are ranked by their devices' costs from the
 slowest down (leximax): the heuristics among themselves and, without a margin, the planner's plan against
 them.
@@ -41,8 +30,6 @@ import logging
 import math
 from dataclasses import dataclass, replace
 from typing import Any
-
-import numpy as np
 
 from autoshard.costs.base import CostModel, plan_cost
 from autoshard.costs.learned.risk import RiskPricedModel, offers_spread, risk_priced
@@ -72,16 +59,14 @@ class GuardDecision:
     heuristic_ms: float
     margin_ms: float
     kept_planner: bool
-    margin_kind: str = "independent"
-    """'paired' (the ensemble members' spread of the difference) or 'independent' (``guard_plan``)."""
 
     def describe(self) -> str:
         gain = self.heuristic_ms - self.planner_ms
         if self.kept_planner:
             return (f"{self.planner}: kept its plan (predicted {gain:.3f} ms below {self.heuristic}'s, more "
-                    f"than the model's {self.margin_kind} uncertainty {self.margin_ms:.3f} ms)")
+                    f"than the model's uncertainty {self.margin_ms:.3f} ms)")
         return (f"{self.planner}: kept {self.heuristic}'s plan (predicted gain {gain:.3f} ms of its own plan "
-                f"is within the model's {self.margin_kind} uncertainty {self.margin_ms:.3f} ms)")
+                f"is within the model's uncertainty {self.margin_ms:.3f} ms)")
 
 
 def parse_guard(value: Any) -> float:
@@ -111,33 +96,6 @@ def plan_spread_ms(model: CostModel, task: Task, plan: Plan, mean_ms: float | No
     return max(plan_cost(risk_priced(model, 1.0), task, plan).plan_ms - mean_ms, 0.0)
 
 
-def paired_spread_ms(model: CostModel, task: Task, plan: Plan, other: Plan) -> float | None:
-    """The standard deviation over ``model``'s ensemble members of step(plan) - step(other); None for a model
-    without members (fewer than 2) or where a device of either plan lies outside its training support (there
-    the fallback's error, which no member carries, has to count: ``difference_spread_ms``)."""
-    members = getattr(model, "member_models", None)
-    if not callable(members) or getattr(model, "ensemble_size", 1) < 2:
-        return None
-    outside = getattr(model, "out_of_support", None)
-    if callable(outside) and any(outside(task, p.device_shards(task)) for p in (plan, other)):
-        return None
-    diffs = [plan_cost(m, task, plan).plan_ms - plan_cost(m, task, other).plan_ms for m in members()]
-    return float(np.std(diffs, ddof=1))
-
-
-def difference_spread_ms(model: CostModel, task: Task, plan: Plan, other: Plan,
-                         means: tuple[float, float] | None = None) -> tuple[float, str]:
-    """The model's uncertainty of step(plan) - step(other) and its kind, 'paired' or 'independent' (module
-    docstring); ``means`` the two plans' mean steps if already priced."""
-    paired = paired_spread_ms(model, task, plan, other)
-    if paired is not None:
-        return paired, "paired"
-    mine, theirs = means if means is not None else (None, None)
-    independent = math.hypot(plan_spread_ms(model, task, plan, mine),
-                             plan_spread_ms(model, task, other, theirs))
-    return independent, "independent"
-
-
 def _leximax(cost: Any) -> tuple[float, ...]:
     """A plan's step, then its devices' fwd + bwd from the slowest down (rounded to 1 ns): plans tie on the
     step whenever one device (say, a hot table alone) bounds them all, and then the one whose other devices
@@ -157,11 +115,11 @@ def guard_plan(task: Task, plan: Plan, heuristics: dict[str, Plan], model: CostM
     own = plan_cost(model, task, plan)
     mine_key = _leximax(own)
     mine, best_ms = own.plan_ms, costs[best].plan_ms
-    spread, kind = difference_spread_ms(model, task, plan, heuristics[best], (mine, best_ms))
-    margin = k * spread
+    margin = k * math.hypot(plan_spread_ms(model, task, plan, mine),
+                            plan_spread_ms(model, task, heuristics[best], best_ms))
     # strictly cheaper by more than the margin; with no margin, a tie on the step goes to the better-balanced
     keep = mine_key[0] + margin < keys[best][0] or (margin == 0 and mine_key < keys[best])
-    decision = GuardDecision(plan.algorithm, mine, best, best_ms, margin, keep, kind)
+    decision = GuardDecision(plan.algorithm, mine, best, best_ms, margin, keep)
     if keep:
         return plan, decision
     return replace(heuristics[best], algorithm=plan.algorithm), decision
