@@ -45,16 +45,16 @@ SOURCE = "measured"
 ROUND_STATISTICS = ("min", "median")
 """How a device's timings over the measurement rounds become its cost (``combine_rounds``)."""
 DEFAULT_ROUND_STATISTIC = "min"
-"""The minimum over rounds, per device and component. Why not the median: on a shared host the noise is
-one-sided (contention only adds time) and comes in episodes seconds long that slow every repeat of a
-timing, so neither the repeats' median nor a retry removes it, and the median of 3 rounds still keeps a
-slow round whenever two are slow. Measured (stop 22, AMD EPYC VM; every distinct device of a bench task
-timed in 9 rotated rounds, estimators compared over all 84 three-round subsets, each device relative to
-the subset's mean over devices, which is what a plan comparison sees): DLRM-50 (2) task 0, 12 devices,
-log-sd 0.072 (median of 3), 0.048 (min of 3), 0.048 (mean of 3); DLRM-20 (2) task 1, 12 devices, 0.037,
-0.022, 0.037 (docs/benchmarks.md, "Stop 22"). The minimum is the cost with the least contention, which
-is also what a dedicated accelerator sees; results record the statistic and older ones (median) are
-restated from their stored rounds (``pipeline.measure.restate``)."""
+"""The minimum over rounds, per device and component. Why not the median: on a shared host the noise is one-
+sided (contention only adds time) and comes in episodes seconds long that slow every repeat of a timing, so
+neither the repeats' median nor a retry removes it, and the median of 3 rounds still keeps a slow round
+whenever two are slow. Measured (stop 22, AMD EPYC VM; every distinct device of a bench task timed in 9
+rotated rounds, estimators compared over all 84 three-round subsets, each device relative to the subset's
+mean over devices, which is what a plan comparison sees): DLRM-50 (2) task 0, 12 devices, log-sd 0.072
+(median of 3), 0.048 (min of 3), 0.049 (mean of 3); DLRM-20 (2) task 1, 12 devices, 0.037, 0.022, 0.039
+(``benchmarks/round_statistic.py``; docs/benchmarks.md, "Stop 22"). The minimum is the cost with the least
+contention, which is also what a dedicated accelerator sees; results record the statistic and older ones
+(median) are restated from their stored rounds (``pipeline.measure.restate``)."""
 
 Progress = Callable[[int, int], None]
 """Called with (devices done, devices in all) after each device is measured."""

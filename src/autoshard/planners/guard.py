@@ -16,12 +16,16 @@ ensemble's disagreement, or the calibrated fallback's relative error on devices 
 
 (k = ``PlannerOptions.extra['guard']``, default ``DEFAULT_GUARD_K`` = 1: the difference's one-standard-
 deviation margin, taking the two plans' errors as independent); otherwise return H* under the planner's
-name, and log why. A model without spread (the analytical one, a single network without support) has
-margin 0: the guard then only keeps whichever of P and the heuristics the model prices cheapest, which a
-planner's own search should already ensure. ``guard=0`` switches the guard off. Plans that tie on the
-step (one device, say a hot table alone, bounds them all) are ranked by their devices' costs from the
-slowest down (leximax): the heuristics among themselves and, without a margin, the planner's plan against
-them.
+name, and log why. Why not the members' spread of the difference step_m(P) - step_m(H*), which is 3-10x
+smaller (two plans share most placements): tried at stop 22, it let through plans the members agreed on and
+were all wrong about (3-5-table devices priced at half their time), and DLRM-10 (2)'s learned planners
+went from 1.016-1.022 to 1.045-1.085 of the best heuristic (docs/benchmarks.md, "Stop 22").
+
+A model without spread (the analytical one, a single network without support) has margin 0: the guard then
+only keeps whichever of P and the heuristics the model prices cheapest, which a planner's own search should
+already ensure. ``guard=0`` switches the guard off. Plans that tie on the step (one device, say a hot table
+alone, bounds them all) are ranked by their devices' costs from the slowest down (leximax): the heuristics
+among themselves and, without a margin, the planner's plan against them.
 """
 
 from __future__ import annotations
