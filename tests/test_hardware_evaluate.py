@@ -14,7 +14,13 @@ from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.step import device_comm_ms, device_volumes
 from autoshard.errors import AutoshardError, PlanError
 from autoshard.hardware import evaluator
-from autoshard.hardware.evaluator import MeasuredCostModel, evaluate_plan, evaluate_plans, rotated_rounds
+from autoshard.hardware.evaluator import (
+    MeasuredCostModel,
+    evaluate_plan,
+    evaluate_plan_rounds,
+    evaluate_plans,
+    rotated_rounds,
+)
 from autoshard.hardware.kernel import MeasureSettings
 from autoshard.plan import Plan, TablePlacement
 from autoshard.shards import ShardRef
@@ -61,6 +67,23 @@ def test_evaluate_plan_measures_every_device() -> None:
     assert [c.source for c in cost.collectives] == ["modelled"] * 4
 
 
+def test_evaluate_plan_rounds_times_every_device_each_round_and_keeps_the_statistic() -> None:
+    task = Task(tuple(_tables()), (10**9,) * 3, batch_size=64)
+    calls: list[tuple[int, int]] = []
+    cost, per_round = evaluate_plan_rounds(task, _plan(), FAST, COMM, rounds=3,
+                                           progress=lambda d, t: calls.append((d, t)))
+    assert per_round.shape == (3, 3, 2) and np.all(per_round[:, 2] == 0) and np.all(per_round[:, :2] > 0)
+    assert calls == [(k, 6) for k in range(1, 7)]  # 2 devices with shards x 3 rounds
+    np.testing.assert_allclose([[d.fwd_ms, d.bwd_ms] for d in cost.devices], per_round.min(axis=0))
+    assert cost.plan_ms == pytest.approx(cost.max_fwd_ms + cost.max_bwd_ms + cost.collectives_ms)
+    median, _ = evaluate_plan_rounds(task, _plan(), FAST, COMM, rounds=1, statistic="median")
+    assert median.source == "measured" and median.devices[2].total_ms == 0.0
+    with pytest.raises(AutoshardError, match="rounds 0"):
+        evaluate_plan_rounds(task, _plan(), FAST, COMM, rounds=0)
+    with pytest.raises(AutoshardError, match="round statistic 'max'"):
+        evaluate_plan(task, _plan(), FAST, COMM, statistic="max")
+
+
 def test_evaluate_plans_times_shared_devices_once_a_round_and_reduces_its_rounds(monkeypatch) -> None:
     task = Task(tuple(_tables()), (10**9,) * 3, batch_size=64)
     other = Plan((TablePlacement.table_wise("t0", 0, 16), TablePlacement.column_wise("t1", [0, 2], [8, 8]),
@@ -99,9 +122,11 @@ def test_evaluate_cli_prints_and_writes_json(tmp_path: Path, capsys) -> None:
     COMM.save(str(tmp_path / "comm_model.json"))
     out = tmp_path / "eval.json"
     assert main(["evaluate", "--plan", str(tmp_path / "plan.json"), "--tables", str(tmp_path / "tables.json"),
-                 "--comm-model", str(tmp_path / "comm_model.json"), "--json", str(out), *FAST_ARGS]) == 0
+                 "--comm-model", str(tmp_path / "comm_model.json"), "--json", str(out), "--rounds", "2",
+                 *FAST_ARGS]) == 0
     text = capsys.readouterr().out
     assert "step cost (measured)" in text and "fwd ms" in text
+    assert "kernels: the min of 2 round(s) per device; spread across rounds" in text
     d = json.loads(out.read_text())
     assert (d["kind"] == "autoshard.evaluation" and d["batch_size"] == 64
             and d["comm_model"]["source"] == "test")
@@ -119,6 +144,9 @@ def test_evaluate_cli_prints_and_writes_json(tmp_path: Path, capsys) -> None:
         assert len(c["sent_bytes"]) == 2 and sum(c["sent_bytes"]) == pytest.approx(sum(c["received_bytes"]))
     assert cols["replica_grads"]["ms"] == 0.0
     assert d["settings"]["repeats"] == 2 and d["host"]["hostname"]
+    rounds = np.array(d["device_rounds_ms"])
+    assert d["rounds"] == 2 and d["round_statistic"] == "min" and rounds.shape == (2, 2, 2)
+    assert [x["fwd_ms"] for x in devs] == pytest.approx(rounds[:, :, 0].min(axis=0))
 
 
 def test_evaluate_cli_bad_plan_exits_2_with_one_line(tmp_path: Path, capsys) -> None:

@@ -147,19 +147,51 @@ def measure_plan_collectives(task: Task, plan: Plan, comm: AlphaBeta, backend: s
 
 def evaluate_plan(task: Task, plan: Plan, settings: MeasureSettings | None = None,
                   comm: AlphaBeta = DEFAULT_COMM, progress: Progress | None = None,
-                  collectives: str = "model", backend: str = "auto") -> PlanCost:
-    """Validate ``plan`` against ``task`` (PlanError if it does not fit), then measure every device's kernels;
-    the step's collectives are the network model's (``collectives='model'``) or timed on D processes
-    (``'measure'``)."""
+                  collectives: str = "model", backend: str = "auto", rounds: int = 1,
+                  statistic: str = DEFAULT_ROUND_STATISTIC) -> PlanCost:
+    """Validate ``plan`` against ``task`` (PlanError if it does not fit), then measure every device's kernels
+    (``evaluate_plan_rounds``); the step's collectives are the network model's (``collectives='model'``) or
+    timed on D processes (``'measure'``)."""
+    return evaluate_plan_rounds(task, plan, settings, comm, progress, collectives, backend, rounds,
+                                statistic)[0]
+
+
+def evaluate_plan_rounds(task: Task, plan: Plan, settings: MeasureSettings | None = None,
+                         comm: AlphaBeta = DEFAULT_COMM, progress: Progress | None = None,
+                         collectives: str = "model", backend: str = "auto", rounds: int = 1,
+                         statistic: str = DEFAULT_ROUND_STATISTIC) -> tuple[PlanCost, np.ndarray]:
+    """``evaluate_plan``'s cost and every round's (rounds, devices, fwd/bwd) kernel timings: each device
+    with shards timed once a round, a fresh evaluator each round and the order rotated (``rotated_rounds``),
+    reduced per device and component by ``statistic``. ``progress(done, total)`` counts device timings."""
     validate(plan, task)
     if collectives not in ("model", "measure"):
         raise AutoshardError(f"collectives {collectives!r}: use 'model' or 'measure'")
-    model = MeasuredCostModel(settings, comm)
+    if rounds < 1:
+        raise AutoshardError(f"rounds {rounds} must be >= 1")
+    check_round_statistic(statistic)
     devices = plan.device_shards(task)
-    kernels = model.device_costs(task, devices, progress)
+    present = [g for g, shards in enumerate(devices) if shards]
+    done = [0]
+
+    def time_round(order: list[int]) -> np.ndarray:
+        model = MeasuredCostModel(settings, comm)
+        out = []
+        for g in order:
+            out.append(model.compute_ms(task, devices[g]))
+            done[0] += 1
+            if progress is not None:
+                progress(done[0], len(present) * rounds)
+        return np.array(out, dtype=np.float64).reshape(len(order), 2)
+
+    per_round = np.zeros((rounds, len(devices), 2))
+    if present:
+        per_round[:, present] = rotated_rounds(present, rounds, time_round)
+    kernels = np.zeros((len(devices), 3))
+    kernels[:, :2] = combine_rounds(per_round, statistic)
+    kernels[:, 2] = device_comm_ms(task, comm, device_volumes(task, devices))
     steps = (measure_plan_collectives(task, plan, comm, backend) if collectives == "measure"
              else plan_collectives(task, comm, devices))
-    return compose(kernels, steps, SOURCE)
+    return compose(kernels, steps, SOURCE), per_round
 
 
 def check_round_statistic(statistic: str) -> str:
