@@ -50,6 +50,7 @@ from autoshard.bench.summary import (
     task_costs_from_json,
     verdict,
 )
+from autoshard.hardware.evaluator import UNRECORDED_ROUND_STATISTIC
 from autoshard.pipeline.measure import restate_task
 from autoshard.pipeline.results import TaskResult
 
@@ -66,7 +67,7 @@ def _suite_name(r: dict[str, Any]) -> str:
 
 def restated(r: dict[str, Any], statistic: str | None) -> dict[str, Any]:
     """``r`` with its measured costs reduced from the rounds by ``statistic`` (None: as written)."""
-    own = r.get("round_statistic", "median")
+    own = r.get("round_statistic", UNRECORDED_ROUND_STATISTIC)
     if statistic is None or statistic == own:
         return {**r, "round_statistic": own}
     tasks = [restate_task(TaskResult.from_json(t), statistic).to_json() for t in r["tasks"]]
@@ -76,7 +77,7 @@ def restated(r: dict[str, Any], statistic: str | None) -> dict[str, Any]:
 def summarise(r: dict[str, Any]) -> dict[str, Any]:
     """Ratios per algorithm and per task for one suite's results."""
     tasks = r["tasks"]
-    stat = r.get("round_statistic", "median")
+    stat = r.get("round_statistic", UNRECORDED_ROUND_STATISTIC)
     measured: list[dict[str, float]] = [
         {x["algorithm"]: x["measured"]["plan_ms"] for x in t["results"] if x["ok"] and x.get("measured")}
         for t in tasks]
@@ -84,7 +85,8 @@ def summarise(r: dict[str, Any]) -> dict[str, Any]:
     heur = [a for a in algos if is_heuristic(a)]
     best_fixed = min(heur, key=lambda a: geomean([m[a] for m in measured if a in m]) or math.inf)
     per_task_best = [min(m[a] for a in heur if a in m) for m in measured]
-    out: dict[str, Any] = {"name": _suite_name(r) + ("" if stat == "median" else f", {stat}"),
+    name = _suite_name(r) + ("" if stat == UNRECORDED_ROUND_STATISTIC else f", {stat}")
+    out: dict[str, Any] = {"name": name,
                            "tasks": len(tasks), "best_fixed": best_fixed,
                            "vs_oracle": {}, "vs_fixed": {}, "per_task": {}}
     for a in algos:

@@ -25,6 +25,7 @@ from autoshard.bench.summary import (
     is_heuristic,
     task_costs,
 )
+from autoshard.hardware.evaluator import UNRECORDED_ROUND_STATISTIC
 from autoshard.io import ARTEFACT_VERSION, atomic_write_bytes, write_json
 from autoshard.pipeline.results import TaskResult
 
@@ -166,7 +167,7 @@ def markdown(title: str, command: str, summaries: Sequence[AlgoSummary], results
          f"Policy: {meta.get('policy', '-')}."),
         f"{n} test tasks" + (f" ({FEW_TASKS_NOTE})" if n < FEW_TASKS else "")
         + f"; every plan of a task measured back-to-back in {meta.get('rounds', '?')} rounds, the "
-        + f"{meta.get('round_statistic', 'median')} over rounds kept per device."
+        + f"{meta.get('round_statistic', UNRECORDED_ROUND_STATISTIC)} over rounds kept per device."
         + (f" Host load average (1 min) while measuring: {min(loads):.1f} to {max(loads):.1f} on "
            f"{host.get('cpu_count', '?')} CPUs (other processes slow timings down)." if loads else ""), "",
         (f"| algorithm | planned | cost ms (geomean) "

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from autoshard.bench.report import write_report
 from autoshard.bench.summary import summarize
+from autoshard.hardware.evaluator import UNRECORDED_ROUND_STATISTIC
 from autoshard.pipeline.context import PipelineConfig
 from autoshard.pipeline.progress import Progress, Say, log_line, no_progress
 from autoshard.pipeline.run import Pipeline
@@ -34,7 +35,7 @@ def run_suite(config: PipelineConfig, out_dir: str | Path, say: Say = log_line,
     pipeline = Pipeline(config, out_dir, say, progress)
     evaluation = pipeline.run()
     summaries = summarize(evaluation.results, evaluation.algorithms,
-                          statistic=evaluation.meta.get("round_statistic", "median"))
+                          statistic=evaluation.meta.get("round_statistic", UNRECORDED_ROUND_STATISTIC))
     suite = config.suite
     files = write_report(evaluation.out_dir, title or f"{suite.name}: {suite.description}", config.command,
                          summaries, evaluation.results, evaluation.meta)

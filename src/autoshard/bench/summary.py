@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from autoshard.costs.metrics import LEVEL, RESAMPLES, SEED, geomean_interval
-from autoshard.hardware.evaluator import combine_rounds
+from autoshard.hardware.evaluator import UNRECORDED_ROUND_STATISTIC, combine_rounds
 from autoshard.pipeline.results import AlgoResult, TaskResult
 from autoshard.planners.base import PLANNERS
 
@@ -127,7 +127,7 @@ def _round_factors(rounds: Sequence[float], idx: np.ndarray, statistic: str) -> 
 
 def compare(tasks: Sequence[PlanCosts], algorithm: str, reference: Collection[str], label: str = "", *,
             resamples: int = RESAMPLES, level: float = LEVEL, seed: int = SEED,
-            statistic: str = "median") -> Comparison:
+            statistic: str = UNRECORDED_ROUND_STATISTIC) -> Comparison:
     """``algorithm``'s cost over the reference's on each task where both were measured (the reference cost
     of a task is the cheapest plan among ``reference``'s algorithms there), the geometric mean over those
     tasks, and a percentile bootstrap interval of that geometric mean.
@@ -187,7 +187,7 @@ def compare(tasks: Sequence[PlanCosts], algorithm: str, reference: Collection[st
 
 
 def cross_fitted_ratio(t: PlanCosts, algorithm: str, reference: Collection[str],
-                       statistic: str = "median") -> float | None:
+                       statistic: str = UNRECORDED_ROUND_STATISTIC) -> float | None:
     """``algorithm``'s cost over the reference's on one task, the reference picked on other rounds than those
     it is priced on.
 
@@ -324,7 +324,7 @@ def _clear(a: AlgoResult, b: AlgoResult | None) -> int:
 
 
 def summarize(results: Sequence[TaskResult], algorithms: Sequence[str], *, resamples: int = RESAMPLES,
-              seed: int = SEED, statistic: str = "median") -> list[AlgoSummary]:
+              seed: int = SEED, statistic: str = UNRECORDED_ROUND_STATISTIC) -> list[AlgoSummary]:
     """Per algorithm: cost, ratios to the best heuristic of each task with their interval and verdict, the
     same against torchrec, wins, ratios to the estimate, times, noise. ``statistic`` is the round statistic
     the results' measured costs were reduced with (the bench records it; older results: 'median')."""

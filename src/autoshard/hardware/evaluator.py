@@ -44,6 +44,8 @@ SOURCE = "measured"
 
 ROUND_STATISTICS = ("min", "median")
 """How a device's timings over the measurement rounds become its cost (``combine_rounds``)."""
+UNRECORDED_ROUND_STATISTIC = "median"
+"""The statistic of results that do not record theirs (every bench run before stop 22)."""
 DEFAULT_ROUND_STATISTIC = "min"
 """The minimum over rounds, per device and component. Why not the median: on a shared host the noise is one-
 sided (contention only adds time) and comes in episodes seconds long that slow every repeat of a timing, so
@@ -171,21 +173,10 @@ def evaluate_plan_rounds(task: Task, plan: Plan, settings: MeasureSettings | Non
     check_round_statistic(statistic)
     devices = plan.device_shards(task)
     present = [g for g, shards in enumerate(devices) if shards]
-    done = [0]
-
-    def time_round(order: list[int]) -> np.ndarray:
-        model = MeasuredCostModel(settings, comm)
-        out = []
-        for g in order:
-            out.append(model.compute_ms(task, devices[g]))
-            done[0] += 1
-            if progress is not None:
-                progress(done[0], len(present) * rounds)
-        return np.array(out, dtype=np.float64).reshape(len(order), 2)
-
     per_round = np.zeros((rounds, len(devices), 2))
     if present:
-        per_round[:, present] = rotated_rounds(present, rounds, time_round)
+        per_round[:, present] = time_in_rounds(task, [devices[g] for g in present], settings, comm, rounds,
+                                               progress)
     kernels = np.zeros((len(devices), 3))
     kernels[:, :2] = combine_rounds(per_round, statistic)
     kernels[:, 2] = device_comm_ms(task, comm, device_volumes(task, devices))
@@ -205,6 +196,27 @@ def combine_rounds(per_round: np.ndarray, statistic: str = DEFAULT_ROUND_STATIST
     """``per_round`` (rounds, ...) reduced over its first axis by ``statistic`` ('min' or 'median')."""
     check_round_statistic(statistic)
     return np.min(per_round, axis=0) if statistic == "min" else np.median(per_round, axis=0)
+
+
+def time_in_rounds(task: Task, devices: Sequence[Sequence[ShardRef]], settings: MeasureSettings | None,
+                   comm: AlphaBeta, rounds: int, progress: Progress | None = None) -> np.ndarray:
+    """(rounds, devices, fwd/bwd) ms: every one of ``devices`` (non-empty shard lists) timed once a round,
+    a fresh evaluator each round, the order rotated (``rotated_rounds``); ``progress(done, total)`` after
+    each timing."""
+    done = 0
+
+    def time_round(order: list[int]) -> np.ndarray:
+        nonlocal done
+        evaluator = MeasuredCostModel(settings, comm)
+        out = []
+        for i in order:
+            out.append(evaluator.compute_ms(task, devices[i]))
+            done += 1
+            if progress is not None:
+                progress(done, len(devices) * rounds)
+        return np.array(out, dtype=np.float64).reshape(len(order), 2)
+
+    return rotated_rounds(list(range(len(devices))), rounds, time_round)
 
 
 def rotated_rounds(items: Sequence[T], rounds: int, time_round: Callable[[list[T]], np.ndarray],
@@ -253,12 +265,8 @@ def evaluate_plans(task: Task, plans: Sequence[Plan], settings: MeasureSettings 
             if k is not None:
                 unique.setdefault(k, list(d))
     order = list(unique)
-
-    def time_round(devices: list[tuple[object, ...]]) -> np.ndarray:
-        evaluator = MeasuredCostModel(settings, comm)
-        return np.array([evaluator.compute_ms(task, unique[k]) for k in devices])
-
-    combined = dict(zip(order, combine_rounds(rotated_rounds(order, rounds, time_round), statistic)))
+    per_round = time_in_rounds(task, [unique[k] for k in order], settings, comm, rounds)
+    combined = dict(zip(order, combine_rounds(per_round, statistic)))
     out = []
     for devs, ks in zip(layouts, keys):
         kernels = np.zeros((len(devs), 3))
