@@ -81,7 +81,7 @@ def test_bad_arguments_are_one_line_errors(tmp_path, capsys):
             main(["bench", "--suite", "tiny", "-o", str(tmp_path), flag, value])
         assert exc.value.code == 2
         err = capsys.readouterr().err.strip()
-        assert flag in err.splitlines()[-1] and value in err.splitlines()[-1]
+        assert len(err.splitlines()) == 1 and flag in err and value in err
     assert main(["quickstart", "-o", str(tmp_path), "--tables", str(tmp_path / "missing.json")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--tables" in err and "no such file" in err
