@@ -2,13 +2,14 @@
 rule for its reference heuristic, on a bench run's measured tasks: no new measurement is needed, because the
 guard returns either the planner's own plan P or a heuristic's plan, and the bench measured both.
 
-Run: .venv/bin/python benchmarks/guard_margin.py BENCH_DIR --cost-model CHECKPOINT [--k 0,1,2,3,4.86]
-                                                 [--default-heuristic size_lookup_greedy]
+Run: .venv/bin/python benchmarks/guard_margin.py BENCH_DIR|RESULTS_FILE --cost-model CHECKPOINT
+                                                 [--k 0,1,2,3,4.86] [--default-heuristic size_lookup_greedy]
 
-BENCH_DIR is a bench output's ``bench/`` (its ``results.json``); CHECKPOINT the cost model the run planned
-with (the comm is the run's own fit, as in the bench). For every task and learned planner it prices the
-planner's measured plan P and the guard heuristics' plans with the model's mean and spread, and prints the
-geometric mean over tasks of the measured step over the per-task best heuristic's (the bench's ratio) of:
+BENCH_DIR is a bench output's ``bench/`` (its ``results.json``), RESULTS_FILE such a file (plain or gzipped:
+``benchmarks/results/``); CHECKPOINT the cost model the run planned with (the comm is the run's own fit, as
+in the bench). For every task and learned planner it prices the planner's measured plan P and the guard
+heuristics' plans with the model's mean and spread, and prints the geometric mean over tasks of the measured
+step over the per-task best heuristic's (the bench's ratio) of:
 
 - margin k: the guard's rule ``mean(P) + k x hypot(s(P), s(H*)) < mean(H*)`` (today k = 1), H* the
   heuristic the model prices cheapest: P's measured step if kept, else H*'s;
@@ -23,7 +24,6 @@ k >= the run's, and for k below it they are those plans' (an upper bound on what
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
@@ -35,6 +35,7 @@ from autoshard.costs.base import plan_cost
 from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.learned import LearnedCostModel
 from autoshard.errors import AutoshardError
+from autoshard.io import read_json
 from autoshard.plan import Plan
 from autoshard.planners.guard import GUARD_HEURISTICS, GUARDED, _leximax, plan_spread_ms
 from autoshard.tasks import Task
@@ -91,26 +92,28 @@ def analyse(results: dict, model: LearnedCostModel, ks: list[float], default: st
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("bench", help="a bench output's bench/ directory (results.json)")
+    p.add_argument("bench", help="a bench output's bench/ directory (results.json), or a results file "
+                   "(plain or .json.gz, e.g. benchmarks/results/)")
     p.add_argument("--cost-model", required=True, help="the checkpoint the run planned with")
     p.add_argument("--k", default="0,1,2,3,4.86", help="guard margins to try (comma-separated)")
     p.add_argument("--default-heuristic", default="size_lookup_greedy", choices=GUARD_HEURISTICS)
     args = p.parse_args(argv)
     try:
-        path = Path(args.bench) / "results.json"
+        path = Path(args.bench) / "results.json" if Path(args.bench).is_dir() else Path(args.bench)
         if not path.is_file():
-            raise AutoshardError(f"{path}: no such file; give a bench output's bench/ directory")
+            raise AutoshardError(f"{path}: no such file; give a bench output's bench/ directory or its "
+                                 "results file")
         try:
             ks = [float(x) for x in args.k.split(",") if x.strip()]
         except ValueError:
             raise AutoshardError(f"--k {args.k!r}: give comma-separated numbers, e.g. 0,1,2") from None
         try:
-            results = json.loads(path.read_text())
+            results = read_json(path)
             c = results["comm"]
             comm = AlphaBeta(float(c["alpha_ms"]), float(c["bytes_per_ms"]), str(c.get("source", "")))
             if not all("results" in t and "task" in t for t in results["tasks"]):
                 raise KeyError("tasks[].results")
-        except (ValueError, KeyError, IndexError, TypeError) as e:
+        except (AutoshardError, ValueError, KeyError, IndexError, TypeError) as e:
             raise AutoshardError(f"{path}: not a finished bench's results.json ({type(e).__name__}: {e}); "
                                  "re-run 'autoshard bench' to finish it") from None
         model = LearnedCostModel.load(args.cost_model).with_comm(comm)

@@ -24,6 +24,7 @@ timings with that statistic (``autoshard.pipeline.measure.restate``; the bench's
 stop 22, older files were reduced with the median); without it each file is read as it was written.
 
     .venv/bin/python benchmarks/suite_summary.py /tmp/suites/*/bench/results.json [--per-task rl]
+    .venv/bin/python benchmarks/suite_summary.py benchmarks/results/*.json.gz    # the committed runs
 
 No measurement happens here: every number comes from the results files.
 """
@@ -31,7 +32,6 @@ No measurement happens here: every number comes from the results files.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
@@ -50,7 +50,9 @@ from autoshard.bench.summary import (
     task_costs_from_json,
     verdict,
 )
+from autoshard.errors import AutoshardError
 from autoshard.hardware.evaluator import UNRECORDED_ROUND_STATISTIC
+from autoshard.io import read_json
 from autoshard.pipeline.measure import restate_task
 from autoshard.pipeline.results import TaskResult
 
@@ -218,8 +220,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {path} not found; pass results.json files written by autoshard bench",
                   file=sys.stderr)
             return 2
-        r = json.loads(path.read_text())
-        if r.get("kind") != "autoshard.bench":
+        try:
+            r = read_json(path)  # plain or gzip-compressed (the archive in benchmarks/results/)
+        except AutoshardError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        if not isinstance(r, dict) or r.get("kind") != "autoshard.bench":
             print(f"error: {path} is not an autoshard bench result", file=sys.stderr)
             return 2
         suites.append(summarise(restated(r, args.round_statistic)))

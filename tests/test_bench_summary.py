@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
 import json
 import math
@@ -210,6 +211,25 @@ def test_suite_summary_prints_interval_and_verdict_columns(tmp_path, capsys):
     # restated with another round statistic (these results keep no device rounds: costs as written)
     assert suite_summary.main([files[0], "--round-statistic", "min"]) == 0
     assert "unit, min, 4 tasks" in capsys.readouterr().out
+
+
+def test_suite_summary_reads_a_gzipped_results_file_as_the_plain_one(tmp_path, capsys):
+    results = _tasks(4, 0.98, 0.10, 0.10, lower_bound=100.0, torchrec=1.0)
+    raw = raw_json(summarize(results, ["size_greedy", "random", "x", "torchrec"]), results,
+                   {"suite": {"name": "unit", "num_tables": 4, "num_devices": 1}})
+    text = json.dumps(raw)
+    (tmp_path / "results.json").write_text(text)
+    (tmp_path / "results.json.gz").write_bytes(gzip.compress(text.encode()))
+    suite_summary = _load_suite_summary()
+    assert suite_summary.main([str(tmp_path / "results.json")]) == 0
+    plain = capsys.readouterr().out
+    assert suite_summary.main([str(tmp_path / "results.json.gz")]) == 0
+    assert capsys.readouterr().out == plain and "| unit | x | 4 |" in plain
+    # a truncated archive: one line, no traceback
+    (tmp_path / "cut.json.gz").write_bytes(gzip.compress(text.encode())[:200])
+    assert suite_summary.main([str(tmp_path / "cut.json.gz")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and "cut.json.gz" in err and "\n" not in err
 
 
 def test_cross_fitted_ratio_does_not_bank_the_heuristics_noise():

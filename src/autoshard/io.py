@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
@@ -12,6 +13,8 @@ from typing import Any
 from autoshard.errors import AutoshardError
 
 ARTEFACT_VERSION = 1
+GZIP_MAGIC = b"\x1f\x8b"
+"""The first two bytes of a gzip stream: how ``read_json`` tells a compressed artefact from a plain one."""
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
@@ -43,7 +46,8 @@ def _reject_constant(name: str) -> float:
 
 def read_json(path: str | os.PathLike[str], kind: str | None = None,
               versions: tuple[int, ...] = (ARTEFACT_VERSION,)) -> dict[str, Any]:
-    """Read a JSON artefact; if ``kind`` is given, check the file says it is one, of one of ``versions``.
+    """Read a JSON artefact, plain or gzip-compressed (``.json.gz``, told by its magic bytes); if ``kind`` is
+    given, check the file says it is one, of one of ``versions``.
 
     Raises AutoshardError with one line for a missing file, malformed JSON, NaN/inf values, or the wrong kind.
     """
@@ -51,7 +55,12 @@ def read_json(path: str | os.PathLike[str], kind: str | None = None,
     if not p.is_file():
         raise AutoshardError(f"{p}: no such file; check the path")
     try:
-        obj = json.loads(p.read_text(), parse_constant=_reject_constant)
+        raw = p.read_bytes()
+        if raw[:2] == GZIP_MAGIC:
+            raw = gzip.decompress(raw)
+        obj = json.loads(raw.decode(), parse_constant=_reject_constant)
+    except (OSError, EOFError) as e:  # a truncated or corrupt gzip stream
+        raise AutoshardError(f"{p}: not a readable gzip file ({e}); copy or regenerate it") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise AutoshardError(f"{p}: not valid JSON ({e}); regenerate the file") from None
     except ValueError as e:
