@@ -6,7 +6,7 @@ Run: .venv/bin/python benchmarks/guard_margin.py BENCH_DIR|RESULTS_FILE --cost-m
                                                  [--k 0,1,2,3,4.86] [--default-heuristic size_lookup_greedy]
 
 BENCH_DIR is a bench output's ``bench/`` (its ``results.json``), RESULTS_FILE such a file (plain or gzipped:
-``benchmarks/results/``); CHECKPOINT the cost model the run planned with (the comm is the run's own fit, as
+``benchmarks/runs/``); CHECKPOINT the cost model the run planned with (the comm is the run's own fit, as
 in the bench). For every task and learned planner it prices the planner's measured plan P and the guard
 heuristics' plans with the model's mean and spread, and prints the geometric mean over tasks of the measured
 step over the per-task best heuristic's (the bench's ratio) of:
@@ -93,7 +93,7 @@ def analyse(results: dict, model: LearnedCostModel, ks: list[float], default: st
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("bench", help="a bench output's bench/ directory (results.json), or a results file "
-                   "(plain or .json.gz, e.g. benchmarks/results/)")
+                   "(plain or .json.gz, e.g. benchmarks/runs/)")
     p.add_argument("--cost-model", required=True, help="the checkpoint the run planned with")
     p.add_argument("--k", default="0,1,2,3,4.86", help="guard margins to try (comma-separated)")
     p.add_argument("--default-heuristic", default="size_lookup_greedy", choices=GUARD_HEURISTICS)

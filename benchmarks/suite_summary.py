@@ -24,7 +24,7 @@ timings with that statistic (``autoshard.pipeline.measure.restate``; the bench's
 stop 22, older files were reduced with the median); without it each file is read as it was written.
 
     .venv/bin/python benchmarks/suite_summary.py /tmp/suites/*/bench/results.json [--per-task rl]
-    .venv/bin/python benchmarks/suite_summary.py benchmarks/results/*.json.gz    # the committed runs
+    .venv/bin/python benchmarks/suite_summary.py benchmarks/runs/*.json.gz    # the committed runs
 
 No measurement happens here: every number comes from the results files.
 """
@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 2
         try:
-            r = read_json(path)  # plain or gzip-compressed (the archive in benchmarks/results/)
+            r = read_json(path)  # plain or gzip-compressed (the archive in benchmarks/runs/)
         except AutoshardError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
