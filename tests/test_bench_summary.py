@@ -30,6 +30,8 @@ from autoshard.bench.summary import (
 )
 from autoshard.breakdown import PlanCost
 from autoshard.errors import AutoshardError
+from autoshard.io import read_json
+from autoshard.pipeline.measure import restate_task
 from autoshard.pipeline.results import AlgoResult, TaskResult
 from autoshard.tasks import Task
 
@@ -317,3 +319,21 @@ def test_model_swap_same_day_refuses_a_missing_or_unfinished_run_in_one_line(tmp
         assert module.main([str(tmp_path), "--model", model]) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith("error:") and "\n" not in err
+
+
+RUNS = sorted((SCRIPT.parent / "runs").glob("*.json.gz"))
+
+
+@pytest.mark.parametrize("path", RUNS, ids=[p.name for p in RUNS])
+def test_every_archived_run_reads_and_restates_to_the_costs_it_stores(path: Path, capsys):
+    raw = read_json(path)
+    assert raw["kind"] == "autoshard.bench" and len(raw["tasks"]) >= 10
+    assert raw["command"].startswith("autoshard bench")
+    statistic = raw["round_statistic"]
+    for t in raw["tasks"]:
+        task_result = TaskResult.from_json(t)
+        for stored, again in zip(task_result.results, restate_task(task_result, statistic).results):
+            if stored.measured is not None:
+                assert again.measured.plan_ms == pytest.approx(stored.measured.plan_ms, rel=1e-9)
+    assert _load_suite_summary().main([str(path)]) == 0
+    assert f", {statistic}, {len(raw['tasks'])} tasks" in capsys.readouterr().out
