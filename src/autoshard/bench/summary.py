@@ -196,7 +196,10 @@ def cross_fitted_ratio(t: PlanCosts, algorithm: str, reference: Collection[str],
     equal to one of them scores above 1. Here the rounds are split into even and odd ones; the reference plan
     cheapest by its ``statistic`` (the run's round statistic) over one half is priced by its statistic over
     the other half, against the algorithm's over that same half; the two directions' log ratios are
-    averaged. None when a plan has
+    averaged. It is biased the other way where heuristics are within noise of each other: the reference is
+    then the heuristic a noisy half picked, not the truly cheapest, so this ratio sits below the true one as
+    ``compare``'s sits above it (stop 23, DLRM-10 (2): rl 1.044 against the oracle pick, 0.958 cross-fitted;
+    docs/benchmarks.md). Read the two as brackets, not the second as a win. None when a plan has
     fewer than 2 rounds or the plans' round counts differ (plans of a task are measured in the same rounds,
     so that happens only in older results)."""
     refs = [a for a in sorted(reference) if a in t]
