@@ -227,11 +227,14 @@ def test_suite_summary_reads_a_gzipped_results_file_as_the_plain_one(tmp_path, c
     plain = capsys.readouterr().out
     assert suite_summary.main([str(tmp_path / "results.json.gz")]) == 0
     assert capsys.readouterr().out == plain and "| unit | x | 4 |" in plain
-    # a truncated archive: one line, no traceback
-    (tmp_path / "cut.json.gz").write_bytes(gzip.compress(text.encode())[:200])
-    assert suite_summary.main([str(tmp_path / "cut.json.gz")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("error:") and "cut.json.gz" in err and "\n" not in err
+    # a truncated archive, and one with its compressed bytes damaged: one line each, no traceback
+    packed = gzip.compress(text.encode())
+    (tmp_path / "cut.json.gz").write_bytes(packed[:200])
+    (tmp_path / "bad.json.gz").write_bytes(packed[:20] + bytes(b ^ 0xFF for b in packed[20:60]) + packed[60:])
+    for name in ("cut.json.gz", "bad.json.gz"):
+        assert suite_summary.main([str(tmp_path / name)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error:") and name in err and "\n" not in err
 
 
 def test_cross_fitted_ratio_does_not_bank_the_heuristics_noise():

@@ -7,6 +7,7 @@ import json
 import math
 import os
 import tempfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -54,13 +55,14 @@ def read_json(path: str | os.PathLike[str], kind: str | None = None,
     p = Path(path)
     if not p.is_file():
         raise AutoshardError(f"{p}: no such file; check the path")
-    try:
-        raw = p.read_bytes()
-        if raw[:2] == GZIP_MAGIC:
+    raw = p.read_bytes()
+    if raw[:2] == GZIP_MAGIC:
+        try:
             raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as e:  # a truncated or corrupt gzip stream
+            raise AutoshardError(f"{p}: not a readable gzip file ({e}); copy or regenerate it") from None
+    try:
         obj = json.loads(raw.decode(), parse_constant=_reject_constant)
-    except (OSError, EOFError) as e:  # a truncated or corrupt gzip stream
-        raise AutoshardError(f"{p}: not a readable gzip file ({e}); copy or regenerate it") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise AutoshardError(f"{p}: not valid JSON ({e}); regenerate the file") from None
     except ValueError as e:
