@@ -145,6 +145,14 @@ def test_restate_rederives_a_result_with_another_round_statistic_from_its_stored
         [r.measured.plan_ms for r in by_min])
     with pytest.raises(AutoshardError, match="round statistic 'mean'"):
         restate(by_median[0], "mean")
+    # from some rounds only: round k measured x1, x3, x2, so rounds (1, 2) give the x2 round's kernels
+    for med, low in zip(by_median, by_min):
+        two = restate(med, "min", rounds=(1, 2))
+        np.testing.assert_allclose(two.measured.to_array()[:, :2], 2.0 * low.measured.to_array()[:, :2])
+        assert restate(med, "min", rounds=(0, 1, 2)).measured.plan_ms == pytest.approx(low.measured.plan_ms)
+    for bad in ((), (3,), (-1, 0)):
+        with pytest.raises(AutoshardError, match="not a non-empty selection of the result's 3 rounds"):
+            restate(by_median[0], "min", rounds=bad)
     with pytest.raises(AutoshardError, match="round statistic"):
         measure_task(task, planned, CountingModel(), rounds=1, statistic="max")
 

@@ -340,3 +340,36 @@ def test_every_archived_run_reads_and_restates_to_the_costs_it_stores(path: Path
                 assert again.measured.plan_ms == pytest.approx(stored.measured.plan_ms, rel=1e-9)
     assert _load_suite_summary().main([str(path)]) == 0
     assert f", {statistic}, {len(raw['tasks'])} tasks" in capsys.readouterr().out
+
+
+def test_reference_rounds_brackets_the_oracle_pick_on_an_archived_run(capsys):
+    module = _load_script(SCRIPT.parent / "reference_rounds.py")
+    path = SCRIPT.parent / "runs" / "s23-dlrm-10-2.json.gz"
+    raw = read_json(path)
+    out = module.analyse(raw, ["rl", "lookup_greedy", "size_lookup_greedy"], limit=200)
+    assert out["rounds"] == 3 and out["tasks"] == 10
+    summary = _load_suite_summary().summarise(raw)
+    for a, v in out["algos"].items():
+        # on all rounds the oracle is the bench's own ratio
+        assert v["oracle"][3] == pytest.approx(summary["vs_oracle"][a], rel=1e-9)
+        # a heuristic is never below the cheapest heuristic on the same rounds
+        if a != "rl":
+            assert all(r >= 1.0 for r in v["oracle"].values())
+        # picked on other rounds the reference is a noisy pick: the ratio falls below the oracle's
+        assert all(v["cross"][k] < v["oracle"][3] for k in (1, 2))
+    assert module.main([str(path), "--algos", "rl"]) == 0
+    text = capsys.readouterr().out
+    assert "| rl | " in text and "pick 2 / price 1 [95%]" in text
+
+
+def test_reference_rounds_refuses_bad_input_in_one_line(tmp_path, capsys):
+    module = _load_script(SCRIPT.parent / "reference_rounds.py")
+    assert module.main([str(tmp_path / "missing.json")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    bad = tmp_path / "results.json"
+    for text in ("not json", json.dumps({"tasks": [{"task": {}}]})):
+        bad.write_text(text)
+        assert module.main([str(bad)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error:") and "\n" not in err
+    assert module.main([str(bad), "--splits", "0"]) == 2

@@ -3,18 +3,22 @@
 What is measured: each collective is a (D, D) byte matrix whose entry ``[src, dst]`` is what rank ``src``
 sends rank ``dst`` (the diagonal is ignored: a rank's traffic to itself is a local copy, not communication).
 D processes on this host (``autoshard.hardware.multiprocess``: gloo over 127.0.0.1 on CPU, NCCL with one GPU
-per rank) each allocate, once per matrix, a uint8 send buffer of their row's bytes and a receive buffer of
-their column's bytes on their device, then run ``dist.all_to_all_single(out, inp, output_split_sizes,
-input_split_sizes)`` ``warmup + repeats`` times; before every run the ranks meet at a barrier so they start
-together, and each rank times its own call with ``time.perf_counter`` (CUDA synchronized before and after).
-Per rank the median over the timed runs is reported; the collective's time in a step is the slowest rank's
-in each run (every rank waits for the last one), median over runs. On a host with fewer cores than D (CPU
-processes under gloo) the processes share cores, so the measured times include that contention and can be
-slower than D separate devices would be. A training step has three such collectives, each one matrix: the
-input-id distribution (each rank sends the ids of its local batch to the ranks owning the tables they look
-up), the all-to-all of pooled outputs (each rank sends every other rank, for the shards it holds, the pooled
-rows of the receiver's local batch), and, in backward, the gradient all-to-all (the pooled-output matrix
-transposed).
+per rank) each allocate one uint8 send buffer and one receive buffer on their device, as large as their
+largest row and column, and time every matrix's ``dist.all_to_all_single(out, inp, output_split_sizes,
+input_split_sizes)`` on slices of them ``warmup + repeats`` times, *interleaved*: pass k runs every matrix
+once, starting at matrix k (rotated), so a slow spell of the host slows all matrices alike instead of the
+one timed in it. Before every run the ranks meet at a barrier so they start together, and each rank times
+its own call with ``time.perf_counter`` (CUDA synchronized before and after). Per rank the median over the
+timed runs is reported; the collective's time in a step is the slowest rank's in each run (every rank waits
+for the last one), median over runs. Why interleaved: timed matrix after matrix, two identical matrices of
+one call measured up to 1.4x apart (``benchmarks/collective_noise.py``; docs/benchmarks.md, "Stop 24"), a
+noise the bench's measurement rounds cannot average because it times each plan's collectives once. On a
+host with fewer cores than D (CPU processes under gloo) the processes share cores, so the measured times
+include that contention and can be slower than D separate devices would be. A training step has three such
+collectives, each one matrix: the input-id distribution (each rank sends the ids of its local batch to the
+ranks owning the tables they look up), the all-to-all of pooled outputs (each rank sends every other rank,
+for the shards it holds, the pooled rows of the receiver's local batch), and, in backward, the gradient
+all-to-all (the pooled-output matrix transposed).
 """
 
 from __future__ import annotations
@@ -33,6 +37,11 @@ from autoshard.hardware.multiprocess import (
     resolve_backend,
     run_on_ranks,
 )
+
+DEFAULT_REPEATS = 30
+"""Timed runs per matrix. Interleaved, 30 runs cut the spread between identical matrices of one call to a
+coefficient of variation of ~0.04, from ~0.14 with 10 runs timed matrix after matrix (stop 24, AMD EPYC VM,
+2 ranks, 64 KB-1.3 MB: ``benchmarks/collective_noise.py``); a bench task's collectives take ~1-3 s more."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +85,8 @@ def _check_matrices(matrices: Sequence[np.ndarray]) -> list[np.ndarray]:
 
 def _worker(ctx: RankContext, matrices: list[list[list[int]]], warmup: int,
             repeats: int) -> list[list[float]]:
-    """One rank: time every matrix's all-to-all; this rank's ms of each timed run, per matrix."""
+    """One rank: time every matrix's all-to-all, interleaved (module docstring); this rank's ms of each timed
+    run, per matrix."""
     import torch
     import torch.distributed as dist
 
@@ -88,30 +98,33 @@ def _worker(ctx: RankContext, matrices: list[list[list[int]]], warmup: int,
         if cuda:
             torch.cuda.synchronize(device)
 
-    times: list[list[float]] = []
-    for m in matrices:
-        send = [int(m[r][j]) for j in range(ctx.world_size)]  # diagonal already 0
-        recv = [int(m[i][r]) for i in range(ctx.world_size)]
-        inp = torch.ones(sum(send), dtype=torch.uint8, device=device)  # allocated once per matrix
-        out = torch.zeros(sum(recv), dtype=torch.uint8, device=device)  # zeros: pages touched before timing
-        runs: list[float] = []
-        for k in range(warmup + repeats):
+    sends = [[int(m[r][j]) for j in range(ctx.world_size)] for m in matrices]  # diagonal already 0
+    recvs = [[int(m[i][r]) for i in range(ctx.world_size)] for m in matrices]
+    # one buffer each way, sliced per matrix; zeros: pages touched before timing
+    inp = torch.ones(max((sum(x) for x in sends), default=0), dtype=torch.uint8, device=device)
+    out = torch.zeros(max((sum(x) for x in recvs), default=0), dtype=torch.uint8, device=device)
+    times: list[list[float]] = [[] for _ in matrices]
+    n = len(matrices)
+    for k in range(warmup + repeats):
+        for j in range(n):
+            i = (j + k) % n  # every rank runs the same order: it depends on k only
+            send, recv = sends[i], recvs[i]
             dist.barrier()
             sync()
             t0 = time.perf_counter()
-            dist.all_to_all_single(out, inp, recv, send)
+            dist.all_to_all_single(out[:sum(recv)], inp[:sum(send)], recv, send)
             sync()
             t1 = time.perf_counter()
             if k >= warmup:
-                runs.append((t1 - t0) * 1e3)
-        times.append(runs)
-        del inp, out
+                times[i].append((t1 - t0) * 1e3)
+    del inp, out
     dist.barrier()  # no rank leaves while another is still in the last collective
     return times
 
 
 def measure_all_to_alls(matrices: Sequence[np.ndarray], *, backend: str = "auto", warmup: int = 2,
-                        repeats: int = 10, timeout_s: float = DEFAULT_TIMEOUT_S) -> list[CollectiveTiming]:
+                        repeats: int = DEFAULT_REPEATS,
+                        timeout_s: float = DEFAULT_TIMEOUT_S) -> list[CollectiveTiming]:
     """Time each byte matrix's all-to-all on D local processes (one start for all); one timing per matrix.
 
     ``matrices[k][src, dst]`` is the bytes rank ``src`` sends rank ``dst`` in collective ``k`` (the diagonal

@@ -30,7 +30,7 @@ from autoshard.costs.step import (
     plan_collectives,
 )
 from autoshard.errors import AutoshardError
-from autoshard.hardware.collectives import measure_all_to_alls
+from autoshard.hardware.collectives import DEFAULT_REPEATS, measure_all_to_alls
 from autoshard.hardware.kernel import MeasureSettings, measure_shard
 from autoshard.plan import Plan, validate
 from autoshard.shards import ShardRef
@@ -122,7 +122,7 @@ class MeasuredCostModel:
 
 
 def measure_plans_collectives(task: Task, plans: Sequence[Plan], comm: AlphaBeta, backend: str = "auto",
-                               repeats: int = 10) -> list[tuple[CollectiveCost, ...]]:
+                               repeats: int = DEFAULT_REPEATS) -> list[tuple[CollectiveCost, ...]]:
     """Each plan's collectives with the all-to-alls timed on D local processes with the plan's own uneven
     splits (``hardware.collectives``), all plans in one process group; each keeps the network model's
     estimate beside the measurement. The replicas' all-reduce stays modelled."""
@@ -142,7 +142,7 @@ def measure_plans_collectives(task: Task, plans: Sequence[Plan], comm: AlphaBeta
 
 
 def measure_plan_collectives(task: Task, plan: Plan, comm: AlphaBeta, backend: str = "auto",
-                             repeats: int = 10) -> tuple[CollectiveCost, ...]:
+                             repeats: int = DEFAULT_REPEATS) -> tuple[CollectiveCost, ...]:
     """``measure_plans_collectives`` of one plan."""
     return measure_plans_collectives(task, [plan], comm, backend, repeats)[0]
 

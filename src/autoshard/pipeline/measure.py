@@ -205,14 +205,21 @@ def measure_task(task: Task, results: Sequence[AlgoResult], make_evaluator: Eval
     return out
 
 
-def restate(result: AlgoResult, statistic: str) -> AlgoResult:
+def restate(result: AlgoResult, statistic: str, rounds: Sequence[int] | None = None) -> AlgoResult:
     """``result`` with its measured cost re-derived from its stored per-round device timings by another
-    round ``statistic`` (a results file of one statistic read as the other); the step's collectives and the
-    devices' own comm stay as measured. A result without stored rounds is returned as it is."""
+    round ``statistic`` (a results file of one statistic read as the other), from the rounds of index
+    ``rounds`` only where given (a reference picked on some rounds and priced on others:
+    ``benchmarks/reference_rounds.py``); the step's collectives and the devices' own comm stay as measured.
+    A result without stored rounds is returned as it is."""
     check_round_statistic(statistic)
     if result.measured is None or not result.device_rounds_ms:
         return result
     per_round = np.asarray(result.device_rounds_ms, dtype=np.float64)  # (rounds, devices, fwd/bwd)
+    if rounds is not None:
+        if not rounds or not all(0 <= i < len(per_round) for i in rounds):
+            raise AutoshardError(f"restate: rounds {list(rounds)} are not a non-empty selection of the "
+                                 f"result's {len(per_round)} rounds")
+        per_round = per_round[list(rounds)]
     kernels = result.measured.to_array().copy()
     kernels[:, :2] = combine_rounds(per_round, statistic)
     measured = compose(kernels, result.measured.collectives, result.measured.source)
