@@ -22,6 +22,7 @@ from autoshard.bench.summary import (
     WORSE,
     AlgoSummary,
     Comparison,
+    best_fixed_heuristic,
     compare,
     cross_fitted_ratio,
     summarize,
@@ -373,3 +374,35 @@ def test_reference_rounds_refuses_bad_input_in_one_line(tmp_path, capsys):
         err = capsys.readouterr().err.strip()
         assert err.startswith("error:") and "\n" not in err
     assert module.main([str(bad), "--splits", "0"]) == 2
+
+
+def test_best_fixed_heuristic_is_the_paired_reference_without_the_oracle_pick():
+    # two heuristics take turns being cheapest; x always returns size_greedy's plan (the same costs)
+    tasks = [{"size_greedy": (10.0, ()), "lookup_greedy": ((9.7 if i % 2 == 0 else 10.5), ()),
+              "x": (10.0, ())} for i in range(8)]
+    assert best_fixed_heuristic(tasks) == "size_greedy"  # geomean 10 against sqrt(9.7 x 10.5) = 10.09
+    # against the per-task oracle a plan equal to the best fixed heuristic's still scores above 1 ...
+    oracle = compare(tasks, "x", {"size_greedy", "lookup_greedy"})
+    assert oracle.ratio == pytest.approx((10 / 9.7) ** 0.5) and oracle.verdict == WORSE
+    # ... against the best fixed heuristic it is exactly 1
+    fixed = compare(tasks, "x", {"size_greedy"})
+    assert fixed.ratio == pytest.approx(1.0) and fixed.verdict == NO_CLEAR_DIFFERENCE
+    # a heuristic measured on fewer tasks is not the fixed one, however cheap
+    partial = [dict(t) for t in tasks]
+    for t in partial[:2]:
+        del t["size_greedy"]
+    partial[2]["lookup_greedy"] = (1.0, ())
+    assert best_fixed_heuristic(partial) == "lookup_greedy"
+    assert best_fixed_heuristic([{"x": (1.0, ())}]) is None
+
+
+def test_summary_and_report_carry_the_best_fixed_comparison():
+    results = _tasks(10, 0.8, 0.02, 0.02)
+    s = _by_name(results)
+    assert s["size_greedy"].vs_best_fixed is None  # the best fixed heuristic itself
+    x = s["x"].vs_best_fixed
+    assert x is not None and x.reference == "size_greedy" and x.verdict == BETTER
+    assert AlgoSummary.from_json(s["x"].to_json()) == s["x"]
+    md = markdown("unit", "cmd", list(s.values()), results, {"rounds": 3})
+    assert "| vs best fixed heuristic (size_greedy) [interval] verdict |" in md
+    assert "vs the best fixed heuristic (size_greedy): **better**" in md
