@@ -92,12 +92,11 @@ def summarise(r: dict[str, Any]) -> dict[str, Any]:
     name = _suite_name(r) + ("" if stat == UNRECORDED_ROUND_STATISTIC else f", {stat}")
     out: dict[str, Any] = {"name": name,
                            "tasks": len(tasks), "best_fixed": best_fixed,
-                           "vs_oracle": {}, "vs_fixed": {}, "per_task": {}}
+                           "vs_oracle": {}, "per_task": {}}
     for a in algos:
-        ok = [(m[a], b, m[best_fixed]) for m, b in zip(measured, per_task_best) if a in m]
+        ok = [(m[a], b) for m, b in zip(measured, per_task_best) if a in m]
         out["per_task"][a] = [m.get(a, math.nan) / b for m, b in zip(measured, per_task_best)]
-        out["vs_oracle"][a] = geomean([c / b for c, b, _ in ok])
-        out["vs_fixed"][a] = geomean([c / f for c, _, f in ok])
+        out["vs_oracle"][a] = geomean([c / b for c, b in ok])
         if len(ok) < len(measured):
             out.setdefault("partial", {})[a] = f"{len(ok)}/{len(measured)}"
     compared = {h for c in costs for h in c if is_heuristic(h)}
@@ -106,8 +105,8 @@ def summarise(r: dict[str, Any]) -> dict[str, Any]:
                                 for a in algos if compared}
     out["vs_torchrec"] = {a: compare(costs, a, {TORCHREC}, TORCHREC, statistic=stat) for a in algos
                           if torchrec and a != TORCHREC}
-    out["vs_fixed_compared"] = {a: compare(costs, a, {best_fixed}, best_fixed, statistic=stat) for a in algos
-                                if a != best_fixed}
+    out["vs_fixed"] = {a: compare(costs, a, {best_fixed}, best_fixed, statistic=stat) for a in algos
+                       if a != best_fixed}
     out["cross_fitted"] = {}
     for a in algos:
         fitted = [x for x in (cross_fitted_ratio(c, a, compared, stat) for c in costs) if x is not None]
@@ -163,9 +162,10 @@ def render(suites: list[dict[str, Any]], per_task: str | None) -> str:
     for a in algos:
         cells = []
         for s in suites:
-            c = s["vs_fixed_compared"].get(a)
-            _, ratio, iv, word = _comparison(c)
-            cells.append(_cell(s["vs_fixed"].get(a)) if c is None or iv == "-" else f"{ratio} {iv} {word}")
+            _, ratio, iv, word = _comparison(s["vs_fixed"].get(a))
+            if a == s["best_fixed"]:
+                ratio, iv, word = "1.000", "-", ""
+            cells.append(ratio if iv == "-" else f"{ratio} {iv} {word}")
         lines.append(f"| {a} | " + " | ".join(cells) + " |")
     lines += ["", ("Ratio to the best heuristic picked without the oracle's bias (cross-fitted: picked on "
                    "half of each task's rounds, priced on the other), geometric mean, 95% bootstrap interval "

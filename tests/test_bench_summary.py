@@ -406,3 +406,16 @@ def test_summary_and_report_carry_the_best_fixed_comparison():
     md = markdown("unit", "cmd", list(s.values()), results, {"rounds": 3})
     assert "| vs best fixed heuristic (size_greedy) [interval] verdict |" in md
     assert "vs the best fixed heuristic (size_greedy): **better**" in md
+
+
+def test_collective_noise_reads_a_runs_collectives_and_refuses_bad_input_in_one_line(tmp_path, capsys):
+    module = _load_script(SCRIPT.parent / "collective_noise.py")
+    run = SCRIPT.parent / "runs" / "s24-dlrm-10-2-r9b.json.gz"
+    assert module.main(["--bench-run", str(run), "--tasks", ""]) == 0  # no task timed: the stored ratios only
+    assert "output-gradient all-to-all over 61 distinct plans: p10 0.90, median 1.02, p90 1.13" in (
+        capsys.readouterr().out)
+    for args in (["--bench-run", str(tmp_path / "missing.json")], ["--bench-run", str(run), "--tasks", "99"],
+                 ["--copies", "1"], ["--kb", "x"]):
+        assert module.main(args) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error:") and "\n" not in err

@@ -41,7 +41,8 @@ from autoshard.hardware.multiprocess import (
 DEFAULT_REPEATS = 30
 """Timed runs per matrix. Interleaved, 30 runs cut the spread between identical matrices of one call to a
 coefficient of variation of ~0.04, from ~0.14 with 10 runs timed matrix after matrix (stop 24, AMD EPYC VM,
-2 ranks, 64 KB-1.3 MB: ``benchmarks/collective_noise.py``); a bench task's collectives take ~1-3 s more."""
+2 ranks, 64 KB-1.3 MB: ``benchmarks/collective_noise.py``); a DLRM-10 (2) task's collectives took
+3.8-6.3 s where they took 3.0-5.0 s (``benchmarks/collective_noise.py --bench-run``)."""
 
 
 @dataclass(frozen=True)
