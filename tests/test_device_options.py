@@ -230,3 +230,66 @@ def test_planning_model_is_checked_against_the_kernel_settings(tmp_path: Path, c
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "backend" in err and "allow other hardware" in err
     assert not out.exists()
+
+
+def test_cuda_kernels_with_fewer_gpus_than_ranks_get_modelled_collectives(tmp_path: Path,
+                                                                         monkeypatch) -> None:
+    """One GPU for a 4-device task (the lent GPU host): CPU processes' gloo all-to-alls would time another
+    interconnect than the plan's, so auto models them; CPU kernels on enough cores still measure."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(context_mod.os, "cpu_count", lambda: 16)
+    suite = Suite(name="t", num_tables=2, num_devices=4)
+    mode, why = Context(PipelineConfig(suite, device="cuda"), tmp_path).collectives()
+    assert mode == "model" and "fewer GPUs" in why and "modelled" in why
+    assert Context(PipelineConfig(suite, device="cpu"), tmp_path).collectives()[0] == "measure"
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)  # a GPU per rank: NCCL, measured
+    assert Context(PipelineConfig(suite, device="cuda"), tmp_path).collectives()[0] == "measure"
+    forced = Context(PipelineConfig(suite, device="cuda", collectives="measure"), tmp_path)
+    assert forced.collectives() == ("measure", "--collectives measure")
+
+
+def test_bench_batch_size_and_estimate_reach_the_pipeline(tmp_path: Path, monkeypatch, capsys) -> None:
+    from autoshard.bench import runner
+
+    seen = []
+
+    def fake_run_suite(config, out_dir, **kwargs):
+        seen.append(config)
+        raise AutoshardError("stop before any stage")
+
+    monkeypatch.setattr(runner, "run_suite", fake_run_suite)
+    out = str(tmp_path / "run")
+    assert main(["bench", "--suite", "tiny", "-o", out, "--batch-size", "128", "--estimate", "none"]) == 2
+    (config,) = seen
+    assert config.suite.batch_size == 128 and config.estimate == "none"
+    assert "--batch-size 128" in config.command and "--estimate none" in config.command
+    assert main(["bench", "--suite", "tiny", "-o", out, "--batch-size", "0"]) == 2
+    assert "--batch-size 0 must be a positive integer" in capsys.readouterr().err
+    assert main(["bench", "--suite", "seq-2x4", "-o", out, "--estimate", "planning"]) == 2
+    assert "does not apply to sequence suites" in capsys.readouterr().err
+
+
+def test_default_algorithms_skip_planners_whose_package_is_missing(monkeypatch) -> None:
+    from autoshard.pipeline import measure
+
+    chosen, skipped = measure.select_algorithms(None)
+    assert "size_greedy" in chosen and not set(chosen) & set(skipped)
+    monkeypatch.setattr(measure, "PLANNER_PACKAGES", {"ilp": "autoshard_no_such_package"})
+    chosen, skipped = measure.select_algorithms(None)
+    assert "ilp" not in chosen and "autoshard_no_such_package missing" in skipped["ilp"]
+    assert measure.select_algorithms(["ilp"])[0] == ["ilp"]  # asked for by name: run, and fail per task
+
+
+def test_a_gpu_model_is_checked_by_its_gpu_and_plans_on_hosts_without_one() -> None:
+    from autoshard.costs.learned.compat import check_trained_host
+
+    gpu_host = {"device": "cuda", "cpu": "Intel(R) Xeon(R) Processor", "llc_bytes": 300, "gpu": "NVIDIA H200"}
+    trained_on = {"host": gpu_host}
+    check_trained_host(trained_on, {"device": "cuda", "cpu": "AMD EPYC", "llc_bytes": 32})  # no GPU here
+    check_trained_host(trained_on, {**gpu_host, "cpu": "AMD EPYC", "llc_bytes": 32})  # same GPU, other CPU
+    with pytest.raises(AutoshardError, match="gpu='NVIDIA H200' but this machine has 'NVIDIA H100"):
+        check_trained_host(trained_on, {**gpu_host, "gpu": "NVIDIA H100 80GB HBM3"})
+    cpu_host = {"device": "cpu", "cpu": "Intel(R) Xeon(R) Processor", "llc_bytes": 300}
+    with pytest.raises(AutoshardError, match="cpu="):
+        check_trained_host({"host": cpu_host}, {**cpu_host, "cpu": "AMD EPYC"})

@@ -52,6 +52,9 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "its model prices cheapest timed at planning time, the measured best kept "
                         "(autoshard plan --measure-top K); the measuring counts as planning time")
     p.add_argument("--test-tasks", type=int, help="override the suite's number of test tasks")
+    p.add_argument("--batch-size", type=int,
+                   help="override the per-device batch the kernels are timed at (default: the suite's, 2048 "
+                        "for the DLRM suites; the papers time 65536 on GPUs)")
     p.add_argument("--rounds", type=int, help="override the suite's measurement rounds per task")
     p.add_argument("--round-statistic", choices=["min", "median"],
                    help="how a device's rounds become its cost (default min: contention only adds time; "
@@ -73,6 +76,9 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="the step's all-to-alls: timed with every plan's own splits on D local processes "
                         "(measure), the comm model's estimate (model, labelled modelled), or auto (default): "
                         "measure only where each process gets a core or a GPU of its own")
+    g.add_argument("--estimate", choices=["evaluator", "planning", "none"], default="evaluator",
+                   help="the report's per-task cost estimate (not a bound): every table timed alone on the "
+                        "real kernels (evaluator, default), priced by the planning model, or none")
     g.add_argument("--allow-other-hardware", action="store_true",
                    help="plan with a --cost-model trained on other hardware or measure settings (device, "
                         "backend, optimizer, threads) anyway")
@@ -121,7 +127,7 @@ def _run(args: argparse.Namespace, suite_name: str, out: str, command: str) -> i
 
     suite = get_suite(suite_name)
     for flag, value in (("--test-tasks", args.test_tasks), ("--rounds", args.rounds),
-                        ("--profile-samples", args.profile_samples),
+                        ("--batch-size", args.batch_size), ("--profile-samples", args.profile_samples),
                         ("--policy-iterations", args.policy_iterations),
                         ("--refresh-tasks", args.refresh_tasks), ("--measure-top", args.measure_top)):
         if value is not None and value <= 0:
@@ -136,7 +142,7 @@ def _run(args: argparse.Namespace, suite_name: str, out: str, command: str) -> i
                               policy_iterations=args.policy_iterations, refresh_rounds=args.refresh_rounds,
                               refresh_tasks=args.refresh_tasks, refresh_budget_s=args.refresh_budget)
     suite = with_overrides(suite, num_test_tasks=args.test_tasks, time_limit_s=args.time_limit, eval=ev,
-                           training=training)
+                           training=training, batch_size=args.batch_size)
     algos = tuple(a.strip() for a in args.algos.split(",") if a.strip()) if args.algos else None
     check_device(args.device)
     check_backend(args.backend)
@@ -144,7 +150,7 @@ def _run(args: argparse.Namespace, suite_name: str, out: str, command: str) -> i
                             policy_path=args.policy, comm_path=args.comm, algorithms=algos, command=command,
                             device=args.device, backend=args.backend, collectives=args.collectives,
                             allow_other_hardware=args.allow_other_hardware,
-                            measure_top=args.measure_top or 0)
+                            measure_top=args.measure_top or 0, estimate=args.estimate)
     _check_inputs(args, algos, config)
     bars = _Bars()
     try:
@@ -210,11 +216,13 @@ def _run_seq(args: argparse.Namespace, out: str) -> int:
     suite = get_seq_suite(args.suite)
     pooled_only = [flag for flag, value in (
         ("--tables", args.tables), ("--cost-model", args.cost_model), ("--policy", args.policy),
-        ("--comm", args.comm), ("--time-limit", args.time_limit), ("--profile-samples", args.profile_samples),
+        ("--comm", args.comm), ("--time-limit", args.time_limit), ("--batch-size", args.batch_size),
+        ("--profile-samples", args.profile_samples),
         ("--policy-iterations", args.policy_iterations), ("--refresh-rounds", args.refresh_rounds),
         ("--refresh-tasks", args.refresh_tasks), ("--refresh-budget", args.refresh_budget),
         ("--device cuda", args.device != "cpu"), ("--round-statistic", args.round_statistic),
-        ("--backend torch", args.backend != "fbgemm"), ("--allow-other-hardware", args.allow_other_hardware))
+        ("--backend torch", args.backend != "fbgemm"), ("--estimate", args.estimate != "evaluator"),
+        ("--allow-other-hardware", args.allow_other_hardware))
         if value]
     if pooled_only:
         raise AutoshardError(f"{pooled_only[0]} does not apply to sequence suites: they plan FlexShard and "
@@ -246,6 +254,7 @@ def _reconstruct(args: argparse.Namespace, out: str) -> list[str]:
     for flag, value in (("--tables", args.tables), ("--cost-model", args.cost_model),
                         ("--policy", args.policy), ("--comm", args.comm),
                         ("--algos", args.algos), ("--test-tasks", args.test_tasks), ("--rounds", args.rounds),
+                        ("--batch-size", args.batch_size),
                         ("--round-statistic", args.round_statistic), ("--time-limit", args.time_limit),
                         ("--profile-samples", args.profile_samples),
                         ("--policy-iterations", args.policy_iterations),
@@ -253,7 +262,8 @@ def _reconstruct(args: argparse.Namespace, out: str) -> list[str]:
                         ("--refresh-budget", args.refresh_budget)):
         if value is not None:
             argv += [flag, str(value)]
-    for flag, value, default in (("--device", args.device, "cpu"), ("--backend", args.backend, "fbgemm")):
+    for flag, value, default in (("--device", args.device, "cpu"), ("--backend", args.backend, "fbgemm"),
+                                 ("--estimate", args.estimate, "evaluator")):
         if value != default:
             argv += [flag, value]
     if args.allow_other_hardware:

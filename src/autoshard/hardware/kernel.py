@@ -43,8 +43,8 @@ from typing import Any
 import numpy as np
 
 from autoshard.errors import AutoshardError
+from autoshard.hardware.lookup_cache import cached_lookups
 from autoshard.shards import ShardRef
-from autoshard.tables.lookups import sample_lookups
 from autoshard.tables.table import Precision
 from autoshard.tasks import Task
 
@@ -243,7 +243,7 @@ def _check_shards(task: Task, shards: Sequence[ShardRef]) -> None:
 
 def _fused_lookups(task: Task, shards: Sequence[ShardRef], rows: Sequence[int], seed: int) -> tuple[Any, Any]:
     """One batch for the fused op: per-table index/offset arrays concatenated table-major (FBGEMM's
-    layout)."""
+    layout). The tables' draws are kept for the next measurement (``lookup_cache``)."""
     import torch
 
     idx, off, base = [], [np.zeros(1, dtype=np.int64)], 0
@@ -252,11 +252,11 @@ def _fused_lookups(task: Task, shards: Sequence[ShardRef], rows: Sequence[int], 
         if s.row_start or s.row_end is not None:
             # a row shard serves the lookups that fall in its range (skew makes row shards unequal), folded
             # into its kept rows like a whole table's
-            lk = sample_lookups(table, task.batch_size, seed=seed).in_rows(
+            lk = cached_lookups(table, task.batch_size, seed).in_rows(
                 s.row_start, s.row_start + s.num_rows(table.rows))
             lk = type(lk)(lk.indices % r, lk.offsets)
         else:
-            lk = sample_lookups(table, task.batch_size, seed=seed, rows=r)
+            lk = cached_lookups(table, task.batch_size, seed, rows=r)
         if s.replica:
             # a data-parallel replica looks up its own rank's B / D samples only; the fused op needs the
             # same batch for every table, so the other samples' bags are empty

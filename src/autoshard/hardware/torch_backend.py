@@ -21,6 +21,9 @@ Backward applies the optimizer in place and returns no weight gradient, as the T
 - ``rowwise_adagrad`` (FBGEMM's ``EXACT_ROWWISE_ADAGRAD``): per touched row, ``g`` = the summed gradient row,
   ``state[i] += mean(g ** 2)``, ``weight[i] -= lr / (sqrt(state[i]) + eps) * g``.
 
+On CUDA the per-row sums of the backward are made in pieces of at most ``SEGMENT_PIECE`` lookups
+(``_segment_sums``): a row looked up a million times would otherwise be summed by one warp.
+
 The forward reads the ``T + 1`` table boundaries of ``offsets`` to the host (free on CPU; on CUDA a small
 synchronisation, made only when the shards have several distinct dims). fp16 weights are updated in fp16
 (round to nearest; FBGEMM rounds stochastically), which changes no timing.
@@ -46,6 +49,8 @@ DEFAULT_LEARNING_RATE = 0.01
 """FBGEMM TBE's default learning rate."""
 DEFAULT_EPS = 1.0e-8
 """FBGEMM TBE's default eps (row-wise Adagrad's denominator term); tests check it against FBGEMM."""
+SEGMENT_PIECE = 64
+"""Most lookups of one row summed by one bag of the CUDA backward's segment sum (``_segment_sums``)."""
 CPU_CHUNK_BYTES = 2 * 2**20
 """Summed-gradient rows handled at a time in the CPU backward (see ``FusedEmbeddingBags._update``)."""
 
@@ -111,6 +116,8 @@ class FusedEmbeddingBags(torch.nn.Module):
                 self.momenta.append(getattr(self, f"momentum{k}"))
         # one distinct dim: shift the indices by device kernels even on CPU (CUDA always does; tests set it)
         self.shift_on_device = False
+        # the backward's segment sums in pieces of at most SEGMENT_PIECE lookups (CUDA always; tests set it)
+        self.split_long_segments = False
         shift = torch.tensor(self.table_row_offset, dtype=torch.int64, device=device)
         self.register_buffer("row_shift", shift, persistent=False)
 
@@ -205,7 +212,8 @@ class FusedEmbeddingBags(torch.nn.Module):
         done by ``embedding_bag`` over the table-major output gradient), then update each touched row once.
         On CPU the rows are processed in chunks of ``CPU_CHUNK_BYTES`` of gradient: one (rows, dim) buffer
         per device's lookups would be tens of MB, and freshly allocated memory that large is page-faulted in
-        on every step, which cost more than the update itself (measured: ~30 ms per 86 MB at 1 thread).
+        on every step, which cost more than the update itself (measured: ~30 ms per 86 MB at 1 thread). On
+        CUDA (or with ``split_long_segments``) every row at once, its sum made in pieces (``_segment_sums``).
         """
         grad = grad.to(torch.float32).contiguous()
         for k, idx, off, batch in plan:
@@ -226,14 +234,14 @@ class FusedEmbeddingBags(torch.nn.Module):
             rows, counts = torch.unique_consecutive(sorted_rows, return_counts=True)
             segments = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
             bags = bag_of.index_select(0, order)
-            chunk = rows.numel() if grad.is_cuda else max(1, CPU_CHUNK_BYTES // (4 * g.dim))
+            if grad.is_cuda or self.split_long_segments:
+                self._apply_rows(k, rows.long(), _segment_sums(bags, grad_g, counts, segments))
+                continue
+            chunk = max(1, CPU_CHUNK_BYTES // (4 * g.dim))
             for a in range(0, rows.numel(), chunk):
                 b = min(a + chunk, rows.numel())
-                if (a, b) == (0, rows.numel()):
-                    r, seg, lookups = rows, segments, bags
-                else:
-                    lo, hi = int(segments[a]), int(segments[b])
-                    r, seg, lookups = rows[a:b], segments[a:b + 1] - lo, bags[lo:hi]
+                lo, hi = int(segments[a]), int(segments[b])
+                r, seg, lookups = rows[a:b], segments[a:b + 1] - lo, bags[lo:hi]
                 summed = F.embedding_bag(lookups, grad_g, seg, mode="sum", include_last_offset=True)
                 self._apply_rows(k, r.long(), summed)
 
@@ -250,6 +258,29 @@ class FusedEmbeddingBags(torch.nn.Module):
         state.index_copy_(0, rows, new_state)
         step = summed.mul_((-self.learning_rate / (new_state.sqrt() + self.eps)).unsqueeze(1))
         w.index_add_(0, rows, step.to(w.dtype))
+
+
+def _segment_sums(bags: torch.Tensor, grad_rows: torch.Tensor, counts: torch.Tensor,
+                  segments: torch.Tensor) -> torch.Tensor:
+    """Per distinct row, the sum of the gradient rows ``grad_rows[bags[j]]`` of its lookups (row ``i``'s are
+    ``bags[segments[i]:segments[i + 1]]``, ``counts[i]`` of them), summed in pieces of at most
+    ``SEGMENT_PIECE`` lookups, then the pieces added per row.
+
+    Why pieces: ``embedding_bag`` on CUDA sums a bag sequentially, one warp per bag, so a row looked up a
+    million times in a batch (a power-law table whose ids almost all hit one row) took ~150 ms where the
+    forward took 1 ms (the DLRM-50 pool at batch 16384 on an H200). FBGEMM's backward and torch's own
+    embedding backward split long segments the same way."""
+    pieces_per_row = (counts + SEGMENT_PIECE - 1) // SEGMENT_PIECE
+    n_pieces = int(pieces_per_row.sum())
+    row_of_piece = torch.repeat_interleave(torch.arange(counts.numel(), device=counts.device), pieces_per_row,
+                                           output_size=n_pieces)
+    first_piece = pieces_per_row.cumsum(0) - pieces_per_row  # each row's first piece
+    k_in_row = torch.arange(n_pieces, device=counts.device) - first_piece[row_of_piece]
+    starts = segments[:-1][row_of_piece] + k_in_row * SEGMENT_PIECE
+    offsets = torch.cat([starts, segments[-1:]])
+    partial = F.embedding_bag(bags, grad_rows, offsets, mode="sum", include_last_offset=True)
+    summed = torch.zeros(counts.numel(), grad_rows.shape[1], dtype=partial.dtype, device=partial.device)
+    return summed.index_add_(0, row_of_piece, partial)
 
 
 class _FusedLookup(torch.autograd.Function):

@@ -46,6 +46,10 @@ class PipelineConfig:
     ``model`` (the comm model's estimate, labelled modelled), or ``auto``: measure where every rank can have
     a core (or a GPU) of its own, else model (``Context.collectives``). Part of the bench key."""
 
+    estimate: str = "evaluator"
+    """The per-task cost estimate of the report (``planners.exact.lower_bound``, not a bound on the step):
+    ``evaluator`` times every table alone on the real kernels (a device's worth of extra measurements per
+    task), ``planning`` prices them with the planning cost model, ``none`` leaves it out."""
     measure_top: int = 0
     """Also bench every learned planner as ``<planner>+top<K>``: it and the heuristics plan, the K plans its
     model prices cheapest are timed here at planning time and the measured best is kept (``autoshard plan
@@ -95,15 +99,22 @@ class Context(StageCache):
 
     def collectives(self) -> tuple[str, str]:
         """'measure' or 'model' for this run, and why. ``auto`` measures only where each of the D processes
-        gets a core (CPU) or a GPU (NCCL) of its own: with more processes than cores, the ranks take turns on
-        the cores and a timed all-to-all mostly measures that contention (on this project's 2-vCPU machine, 8
-        processes timed near-identical collectives 2-9 ms apart)."""
+        gets a core (CPU kernels) or a GPU (cuda kernels, NCCL) of its own: with more processes than cores,
+        the ranks take turns on the cores and a timed all-to-all mostly measures that contention (on this
+        project's 2-vCPU machine, 8 processes timed near-identical collectives 2-9 ms apart); cuda kernels
+        with fewer GPUs than ranks get the comm model (CPU processes would time another interconnect)."""
         asked = self.config.collectives
         if asked != "auto":
             return asked, f"--collectives {asked}"
         d = self.suite.num_devices
         if self.comm_backend()[0] == "nccl":
             return "measure", f"auto: one GPU per rank ({d} ranks)"
+        if self.config.device == DeviceKind.CUDA.value:
+            # CPU processes' gloo all-to-alls next to GPU kernels would time another interconnect than the
+            # one the plan runs on; the comm model (--comm: a declared topology, or profile-comm on the
+            # GPUs) stands for it, and the report says modelled
+            return "model", (f"auto: fewer GPUs than the {d} ranks, so the all-to-alls are the comm model's "
+                             "(modelled), not timed per plan")
         cores = os.cpu_count() or 1
         if d <= cores:
             return "measure", f"auto: {d} processes on {cores} cores"

@@ -125,6 +125,7 @@ def stage_evaluate(ctx: Context, k_comm: str, k_cost: str, cost_spec: str, k_pol
     # measured collectives (if asked) on the comm stage's processes: NCCL only with a GPU per rank
     config = BenchConfig(tuple(algorithms), options, rounds=s.eval.rounds,
                          round_statistic=s.eval.round_statistic, key=bench_key,
+                         lower_bound_on=ctx.config.estimate,
                          collectives=ctx.collectives()[0], comm_backend=ctx.comm_backend()[0],
                          pick_settings=settings, pick_comm=comm)
     tasks = load_tasks(str(ctx.out / "test_tasks.json"))

@@ -18,6 +18,7 @@ Reads top to bottom:
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import time
@@ -73,14 +74,29 @@ def parse_measured_pick(name: str) -> tuple[str, int] | None:
     return base, int(k)
 
 
+PLANNER_PACKAGES = {"torchrec": "torchrec", "ilp": "ortools"}
+"""Planners that need a package beyond autoshard's core (which runs on torch alone), by the package."""
+
+
+def _installed(package: str) -> bool:
+    try:
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def select_algorithms(requested: Sequence[str] | None = None) -> tuple[list[str], dict[str, str]]:
     """The algorithms to run and {name: reason} for those skipped.
 
-    ``requested`` None means every registered planner. A requested name that is not registered is an error
+    ``requested`` None means every registered planner whose package is installed (TorchRec's planner needs
+    torchrec, which a GPU host with torch alone lacks); a requested name that is not registered is an error
     (a typo must not silently shrink a benchmark)."""
     registered = list(PLANNERS)
     if requested is None:
-        return registered, {}
+        missing = {name: f"not installed here ({package} missing; pip install {package})"
+                   for name, package in PLANNER_PACKAGES.items()
+                   if name in registered and not _installed(package)}
+        return [a for a in registered if a not in missing], missing
     unknown = [a for a in requested if (parse_measured_pick(a) or (a, 0))[0] not in PLANNERS]
     if unknown:
         raise AutoshardError(

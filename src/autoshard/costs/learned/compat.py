@@ -32,10 +32,21 @@ def describe_trained_hardware(trained_on: dict[str, Any], ensemble_size: int = 1
     return out if ensemble_size == 1 else f"{out}, ensemble of {ensemble_size}"
 
 
+GPU_HARDWARE_KEYS = ("device", "gpu")
+"""What identifies the hardware of a model timed on a GPU: the GPU prices the kernels, not the host's CPU."""
+
+
 def check_trained_host(trained_on: dict[str, Any], host: dict[str, Any], where: str = "cost model") -> None:
-    """Refuse a model trained on another machine (CPU/GPU model, cache size, device kind)."""
+    """Refuse a model trained on another machine (CPU/GPU model, cache size, device kind). A model of GPU
+    kernels is compared by its GPU alone, and a host that sees no GPU may use it: planning for a GPU cluster
+    happens on machines without one (the plan output names the GPU the model prices)."""
     mine = trained_on.get("host", {})
-    diff = [k for k in HARDWARE_KEYS if k in mine and k in host and mine[k] != host[k]]
+    keys = HARDWARE_KEYS
+    if mine.get("gpu"):
+        if not host.get("gpu"):
+            return
+        keys = GPU_HARDWARE_KEYS
+    diff = [k for k in keys if k in mine and k in host and mine[k] != host[k]]
     if diff:
         k = diff[0]
         raise AutoshardError(

@@ -1,0 +1,56 @@
+"""The GPU session's analysis scripts (benchmarks/gpu/) on its archived run: no GPU needed."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from autoshard.io import read_json, write_json
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN = ROOT / "benchmarks" / "runs" / "s25-gpu-h200-dlrm-50-4-b16384.json.gz"
+
+
+def _script(name: str):
+    path = ROOT / "benchmarks" / "gpu" / name
+    spec = importlib.util.spec_from_file_location(f"_{path.stem}_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.modules.pop(spec.name, None)
+    return module
+
+
+def test_device_errors_scores_the_stored_predictions_against_the_measurements(capsys) -> None:
+    module = _script("device_errors.py")
+    assert module.main([str(RUN), str(ROOT / "profiles" / "nvidia-h200" / "pool-dlrm50-b16384")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("400 measured devices; lookups-only fit on 792 profile records")
+    model = [float(x) for x in lines[3].split("|")[2:6]]
+    assert model[2] == pytest.approx(11.2, abs=0.05)  # docs/benchmarks.md, "Stop 25"
+
+
+def test_assemble_partial_makes_a_results_file_of_the_tasks_measured(tmp_path: Path, capsys) -> None:
+    module = _script("assemble_partial.py")
+    raw = read_json(RUN)
+    (tmp_path / "bench" / "tasks").mkdir(parents=True)
+    for t in raw["tasks"][:3]:
+        write_json(tmp_path / "bench" / "tasks" / f"{t['task']['name']}.json", t)
+    out = tmp_path / "partial.json"
+    argv = [str(tmp_path / "bench"), "--like", str(RUN), "--round-statistic", "min", "--command",
+            "autoshard bench --suite dlrm-50-4", "-o", str(out)]
+    assert module.main(argv) == 0
+    made = read_json(out)
+    assert len(made["tasks"]) == 3 and "stopped" in made["partial"] and made["suite"] == raw["suite"]
+    kept = {t["task"]["name"]: t for t in raw["tasks"][:3]}
+    for t in made["tasks"]:  # the same statistic: the stored costs unchanged
+        stored = [x["measured"]["plan_ms"] for x in kept[t["task"]["name"]]["results"] if x["ok"]]
+        assert [x["measured"]["plan_ms"] for x in t["results"] if x["ok"]] == pytest.approx(stored)
+    assert module.main([str(tmp_path / "none"), "--like", str(RUN), "--round-statistic", "min",
+                        "--command", "c", "-o", str(out)]) == 2
+    assert "no tasks/*.json" in capsys.readouterr().err
