@@ -54,3 +54,28 @@ def test_assemble_partial_makes_a_results_file_of_the_tasks_measured(tmp_path: P
     assert module.main([str(tmp_path / "none"), "--like", str(RUN), "--round-statistic", "min",
                         "--command", "c", "-o", str(out)]) == 2
     assert "no tasks/*.json" in capsys.readouterr().err
+
+
+def test_refresh_folds_turns_a_runs_devices_into_records_the_profile_loads(tmp_path: Path) -> None:
+    """benchmarks/refresh_folds.py's records (fine-tuning itself takes minutes: run the script for it)."""
+    import shutil
+
+    from autoshard.hardware.jsonl import append_jsonl
+    from autoshard.hardware.profile_dataset import load_dataset
+
+    path = ROOT / "benchmarks" / "refresh_folds.py"
+    spec = importlib.util.spec_from_file_location("_refresh_folds_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    raw = read_json(RUN)
+    records = module.device_records(raw, raw["tasks"][:2], module.FOLD_SEED_BASE)
+    assert len(records) == len({(r.tables, r.dims) for r in records}) > 8  # distinct devices, several plans
+    first = raw["tasks"][0]["results"][0]
+    assert any(r.fwd_ms == first["measured"]["devices"][0]["fwd_ms"] for r in records)
+    data = tmp_path / "profile"
+    shutil.copytree(ROOT / "profiles" / "nvidia-h200" / "pool-dlrm50-b16384", data)
+    for rec in records:
+        append_jsonl(data / "shards-folds.jsonl", rec.to_json())
+    loaded = load_dataset(data)
+    assert len(loaded.records) == 792 + len(records)
+    assert {t.name for r in records for t in r.own_tables()} <= set(loaded.pool.by_name())

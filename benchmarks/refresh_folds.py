@@ -1,0 +1,136 @@
+"""Would DreamShard's loop (measure the suite's own devices, refit, plan again) fix the model's pick? Tested
+on a finished bench run without measuring anything, cross-fitted over its tasks.
+
+    .venv/bin/python benchmarks/refresh_folds.py benchmarks/runs/s25-gpu-h200-dlrm-50-4-b16384.json.gz \
+        --profile profiles/nvidia-h200/pool-dlrm50-b16384 \
+        --cost-model benchmarks/gpu/cost-h200-dlrm50-b16384.pt
+
+The run measured every plan's devices (min over rounds). The tasks are split into ``--folds`` folds; for
+each fold, the devices of the OTHER folds' tasks become cost records (the run's host and measure settings,
+their own tables), added to ``--profile``'s records, and the cost model is fine-tuned on them
+(``costs.learned.fine_tune``, as ``autoshard fine-tune-cost``; ``--refit`` trains a new model from scratch
+instead, with the checkpoint's options). Then, on the fold's own tasks, which no refit saw, the guard's
+reference heuristic (the one the model prices cheapest, ``benchmarks/guard_margin.py``'s H*) is picked by
+the model before and after, and its measured step over the per-task best heuristic is printed: the pick
+the learned planners fall back to, and the one they lost by on the GPU (docs/benchmarks.md, "Stop 25").
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import math
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from autoshard.costs.comm import AlphaBeta
+from autoshard.costs.learned import LearnedCostModel
+from autoshard.costs.learned.fine_tune import FineTuneOptions, fine_tune
+from autoshard.errors import AutoshardError
+from autoshard.hardware.jsonl import append_jsonl
+from autoshard.hardware.profile_dataset import load_dataset
+from autoshard.hardware.profile_records import CostRecord, sample_id
+from autoshard.io import read_json
+from autoshard.plan import Plan
+from autoshard.tasks import Task
+
+FOLD_SEED_BASE = 950
+"""Sample-id seeds of the records made from the run's devices (``<base + fold>-<index>``), apart from the
+profile's (0-) and the refresh loop's."""
+
+
+def _guard_margin() -> Any:
+    path = Path(__file__).resolve().parent / "guard_margin.py"
+    spec = importlib.util.spec_from_file_location("_guard_margin", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def device_records(results: dict, tasks: list[dict], seed: int) -> list[CostRecord]:
+    """One record per distinct whole-table device of the tasks' measured plans (min over rounds)."""
+    settings = dict(results["measure_settings"])
+    host = {**results["host"], "rank": 0, "world_size": 1}
+    out: list[CostRecord] = []
+    seen: set[tuple] = set()
+    for t in tasks:
+        task = Task.from_json(t["task"])
+        for r in t["results"]:
+            if not r["ok"] or not r.get("measured"):
+                continue
+            plan = Plan.from_json(r["plan"])
+            for shards, m in zip(plan.device_shards(task), r["measured"]["devices"]):
+                if not shards or any(s.row_start or s.row_end is not None or s.replica for s in shards):
+                    continue
+                names = tuple(task.tables[s.table].name for s in shards)
+                dims = tuple(s.dim for s in shards)
+                if (names, dims) in seen:
+                    continue
+                seen.add((names, dims))
+                specs = tuple(task.tables[s.table].to_json() for s in shards)
+                out.append(CostRecord(sample_id(seed, len(out)), names, dims, task.batch_size,
+                                      float(m["fwd_ms"]), float(m["bwd_ms"]), 0.0, 0.0,
+                                      {**settings, "precision": task.precision.value}, host,
+                                      rows=tuple(min(task.tables[s.table].rows, int(settings["rows_cap"]))
+                                                 for s in shards),
+                                      real_rows=tuple(task.tables[s.table].rows for s in shards),
+                                      table_specs=specs))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("results", help="a finished bench's results file (results.json or .json.gz)")
+    p.add_argument("--profile", required=True, help="the profile the cost model was trained on")
+    p.add_argument("--cost-model", required=True, help="the checkpoint the run planned with")
+    p.add_argument("--folds", type=int, default=2)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    gm = _guard_margin()
+    try:
+        results = read_json(args.results)
+        tasks = results["tasks"]
+        if not 2 <= args.folds <= len(tasks):
+            raise AutoshardError(f"--folds {args.folds}: give 2 to {len(tasks)} (the run's tasks)")
+        c = results["comm"]
+        comm = AlphaBeta(float(c["alpha_ms"]), float(c["bytes_per_ms"]), str(c.get("source", "")))
+        base = LearnedCostModel.load(args.cost_model, allow_other_hardware=True).with_comm(comm)
+        before: list[float] = []
+        after: list[float] = []
+        for f in range(args.folds):
+            held = [t for i, t in enumerate(tasks) if i % args.folds == f]
+            seen = [t for i, t in enumerate(tasks) if i % args.folds != f]
+            records = device_records(results, seen, FOLD_SEED_BASE + f)
+            with tempfile.TemporaryDirectory() as tmp:
+                data = Path(tmp) / "profile"
+                shutil.copytree(args.profile, data)
+                for rec in records:
+                    append_jsonl(data / "shards-folds.jsonl", rec.to_json())
+                tuned = fine_tune(base, load_dataset(data), FineTuneOptions(seed=args.seed)).with_comm(comm)
+            fold = {**results, "tasks": held}
+            b = gm.analyse(fold, base, [1.0], "lookup_greedy")["rules"][("H*", "cheapest")]
+            a = gm.analyse(fold, tuned, [1.0], "lookup_greedy")["rules"][("H*", "cheapest")]
+            before += b
+            after += a
+            print(f"fold {f}: fine-tuned on {len(records)} devices of {len(seen)} tasks; on its {len(held)} "
+                  f"held-out tasks the model's cheapest heuristic measures {gm.geomean(b):.3f} of the best "
+                  f"before, {gm.geomean(a):.3f} after")
+    except AutoshardError as e:
+        print(f"refresh_folds: error: {e}", file=sys.stderr)
+        return 2
+    worse = sum(1 for x in after if x > 1.0 + 1e-9)
+    print(f"all {len(after)} tasks, each held out once: {gm.geomean(before):.3f} before, "
+          f"{gm.geomean(after):.3f} after (ratio of the measured step of the model's cheapest heuristic to "
+          f"the per-task best heuristic, geometric mean; after: not the best on {worse}); "
+          f"per task after: {', '.join(f'{x:.3f}' for x in after)}")
+    return 0 if all(math.isfinite(x) for x in after) and np.isfinite(gm.geomean(after)) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
