@@ -79,3 +79,17 @@ def test_refresh_folds_turns_a_runs_devices_into_records_the_profile_loads(tmp_p
     loaded = load_dataset(data)
     assert len(loaded.records) == 792 + len(records)
     assert {t.name for r in records for t in r.own_tables()} <= set(loaded.pool.by_name())
+
+
+def test_default_heuristic_folds_prices_the_rules_on_an_archived_run(capsys) -> None:
+    path = ROOT / "benchmarks" / "default_heuristic_folds.py"
+    spec = importlib.util.spec_from_file_location("_default_heuristic_folds_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    model = ROOT / "benchmarks" / "gpu" / "cost-h200-dlrm50-b16384.pt"
+    assert module.main([f"{RUN}={model}"]) == 0
+    row = capsys.readouterr().out.splitlines()[-1].split("|")
+    assert [x.strip() for x in row[2:6]] == ["10", "1.080", "1.015", "1.015"]  # docs/benchmarks.md, "Stop 25"
+    assert row[6].strip() == "lookup_greedy, lookup_greedy"
+    assert module.main([str(RUN)]) == 2
+    assert "RUN=CHECKPOINT" in capsys.readouterr().err
