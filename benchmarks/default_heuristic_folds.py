@@ -17,7 +17,6 @@ tasks (each task priced by the fold that did not choose), and the default each f
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -29,16 +28,12 @@ from autoshard.errors import AutoshardError
 from autoshard.io import read_json
 from autoshard.planners.guard import GUARD_HEURISTICS
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # guard_margin.py, beside this script
+import guard_margin
+
 RULES = ("cheapest", "default", "always")
 
 
-def _guard_margin():
-    path = Path(__file__).resolve().parent / "guard_margin.py"
-    spec = importlib.util.spec_from_file_location("_guard_margin", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def fixed_best(tasks: list[dict]) -> str:
@@ -51,7 +46,7 @@ def fixed_best(tasks: list[dict]) -> str:
 
 
 def analyse(results: dict, model: LearnedCostModel) -> tuple[dict[str, float], list[str]]:
-    gm = _guard_margin()
+    gm = guard_margin
     tasks = results["tasks"]
     picked: dict[str, list[float]] = {rule: [] for rule in RULES}
     chosen = []

@@ -18,13 +18,11 @@ the learned planners fall back to, and the one they lost by on the GPU (docs/ben
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import math
 import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -39,18 +37,14 @@ from autoshard.io import read_json
 from autoshard.plan import Plan
 from autoshard.tasks import Task
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # guard_margin.py, beside this script
+import guard_margin
+
 FOLD_SEED_BASE = 950
 """Sample-id seeds of the records made from the run's devices (``<base + fold>-<index>``), apart from the
 profile's (0-) and the refresh loop's."""
 
 
-def _guard_margin() -> Any:
-    path = Path(__file__).resolve().parent / "guard_margin.py"
-    spec = importlib.util.spec_from_file_location("_guard_margin", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def device_records(results: dict, tasks: list[dict], seed: int) -> list[CostRecord]:
@@ -92,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--folds", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
-    gm = _guard_margin()
+    gm = guard_margin
     try:
         results = read_json(args.results)
         tasks = results["tasks"]

@@ -77,3 +77,18 @@ def tables_file(tmp_path, tables) -> str:
     path = str(tmp_path / "tables.json")
     TablePool.from_tables(tables).save(path)
     return path
+
+
+def load_script(path: Path):
+    """A benchmarks/ script as a module (they are scripts, not a package)."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(f"_{path.stem}_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.modules.pop(spec.name, None)
+    return module

@@ -4,11 +4,9 @@
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 import math
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +33,7 @@ from autoshard.io import read_json
 from autoshard.pipeline.measure import restate_task
 from autoshard.pipeline.results import AlgoResult, TaskResult
 from autoshard.tasks import Task
+from tests.conftest import load_script
 
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "suite_summary.py"
 TABLES = tuple(make_tables(4, dims=(8,), max_rows=1000))
@@ -172,15 +171,7 @@ def test_report_states_verdicts_and_task_counts():
 
 
 def _load_script(path: Path = SCRIPT):
-    """A benchmarks/ script as a module (they are scripts, not a package)."""
-    spec = importlib.util.spec_from_file_location(f"_{path.stem}_under_test", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.modules.pop(spec.name, None)
-    return module
+    return load_script(path)
 
 
 def _load_suite_summary():

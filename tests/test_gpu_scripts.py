@@ -2,32 +2,23 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
 from autoshard.io import read_json, write_json
+from tests.conftest import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN = ROOT / "benchmarks" / "runs" / "s25-gpu-h200-dlrm-50-4-b16384.json.gz"
 
 
 def _script(name: str):
-    path = ROOT / "benchmarks" / "gpu" / name
-    spec = importlib.util.spec_from_file_location(f"_{path.stem}_under_test", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.modules.pop(spec.name, None)
-    return module
+    return load_script(ROOT / "benchmarks" / name)
 
 
 def test_device_errors_scores_the_stored_predictions_against_the_measurements(capsys) -> None:
-    module = _script("device_errors.py")
+    module = _script("gpu/device_errors.py")
     assert module.main([str(RUN), str(ROOT / "profiles" / "nvidia-h200" / "pool-dlrm50-b16384")]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("400 measured devices; lookups-only fit on 792 profile records")
@@ -36,7 +27,7 @@ def test_device_errors_scores_the_stored_predictions_against_the_measurements(ca
 
 
 def test_assemble_partial_makes_a_results_file_of_the_tasks_measured(tmp_path: Path, capsys) -> None:
-    module = _script("assemble_partial.py")
+    module = _script("gpu/assemble_partial.py")
     raw = read_json(RUN)
     (tmp_path / "bench" / "tasks").mkdir(parents=True)
     for t in raw["tasks"][:3]:
@@ -63,10 +54,7 @@ def test_refresh_folds_turns_a_runs_devices_into_records_the_profile_loads(tmp_p
     from autoshard.hardware.jsonl import append_jsonl
     from autoshard.hardware.profile_dataset import load_dataset
 
-    path = ROOT / "benchmarks" / "refresh_folds.py"
-    spec = importlib.util.spec_from_file_location("_refresh_folds_under_test", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _script("refresh_folds.py")
     raw = read_json(RUN)
     records = module.device_records(raw, raw["tasks"][:2], module.FOLD_SEED_BASE)
     assert len(records) == len({(r.tables, r.dims) for r in records}) > 8  # distinct devices, several plans
@@ -82,10 +70,7 @@ def test_refresh_folds_turns_a_runs_devices_into_records_the_profile_loads(tmp_p
 
 
 def test_default_heuristic_folds_prices_the_rules_on_an_archived_run(capsys) -> None:
-    path = ROOT / "benchmarks" / "default_heuristic_folds.py"
-    spec = importlib.util.spec_from_file_location("_default_heuristic_folds_under_test", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _script("default_heuristic_folds.py")
     model = ROOT / "benchmarks" / "gpu" / "cost-h200-dlrm50-b16384.pt"
     assert module.main([f"{RUN}={model}"]) == 0
     row = capsys.readouterr().out.splitlines()[-1].split("|")
