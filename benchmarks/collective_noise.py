@@ -49,7 +49,7 @@ def time_bench_collectives(path: Path, tasks: str) -> None:
 
     run = read_json(path)
     try:
-        comm = AlphaBeta(float(run["comm"]["alpha_ms"]), float(run["comm"]["bytes_per_ms"]), "")
+        comm = AlphaBeta.from_json(run["comm"])
         chosen = [TaskResult.from_json(run["tasks"][int(i)]) for i in tasks.split(",") if i.strip()]
     except (KeyError, IndexError, TypeError, ValueError) as e:
         raise AutoshardError(f"{path}: not a finished bench's results, or --tasks {tasks!r} not in it "

@@ -74,14 +74,17 @@ def main(argv: list[str] | None = None) -> int:
             if not sep:
                 raise AutoshardError(f"{pair!r}: give RUN=CHECKPOINT")
             results = read_json(run)
-            c = results["comm"]
-            comm = AlphaBeta(float(c["alpha_ms"]), float(c["bytes_per_ms"]), str(c.get("source", "")))
+            comm = AlphaBeta.from_json(results["comm"])
             model = LearnedCostModel.load(checkpoint, allow_other_hardware=True).with_comm(comm)
             ratios, chosen = analyse(results, model)
             print(f"| {Path(run).name.split('.')[0]} | {len(results['tasks'])} | {ratios['cheapest']:.3f} | "
                   f"{ratios['default']:.3f} | {ratios['always']:.3f} | {', '.join(chosen)} |")
     except AutoshardError as e:
         print(f"default_heuristic_folds: error: {e}", file=sys.stderr)
+        return 2
+    except (KeyError, TypeError, ValueError) as e:
+        why = f"{type(e).__name__}: {e}"
+        print(f"default_heuristic_folds: error: not a finished bench's results file ({why})", file=sys.stderr)
         return 2
     return 0
 

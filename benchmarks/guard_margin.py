@@ -109,8 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             raise AutoshardError(f"--k {args.k!r}: give comma-separated numbers, e.g. 0,1,2") from None
         try:
             results = read_json(path)
-            c = results["comm"]
-            comm = AlphaBeta(float(c["alpha_ms"]), float(c["bytes_per_ms"]), str(c.get("source", "")))
+            comm = AlphaBeta.from_json(results["comm"])
             if not all("results" in t and "task" in t for t in results["tasks"]):
                 raise KeyError("tasks[].results")
         except (AutoshardError, ValueError, KeyError, IndexError, TypeError) as e:

@@ -92,8 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         tasks = results["tasks"]
         if not 2 <= args.folds <= len(tasks):
             raise AutoshardError(f"--folds {args.folds}: give 2 to {len(tasks)} (the run's tasks)")
-        c = results["comm"]
-        comm = AlphaBeta(float(c["alpha_ms"]), float(c["bytes_per_ms"]), str(c.get("source", "")))
+        comm = AlphaBeta.from_json(results["comm"])
         base = LearnedCostModel.load(args.cost_model, allow_other_hardware=True).with_comm(comm)
         before: list[float] = []
         after: list[float] = []
@@ -117,6 +116,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"before, {gm.geomean(a):.3f} after")
     except AutoshardError as e:
         print(f"refresh_folds: error: {e}", file=sys.stderr)
+        return 2
+    except (KeyError, TypeError, ValueError) as e:
+        print(f"refresh_folds: error: not a finished bench's results file ({type(e).__name__}: {e})",
+              file=sys.stderr)
         return 2
     worse = sum(1 for x in after if x > 1.0 + 1e-9)
     print(f"all {len(after)} tasks, each held out once: {gm.geomean(before):.3f} before, "

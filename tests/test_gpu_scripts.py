@@ -24,6 +24,9 @@ def test_device_errors_scores_the_stored_predictions_against_the_measurements(ca
     assert lines[0].startswith("400 measured devices; lookups-only fit on 792 profile records")
     model = [float(x) for x in lines[3].split("|")[2:6]]
     assert model[2] == pytest.approx(11.2, abs=0.05)  # docs/benchmarks.md, "Stop 25"
+    assert module.main([str(RUN), str(ROOT / "no-such-profile")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("device_errors: error:") and "\n" not in err
 
 
 def test_assemble_partial_makes_a_results_file_of_the_tasks_measured(tmp_path: Path, capsys) -> None:
@@ -78,3 +81,6 @@ def test_default_heuristic_folds_prices_the_rules_on_an_archived_run(capsys) -> 
     assert row[6].strip() == "lookup_greedy, lookup_greedy"
     assert module.main([str(RUN)]) == 2
     assert "RUN=CHECKPOINT" in capsys.readouterr().err
+    assert module.main([f"{ROOT / 'benchmarks' / 'gpu' / 'h200-1x4-nvlink.json'}={model}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "not a finished bench's results file" in err and "\n" not in err

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from autoshard.bench.summary import summarize
+from autoshard.errors import AutoshardError
 from autoshard.io import read_json, write_json
 from autoshard.pipeline.measure import restate_task
 from autoshard.pipeline.results import TaskResult
@@ -37,9 +38,13 @@ def main(argv: list[str] | None = None) -> int:
     if not files:
         print(f"assemble_partial: error: no tasks/*.json in {args.bench_dir}", file=sys.stderr)
         return 2
-    tasks = [read_json(f, kind="autoshard.bench_task") for f in files]
-    like = read_json(args.like)
-    results = [TaskResult.from_json(t) for t in tasks]
+    try:
+        tasks = [read_json(f, kind="autoshard.bench_task") for f in files]
+        like = read_json(args.like)
+        results = [TaskResult.from_json(t) for t in tasks]
+    except AutoshardError as e:
+        print(f"assemble_partial: error: {e}", file=sys.stderr)
+        return 2
     statistic, note = args.round_statistic, ""
     if args.restate and args.restate != statistic:
         results = [restate_task(r, args.restate) for r in results]

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import spearmanr
 
+from autoshard.errors import AutoshardError
 from autoshard.io import read_json
 
 
@@ -69,10 +70,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("results", help="a bench results file (results.json or an archived .json.gz)")
     p.add_argument("profile", help="the packed profile the fit learns from (profile-pack directory)")
     args = p.parse_args(argv)
-    x, fwd, bwd = _profile(Path(args.profile))
+    try:
+        x, fwd, bwd = _profile(Path(args.profile))
+        rows = _devices(read_json(args.results))
+    except AutoshardError as e:
+        print(f"device_errors: error: {e}", file=sys.stderr)
+        return 2
+    except (OSError, KeyError, ValueError) as e:
+        print(f"device_errors: error: give a bench results file and a packed profile directory "
+              f"({type(e).__name__}: {e})", file=sys.stderr)
+        return 2
     c_fwd, *_ = np.linalg.lstsq(x, fwd, rcond=None)
     c_bwd, *_ = np.linalg.lstsq(x, bwd, rcond=None)
-    rows = _devices(read_json(args.results))
     if not rows:
         print("device_errors: error: no measured device with a prediction in the results", file=sys.stderr)
         return 2

@@ -74,6 +74,16 @@ def _host_info(device: str) -> tuple[tuple[str, Any], ...]:
     return tuple(info.items())
 
 
+def package_installed(package: str) -> bool:
+    """Whether ``import package`` would find it here (without importing it)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def _has_dist(name: str) -> bool:
     from importlib.metadata import PackageNotFoundError, version
 

@@ -61,12 +61,8 @@ def check_backend(backend: str) -> None:
     kernel would say so only at the first measurement, after the stages before it)."""
     if backend != "fbgemm":
         return
-    import importlib.util
+    from autoshard.host import package_installed
 
-    try:
-        found = importlib.util.find_spec("fbgemm_gpu") is not None
-    except (ImportError, ValueError):
-        found = False
-    if not found:
+    if not package_installed("fbgemm_gpu"):
         raise AutoshardError("--backend fbgemm needs fbgemm_gpu, which is not installed here; install "
                              "fbgemm-gpu (or fbgemm-gpu-cpu), or time with --backend torch")

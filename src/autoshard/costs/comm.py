@@ -58,11 +58,16 @@ class AlphaBeta:
         write_json(path, self.to_json())
 
     @staticmethod
+    def from_json(d: dict[str, Any]) -> AlphaBeta:
+        """The model of ``to_json``'s dict (a comm_model.json, a checkpoint's or a bench run's ``comm``)."""
+        return AlphaBeta(float(d["alpha_ms"]), float(d["bytes_per_ms"]), str(d.get("source", "")))
+
+    @staticmethod
     def load(path: str) -> AlphaBeta:
         d = read_json(path, kind="autoshard.comm_model")
         if not d.get("bytes_per_ms", 0) > 0 or d.get("alpha_ms", -1) < 0:
             raise AutoshardError(f"{path}: alpha_ms must be >= 0 and bytes_per_ms > 0; re-run profile-comm")
-        return AlphaBeta(float(d["alpha_ms"]), float(d["bytes_per_ms"]), str(d.get("source", "")))
+        return AlphaBeta.from_json(d)
 
 
 DEFAULT_COMM = AlphaBeta(alpha_ms=0.2, bytes_per_ms=1.0e6,

@@ -13,8 +13,6 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-import numpy as np
-
 from autoshard.tables.lookup_batch import Lookups
 from autoshard.tables.lookups import sample_lookups
 from autoshard.tables.table import Table
@@ -42,8 +40,7 @@ def cached_lookups(table: Table, batch_size: int, seed: int, rows: int | None = 
         if hit is not None:
             _cache.move_to_end(key)
             return hit
-    lk = sample_lookups(table, batch_size, seed=seed, rows=rows)
-    lk = type(lk)(np.asarray(lk.indices), np.asarray(lk.offsets))
+    lk = sample_lookups(table, batch_size, seed=seed, rows=rows)  # fresh arrays: safe to freeze
     for a in (lk.indices, lk.offsets):
         a.flags.writeable = False
     size = _size(lk)

@@ -18,7 +18,6 @@ Reads top to bottom:
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 import time
@@ -41,6 +40,7 @@ from autoshard.hardware.evaluator import (
     rotated_rounds,
 )
 from autoshard.hardware.kernel import MeasureSettings
+from autoshard.host import package_installed
 from autoshard.io import read_json, write_json
 from autoshard.pipeline.choose import candidate_plans, measure_top
 from autoshard.pipeline.progress import Progress, no_progress
@@ -78,13 +78,6 @@ PLANNER_PACKAGES = {"torchrec": "torchrec", "ilp": "ortools"}
 """Planners that need a package beyond autoshard's core (which runs on torch alone), by the package."""
 
 
-def _installed(package: str) -> bool:
-    try:
-        return importlib.util.find_spec(package) is not None
-    except (ImportError, ValueError):
-        return False
-
-
 def select_algorithms(requested: Sequence[str] | None = None) -> tuple[list[str], dict[str, str]]:
     """The algorithms to run and {name: reason} for those skipped.
 
@@ -95,7 +88,7 @@ def select_algorithms(requested: Sequence[str] | None = None) -> tuple[list[str]
     if requested is None:
         missing = {name: f"not installed here ({package} missing; pip install {package})"
                    for name, package in PLANNER_PACKAGES.items()
-                   if name in registered and not _installed(package)}
+                   if name in registered and not package_installed(package)}
         return [a for a in registered if a not in missing], missing
     unknown = [a for a in requested if (parse_measured_pick(a) or (a, 0))[0] not in PLANNERS]
     if unknown:

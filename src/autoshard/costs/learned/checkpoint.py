@@ -95,9 +95,7 @@ def load_checkpoint(path: str | Path, build: Callable[..., Any], allow_other_har
             m_net = CostNet(config)
             m_net.load_state_dict(m["state_dict"])
             extra.append((m_net, TargetScaler.from_json(m["target_scaler"])))
-        comm = ck["comm"]
-        comm_model = AlphaBeta(float(comm["alpha_ms"]), float(comm["bytes_per_ms"]),
-                               str(comm.get("source", "")))
+        comm_model = AlphaBeta.from_json(ck["comm"])
         fb = ck.get("fallback")
         fallback = None if fb is None else AnalyticalCostModel(
             **{k: float(fb[k]) for k in FALLBACK_KEYS},
