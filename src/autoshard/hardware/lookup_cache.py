@@ -2,8 +2,8 @@
 
 The evaluator times every plan of a task R rounds, device by device, and every plan holds the same tables:
 without a cache each measurement draws its tables' lookups again (``sample_lookups`` is deterministic, so
-the draws are identical). On a GPU the draw, on the CPU, is most of a measurement: one batch of 12 dim-16
-tables at batch 65536 (15M ids) takes ~0.7 s to draw here against well under a millisecond of kernel. The
+the draws are identical). On a GPU the draw, on the CPU, is most of a measurement: a batch of 65536 samples
+of a dozen tables holds millions of ids to draw, against a kernel of a millisecond or so. The
 cache is bounded in bytes (least recently used batches go first) and its arrays are read-only, so a caller
 that wanted to modify one fails loudly instead of corrupting the next measurement.
 """
