@@ -162,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", required=True)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--test-tables", type=float, default=0.2)
+    ap.add_argument("--test-fraction", "--test-tables", dest="test_fraction", type=float, default=0.2,
+                    help="share of the records held out, as whole tables (train-cost's split)")
     ap.add_argument("--variants", default=",".join(VARIANTS), help="comma list of variant names")
     ap.add_argument("--out", help="write the results JSON here")
     ap.add_argument("--remeasure", type=int, default=0,
@@ -174,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
 
     ds = load_dataset(args.data)
     records, batch_size, precision = select_records(ds.records, None)
-    train_ids, test_ids, held = split_unseen_tables(records, args.test_tables, args.seed)
+    train_ids, test_ids, held = split_unseen_tables(records, args.test_fraction, args.seed,
+                                                      TrainOptions().min_test_records)
     train = [records[i] for i in train_ids]
     test = [records[i] for i in test_ids]
     tables = ds.pool.by_name()
@@ -211,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     best_name, best_model, best_mape = None, None, math.inf
     for name in [v for v in args.variants.split(",") if v]:
         t0 = time.perf_counter()
-        model = LearnedCostModel.fit(ds, TrainOptions(seed=args.seed, test_table_fraction=args.test_tables,
+        model = LearnedCostModel.fit(ds, TrainOptions(seed=args.seed, test_fraction=args.test_fraction,
                                                       config=VARIANTS[name]))
         m = dict(model.info["metrics"])
         m["train_s"] = time.perf_counter() - t0

@@ -7,7 +7,8 @@ on a finished bench run without measuring anything, cross-fitted over its tasks.
 
 The run measured every plan's devices (min over rounds). The tasks are split into ``--folds`` folds; for
 each fold, the devices of the OTHER folds' tasks become cost records (the run's host and measure settings,
-their own tables), added to ``--profile``'s records, and the cost model is fine-tuned on them
+their own tables), added to ``--profile``'s records (``--devices-only``: on their own, as the bench's refresh
+loop fine-tunes a given model on the devices it measured), and the cost model is fine-tuned on them
 (``costs.learned.fine_tune``, as ``autoshard fine-tune-cost``; ``--refit`` trains a new model from scratch
 instead, with the checkpoint's options). Then, on the fold's own tasks, which no refit saw, the guard's
 reference heuristic (the one the model prices cheapest, ``benchmarks/guard_margin.py``'s H*) is picked by
@@ -30,9 +31,10 @@ from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.learned import LearnedCostModel
 from autoshard.costs.learned.fine_tune import FineTuneOptions, fine_tune
 from autoshard.errors import AutoshardError
+from autoshard.hardware.comm import COMM_MODEL_FILE
 from autoshard.hardware.jsonl import append_jsonl
 from autoshard.hardware.profile_dataset import load_dataset
-from autoshard.hardware.profile_records import CostRecord, sample_id
+from autoshard.hardware.profile_records import MANIFEST_FILE, TABLES_FILE, CostRecord, sample_id
 from autoshard.io import read_json
 from autoshard.plan import Plan
 from autoshard.tasks import Task
@@ -85,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cost-model", required=True, help="the checkpoint the run planned with")
     p.add_argument("--folds", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--devices-only", action="store_true",
+                   help="fine-tune on the other folds' devices alone, not added to the profile's records")
     args = p.parse_args(argv)
     gm = guard_margin
     try:
@@ -102,7 +106,13 @@ def main(argv: list[str] | None = None) -> int:
             records = device_records(results, seen, FOLD_SEED_BASE + f)
             with tempfile.TemporaryDirectory() as tmp:
                 data = Path(tmp) / "profile"
-                shutil.copytree(args.profile, data)
+                if args.devices_only:  # the profile's description (design, pool, comm), not its records
+                    data.mkdir()
+                    for name in (MANIFEST_FILE, TABLES_FILE, COMM_MODEL_FILE):
+                        if (Path(args.profile) / name).is_file():
+                            shutil.copy(Path(args.profile) / name, data / name)
+                else:
+                    shutil.copytree(args.profile, data)
                 for rec in records:
                     append_jsonl(data / "shards-folds.jsonl", rec.to_json())
                 tuned = fine_tune(base, load_dataset(data), FineTuneOptions(seed=args.seed)).with_comm(comm)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -225,6 +226,26 @@ def test_split_holds_out_unseen_tables(dataset):
     assert len(train) + len(test) == len(dataset.records)
 
 
+def test_split_holds_out_a_share_of_records_when_records_hold_many_tables():
+    # 120 records of 12 of 40 tables each: holding out a fifth of the TABLES would touch ~95% of the
+    # records; the split holds out whole tables only until a fifth of the RECORDS is test
+    rng = np.random.default_rng(3)
+    names = [f"t{i}" for i in range(40)]
+    records = [SimpleNamespace(tables=tuple(rng.choice(names, size=12, replace=False))) for _ in range(120)]
+    train, test, held = split_unseen_tables(records, 0.2, seed=1)
+    assert held and len(train) + len(test) == len(records)
+    assert not {n for i in train for n in records[i].tables} & set(held)
+    assert all(set(records[i].tables) & set(held) for i in test)
+    assert 0.2 <= len(test) / len(records) <= 0.6  # one table more can overshoot by its own records
+    again = split_unseen_tables(records, 0.2, seed=1)
+    assert np.array_equal(again[0], train) and again[2] == held
+    # a floor on the test records (risk_k is a percentile of them), at most half the records
+    assert len(split_unseen_tables(records, 0.2, seed=1, min_records=50)[1]) >= 50
+    assert len(split_unseen_tables(records[:40], 0.2, seed=1, min_records=30)[1]) >= 20
+    with pytest.raises(AutoshardError, match="lower --test-fraction"):
+        split_unseen_tables(records[:5], 0.9, seed=0)
+
+
 def test_refuses_other_batch_size_precision_and_host(model, dataset, tmp_path):
     other = replace(_task(dataset), batch_size=4096)
     with pytest.raises(AutoshardError, match="batch size 128"):
@@ -282,7 +303,7 @@ def test_bad_architecture_options():
     with pytest.raises(AutoshardError):
         CostNetConfig(target="linear", additive=True)
     with pytest.raises(AutoshardError):
-        TrainOptions(test_table_fraction=1.5)
+        TrainOptions(test_fraction=1.5)
     assert dataclasses.asdict(CostNetConfig())["target"] == "log"
 
 

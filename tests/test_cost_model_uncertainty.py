@@ -578,9 +578,11 @@ def test_cli_single_batch_dataset_keeps_the_single_batch_network(tmp_path, capsy
         pass
     ck = tmp_path / "one.pt"
     assert main(["train-cost", "--data", str(one), "-o", str(ck), "--epochs", "2", "--hidden", "8",
-                 "--embed", "4", "--test-tables", "0.25"]) == 0
+                 "--embed", "4", "--test-fraction", "0.25"]) == 0
     capsys.readouterr()
     model = LearnedCostModel.load(ck)
+    # a quarter of 12 records is 3; the floor of 30 test records stops at half of them
+    assert model.info["split"]["test_records"] == 6 and model.info["options"]["test_fraction"] == 0.25
     assert not model.config.context and not model.config.reuse and model.trained_on["batch_size"] == 64
     tables = load_dataset(one).pool.tables[:2]
     with pytest.raises(AutoshardError, match="batch size 64"):

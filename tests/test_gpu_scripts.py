@@ -72,6 +72,17 @@ def test_refresh_folds_turns_a_runs_devices_into_records_the_profile_loads(tmp_p
     assert {t.name for r in records for t in r.own_tables()} <= set(loaded.pool.by_name())
 
 
+@pytest.mark.slow  # fine-tunes a 5-network ensemble twice (about 40 s)
+def test_refresh_folds_on_the_devices_alone_reproduces_the_documented_pick(capsys) -> None:
+    module = _script("refresh_folds.py")
+    assert module.main([str(RUN), "--profile", str(ROOT / "profiles" / "nvidia-h200" / "pool-dlrm50-b16384"),
+                        "--cost-model", str(ROOT / "benchmarks" / "gpu" / "cost-h200-dlrm50-b16384.pt"),
+                        "--devices-only"]) == 0
+    out = capsys.readouterr().out
+    assert "fine-tuned on 111 devices" in out
+    assert "1.080 before, 1.016 after" in out  # docs/benchmarks.md, "Stop 25" (the stop-26 row)
+
+
 def test_default_heuristic_folds_prices_the_rules_on_an_archived_run(capsys) -> None:
     module = _script("default_heuristic_folds.py")
     model = ROOT / "benchmarks" / "gpu" / "cost-h200-dlrm50-b16384.pt"

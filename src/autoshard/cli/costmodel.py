@@ -23,8 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", default="costmodel.pt",
                    help="checkpoint to write (default costmodel.pt)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--test-tables", type=float, default=0.2,
-                   help="share of tables held out; records touching them are the test set (default 0.2)")
+    p.add_argument("--test-fraction", "--test-tables", dest="test_fraction", type=float, default=0.2,
+                   help="share of the records held out to score the model, as whole tables the scored "
+                        "network never sees (default 0.2)")
     p.add_argument("--batch-size", type=positive_int, help="use the records of this kernel batch size")
     # None: TrainOptions' default (training.py imports torch, which the CLI loads only inside handlers)
     p.add_argument("--epochs", type=positive_int, help="most epochs (default 800)")
@@ -169,7 +170,7 @@ def run_train(args: argparse.Namespace) -> int:
                            reuse=context if args.working_set == "auto" else args.working_set == "on")
     given = {"max_epochs": args.epochs, "patience": args.patience, "lr": args.lr,
              "weight_decay": args.weight_decay}
-    options = TrainOptions(seed=args.seed, test_table_fraction=args.test_tables, refit=not args.no_refit,
+    options = TrainOptions(seed=args.seed, test_fraction=args.test_fraction, refit=not args.no_refit,
                            batch_size=args.batch_size, config=config, ensemble=args.ensemble,
                            fallback=not args.no_fallback,
                            **{k: v for k, v in given.items() if v is not None})
