@@ -412,3 +412,26 @@ def test_collective_noise_reads_a_runs_collectives_and_refuses_bad_input_in_one_
         assert module.main(args) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith("error:") and "\n" not in err
+
+
+def test_cross_run_oracle_prices_one_runs_best_heuristic_in_another(tmp_path, capsys):
+    module = _load_script(SCRIPT.parent / "cross_run_oracle.py")
+    runs = SCRIPT.parent / "runs"
+    first, second = runs / "s24-dlrm-10-2-r9.json.gz", runs / "s24-dlrm-10-2-r9b.json.gz"
+    # a run against itself: its own oracle pick, exactly 1 on every task
+    pairs = module.paired_tasks(*(module.heuristic_steps(read_json(first)) for _ in range(2)))
+    assert len(pairs) == 10 and module.picked_elsewhere(pairs, "own", False) == [1.0] * 10
+    # two 9-round runs of the same plans (docs/benchmarks.md, "Stop 26"): never below 1, above 1 on 4 tasks
+    pairs = module.paired_tasks(*(module.heuristic_steps(read_json(p)) for p in (first, second)))
+    for collectives in module.COLLECTIVES:
+        for reverse in (False, True):
+            ratios = module.picked_elsewhere(pairs, collectives, reverse)
+            assert min(ratios) >= 1.0 and max(ratios) > 1.0
+    assert module.main([str(first), str(second)]) == 0
+    assert "run A's best heuristic measured in run B: 1.027 [1.003, 1.053]" in capsys.readouterr().out
+    # runs of different suites share no task; a missing file: one line each, exit 2
+    assert module.main([str(first), str(runs / "s25-dlrm-100-2.json.gz")]) == 2
+    assert "share no task" in capsys.readouterr().err
+    assert module.main([str(first), str(tmp_path / "missing.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("cross_run_oracle: error:") and "\n" not in err
