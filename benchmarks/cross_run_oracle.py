@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,9 +40,11 @@ from autoshard.bench.summary import geomean, is_heuristic
 from autoshard.costs.metrics import geomean_interval
 from autoshard.errors import AutoshardError
 from autoshard.io import read_json
-from autoshard.plan import Plan
 from autoshard.shards import ShardRef
 from autoshard.tasks import Task
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # refresh_folds.py, beside this script
+import refresh_folds
 
 COLLECTIVES = ("own", "a", "b")
 
@@ -94,20 +97,10 @@ def picked_elsewhere(pairs: list, collectives: str, reverse: bool) -> list[float
 
 def measured_devices(results: dict[str, Any]) -> dict[tuple, tuple[Task, list[ShardRef], float, float]]:
     """Every distinct whole-table device of a run's measured plans: (tables, widths) -> (task, shards, fwd
-    ms, bwd ms), the first plan's measurement where several plans built it."""
-    out: dict[tuple, tuple[Task, list[ShardRef], float, float]] = {}
-    for t in results["tasks"]:
-        task = Task.from_json(t["task"])
-        for r in t["results"]:
-            if not r.get("ok") or not r.get("measured"):
-                continue
-            plan = Plan.from_json(r["plan"])
-            for shards, m in zip(plan.device_shards(task), r["measured"]["devices"]):
-                if not shards or any(s.row_start or s.row_end is not None or s.replica for s in shards):
-                    continue
-                key = tuple((task.tables[s.table].name, s.dim) for s in shards)
-                out.setdefault(key, (task, list(shards), float(m["fwd_ms"]), float(m["bwd_ms"])))
-    return out
+    ms, bwd ms) (``refresh_folds.whole_table_devices``)."""
+    return {tuple((task.tables[s.table].name, s.dim) for s in shards):
+            (task, shards, float(m["fwd_ms"]), float(m["bwd_ms"]))
+            for task, shards, m in refresh_folds.whole_table_devices(results["tasks"])}
 
 
 def centred_log_ratios(num: np.ndarray, den: np.ndarray) -> np.ndarray:

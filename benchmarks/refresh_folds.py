@@ -23,6 +23,7 @@ import math
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +38,7 @@ from autoshard.hardware.profile_dataset import load_dataset
 from autoshard.hardware.profile_records import MANIFEST_FILE, TABLES_FILE, CostRecord, sample_id
 from autoshard.io import read_json
 from autoshard.plan import Plan
+from autoshard.shards import ShardRef
 from autoshard.tasks import Task
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # guard_margin.py, beside this script
@@ -49,11 +51,10 @@ profile's (0-) and the refresh loop's."""
 
 
 
-def device_records(results: dict, tasks: list[dict], seed: int) -> list[CostRecord]:
-    """One record per distinct whole-table device of the tasks' measured plans (min over rounds)."""
-    settings = dict(results["measure_settings"])
-    host = {**results["host"], "rank": 0, "world_size": 1}
-    out: list[CostRecord] = []
+def whole_table_devices(tasks: list[dict]) -> Iterator[tuple[Task, list[ShardRef], dict]]:
+    """(task, shards, measured device) for every distinct whole-table device of the tasks' measured plans
+    (tables and widths; the first plan's measurement where several built it; row shards and replicas left
+    out: a cost record holds whole tables)."""
     seen: set[tuple] = set()
     for t in tasks:
         task = Task.from_json(t["task"])
@@ -64,19 +65,28 @@ def device_records(results: dict, tasks: list[dict], seed: int) -> list[CostReco
             for shards, m in zip(plan.device_shards(task), r["measured"]["devices"]):
                 if not shards or any(s.row_start or s.row_end is not None or s.replica for s in shards):
                     continue
-                names = tuple(task.tables[s.table].name for s in shards)
-                dims = tuple(s.dim for s in shards)
-                if (names, dims) in seen:
-                    continue
-                seen.add((names, dims))
-                specs = tuple(task.tables[s.table].to_json() for s in shards)
-                out.append(CostRecord(sample_id(seed, len(out)), names, dims, task.batch_size,
-                                      float(m["fwd_ms"]), float(m["bwd_ms"]), 0.0, 0.0,
-                                      {**settings, "precision": task.precision.value}, host,
-                                      rows=tuple(min(task.tables[s.table].rows, int(settings["rows_cap"]))
-                                                 for s in shards),
-                                      real_rows=tuple(task.tables[s.table].rows for s in shards),
-                                      table_specs=specs))
+                key = tuple((task.tables[s.table].name, s.dim) for s in shards)
+                if key not in seen:
+                    seen.add(key)
+                    yield task, shards, m
+
+
+def device_records(results: dict, tasks: list[dict], seed: int) -> list[CostRecord]:
+    """One record per distinct whole-table device of the tasks' measured plans (min over rounds)."""
+    settings = dict(results["measure_settings"])
+    host = {**results["host"], "rank": 0, "world_size": 1}
+    out: list[CostRecord] = []
+    for task, shards, m in whole_table_devices(tasks):
+        names = tuple(task.tables[s.table].name for s in shards)
+        dims = tuple(s.dim for s in shards)
+        specs = tuple(task.tables[s.table].to_json() for s in shards)
+        out.append(CostRecord(sample_id(seed, len(out)), names, dims, task.batch_size,
+                              float(m["fwd_ms"]), float(m["bwd_ms"]), 0.0, 0.0,
+                              {**settings, "precision": task.precision.value}, host,
+                              rows=tuple(min(task.tables[s.table].rows, int(settings["rows_cap"]))
+                                         for s in shards),
+                              real_rows=tuple(task.tables[s.table].rows for s in shards),
+                              table_specs=specs))
     return out
 
 

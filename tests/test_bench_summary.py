@@ -427,8 +427,13 @@ def test_cross_run_oracle_prices_one_runs_best_heuristic_in_another(tmp_path, ca
         for reverse in (False, True):
             ratios = module.picked_elsewhere(pairs, collectives, reverse)
             assert min(ratios) >= 1.0 and max(ratios) > 1.0
-    assert module.main([str(first), str(second)]) == 0
-    assert "run A's best heuristic measured in run B: 1.027 [1.003, 1.053]" in capsys.readouterr().out
+    model = SCRIPT.parent.parent / "src" / "autoshard" / "data" / "default_cost_model.pt"
+    assert module.main([str(first), str(second), "--cost-model", str(model)]) == 0
+    out = capsys.readouterr().out
+    assert "run A's best heuristic measured in run B: 1.027 [1.003, 1.053]" in out
+    assert "94 devices measured in both runs: log(B / A) spread, overall level removed: forward 0.172, " \
+           "backward 0.141; correlation of the two 0.91" in out
+    assert "on run B's 94 devices: log(measured / predicted) spread, level removed: forward 0.161" in out
     # runs of different suites share no task; a missing file: one line each, exit 2
     assert module.main([str(first), str(runs / "s25-dlrm-100-2.json.gz")]) == 2
     assert "share no task" in capsys.readouterr().err
