@@ -121,6 +121,11 @@ def main(argv: list[str] | None = None) -> int:
         raw_a, raw_b = read_json(args.run_a), read_json(args.run_b)
         a, b = heuristic_steps(raw_a), heuristic_steps(raw_b)
         devices_a, devices_b = measured_devices(raw_a), measured_devices(raw_b)
+        model = None
+        if args.cost_model:  # loaded before anything is printed: a bad checkpoint prints only its error
+            from autoshard.costs.learned import LearnedCostModel
+
+            model = LearnedCostModel.load(args.cost_model, allow_other_hardware=True)
     except AutoshardError as e:
         print(f"cross_run_oracle: error: {e}", file=sys.stderr)
         return 2
@@ -151,12 +156,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(both)} devices measured in both runs: log(B / A) spread, overall level removed: forward "
               f"{logs[:, 0].std():.3f}, backward {logs[:, 1].std():.3f}; correlation of the two "
               f"{np.corrcoef(logs[:, 0], logs[:, 1])[0, 1]:.2f}")
-    if args.cost_model:
-        from autoshard.costs.learned import LearnedCostModel
-
+    if model is not None:
+        keys = sorted(devices_b)
         try:
-            model = LearnedCostModel.load(args.cost_model, allow_other_hardware=True)
-            keys = sorted(devices_b)
             predicted = np.array([model.device_costs(task, [shards])[0, :2]
                                   for task, shards, _, _ in (devices_b[k] for k in keys)])
         except AutoshardError as e:

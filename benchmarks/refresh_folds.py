@@ -106,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
         tasks = results["tasks"]
         if not 2 <= args.folds <= len(tasks):
             raise AutoshardError(f"--folds {args.folds}: give 2 to {len(tasks)} (the run's tasks)")
+        if not Path(args.profile).is_dir():
+            raise AutoshardError(f"--profile {args.profile}: no such directory; give the profile the cost "
+                                 "model was trained on (autoshard profile -o DIR)")
         comm = AlphaBeta.from_json(results["comm"])
         base = LearnedCostModel.load(args.cost_model, allow_other_hardware=True).with_comm(comm)
         before: list[float] = []

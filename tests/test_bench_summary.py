@@ -440,3 +440,7 @@ def test_cross_run_oracle_prices_one_runs_best_heuristic_in_another(tmp_path, ca
     assert module.main([str(first), str(tmp_path / "missing.json")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("cross_run_oracle: error:") and "\n" not in err
+    # a bad checkpoint is refused before anything is printed
+    assert module.main([str(first), str(second), "--cost-model", str(tmp_path / "missing.pt")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("cross_run_oracle: error:") and err.count("\n") == 1

@@ -50,7 +50,7 @@ def test_assemble_partial_makes_a_results_file_of_the_tasks_measured(tmp_path: P
     assert "no tasks/*.json" in capsys.readouterr().err
 
 
-def test_refresh_folds_turns_a_runs_devices_into_records_the_profile_loads(tmp_path: Path) -> None:
+def test_refresh_folds_turns_a_runs_devices_into_records_the_profile_loads(tmp_path: Path, capsys) -> None:
     """benchmarks/refresh_folds.py's records (fine-tuning itself takes minutes: run the script for it)."""
     import shutil
 
@@ -70,6 +70,9 @@ def test_refresh_folds_turns_a_runs_devices_into_records_the_profile_loads(tmp_p
     loaded = load_dataset(data)
     assert len(loaded.records) == 792 + len(records)
     assert {t.name for r in records for t in r.own_tables()} <= set(loaded.pool.by_name())
+    # a profile directory that does not exist: one line, before any fine-tuning
+    assert module.main([str(RUN), "--profile", str(tmp_path / "none"), "--cost-model", "x.pt"]) == 2
+    assert "no such directory" in capsys.readouterr().err
 
 
 @pytest.mark.slow  # fine-tunes a 5-network ensemble twice (about 40 s)

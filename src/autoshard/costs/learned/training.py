@@ -239,10 +239,10 @@ def split_unseen_tables(records: Sequence[Any], fraction: float, seed: int,
 
     Tables are held out one at a time in a seeded order until the records touching them reach ``fraction``
     of the records, or ``min_records`` where that is more and at most half the records (at least one table,
-    never every table). Why records, not tables: holding out a share of
-    the TABLES holds out every record that touches one, which is most records when a record holds many
-    tables (a fifth of the tables of 1-24-table samples left 106 of 792 records to train on, and the
-    held-out figures and ``risk_k`` then describe a network far weaker than the one refit on everything).
+    never every table). Why records, not tables: holding out a share of the TABLES holds out every record
+    that touches one, which is most records when a record holds many tables (a fifth of the tables of
+    1-24-table samples left 106 of 792 records to train on, and the held-out figures and ``risk_k`` then
+    describe a network far weaker than the one refit on everything).
 
     When no table is in two records (tables generated per sample), a seeded ``fraction`` of the records is
     held out directly: their tables are unseen all the same.
