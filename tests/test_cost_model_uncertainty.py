@@ -237,6 +237,23 @@ def test_pooling_bounds_have_a_small_slack_in_log_1p_space():
     assert s.reasons(task, stats)[2] == "pooling 230 > 200"
 
 
+def test_batch_bounds_have_the_same_small_slack_in_log_space():
+    """The shipped model's broad design drew batches 513..65455 out of 512..65536: batch 512 is inside."""
+    from autoshard.costs.learned.support import Support, device_stats
+
+    s = Support({"dim": 4, "log10_rows": 2, "pooling": 0.0, "tables_per_device": 1, "batch_size": 513},
+                {"dim": 256, "log10_rows": 8, "pooling": 200, "tables_per_device": 40, "batch_size": 65455},
+                ("fp32",))
+    tables = (Table("a", 16, 1000, 2.0),)
+    for batch, outside in ((512, False), (65536, False), (480, True), (70000, True)):
+        task = Task(tables, (10**12,), batch_size=batch)
+        stats = device_stats(task, [[ShardRef(0, 16)]])
+        assert s.outside(task, stats).tolist() == [outside], batch
+        assert ("batch size" in s.reasons(task, stats)[0]) == outside
+        # the network sees a batch just outside the trained range at the range's edge (2.3% at most)
+        assert s.nearest_context(task)[0] == min(max(batch, 513), 65455)
+
+
 def test_a_dim256_pooling200_shard_is_out_of_support_and_priced_by_the_bare_fallback_if_asked(ensemble,
                                                                                               dataset):
     task = _task(dataset, extra=(HUGE,))

@@ -138,3 +138,41 @@ def test_bench_refresh_fine_tunes_a_given_model_on_the_planners_devices(pretrain
     assert set(ran) == {"size_greedy", "lookup_greedy", "search", "search+top2"}
     assert ran["search+top2"]["ok"] and ran["search+top2"]["measured"]["plan_ms"] > 0
     assert "search+top2" in (out / "bench" / "report.md").read_text()
+
+
+@pytest.mark.slow  # real kernels: tiny-suite runs whose cost model is a base fine-tuned on their profile
+def test_a_suite_cost_base_is_fine_tuned_on_the_profile_and_each_refresh_round_else_fit(pretrained, tmp_path):
+    from autoshard.bench.runner import run_suite
+    from autoshard.bench.suites import TINY
+    from autoshard.pipeline.context import PipelineConfig
+
+    base = tmp_path / "base.pt"
+    pretrained.save(base)
+    suite = replace(TINY, num_test_tasks=1, eval=replace(TINY.eval, rounds=1),
+                    training=replace(TINY.training, cost_base=str(base), refresh_rounds=1, refresh_tasks=1))
+    config = PipelineConfig(suite, comm_path="default", algorithms=("size_greedy", "search"))
+    out, said = tmp_path / "run", []
+    run_suite(config, out, say=said.append)
+    profile = load_dataset(out / "costs")
+    (row,) = json.loads((out / "refresh" / "rounds.json").read_text())["rounds"]
+    profiled = len(profile.records) - row["records_added"]
+    # the stage's model is the base fine-tuned on the profile; each round fine-tunes the base on the grown one
+    model = LearnedCostModel.load(out / "cost_model.pt")
+    assert tuned_records(model) == profiled > 0 and model.support == pretrained.support
+    assert any(line.startswith(f"[cost_model] fine-tuned {base} on {profiled} records") for line in said)
+    assert row["fine_tuned"]["records"] == row["records_total"] == len(profile.records)
+    assert tuned_records(LearnedCostModel.load(out / "refresh" / "cost_model.pt")) == len(profile.records)
+
+    # a base of other hardware: the run says why and fits a model from scratch on the same profile
+    host = {**pretrained.trained_on.get("host", {}), "cpu": "Another CPU"}
+    other = tmp_path / "other.pt"
+    moved = pretrained.with_risk_k(pretrained.risk_k)  # a copy
+    moved.trained_on = {**pretrained.trained_on, "host": host}
+    moved.save(other)
+    elsewhere = replace(suite, training=replace(suite.training, cost_base=str(other), refresh_rounds=0))
+    said.clear()
+    run_suite(replace(config, suite=elsewhere), tmp_path / "other", say=said.append)
+    assert any(line.startswith(f"[cost_model] not fine-tuning {other} ({other} was trained on "
+                               "cpu='Another CPU'") and line.endswith("; fitting a model from scratch")
+               for line in said)
+    assert tuned_records(LearnedCostModel.load(tmp_path / "other" / "cost_model.pt")) == 0

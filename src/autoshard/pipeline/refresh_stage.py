@@ -13,10 +13,10 @@ many tables), and a planner that optimises its predictions finds the devices it 
 3. the round's row is written: the current model's error on the learned planners' own devices (fwd+bwd,
    before it saw them), and each learned planner's measured step over the best heuristic's on those tasks
    (kernels measured once, collectives the comm fit's: modelled);
-4. the cost model is refit on the grown profile (the suite's recipe), or, when the bench was given a
-   pre-trained model (``--cost-model``), that model is fine-tuned on every device the loop measured
-   (``costs.learned.fine_tune``; the devices are kept in ``refresh/devices/``); the policy is trained further
-   against it.
+4. the cost model is refit on the grown profile (the suite's recipe: from scratch, or its ``cost_base``
+   fine-tuned on it), or, when the bench was given a pre-trained model (``--cost-model``), that model is
+   fine-tuned on every device the loop measured (``costs.learned.fine_tune``; the devices are kept in
+   ``refresh/devices/``); the policy is trained further against it.
 
 The bench then plans the held-out test tasks with the refreshed model and policy (``refresh/``). An
 interrupted loop resumes after its last finished round: ``rounds.json`` is written last in a round and names
@@ -46,7 +46,7 @@ from autoshard.pipeline.cache import file_key
 from autoshard.pipeline.context import Context
 from autoshard.pipeline.models import is_measured
 from autoshard.pipeline.refresh import DeviceRecorder, check_dataset
-from autoshard.pipeline.training import cost_train_options, policy_train_config
+from autoshard.pipeline.training import fit_cost_model, policy_train_config
 from autoshard.planners.base import PlannerOptions, make_planner, run_planner
 from autoshard.planners.guard import GUARD_HEURISTICS, GUARDED
 from autoshard.planners.rl.policy import TrainedPolicy
@@ -181,13 +181,16 @@ def run_loop(ctx: Context, cost_spec: str, policy_path: str | None,
                                  time_limit_s=s.time_limit_s)
         row = _round(r, tasks, learned, options, recorder, comm)
         grown = load_dataset(costs)
+        # a given model fine-tuned on the loop's devices; else the suite's recipe on the grown profile (a
+        # fit from scratch, or its cost_base fine-tuned)
         if base is not None:
             model = fine_tune(base, grown, FineTuneOptions(seed=s.seed))
+        else:
+            model = fit_cost_model(ctx, grown)
+        if model.info.get("fine_tuned"):
             row["fine_tuned"] = {k: model.info["fine_tuned"].get(k) for k in
                                  ("records", "val_mape_pct_before", "val_mape_pct_after", "val_risk_k")}
             row["fine_tuned"]["risk_k"] = model.risk_k
-        else:
-            model = LearnedCostModel.fit(grown, cost_train_options(ctx))
         model.save(str(model_path))
         if policy is not None:
             iterations = t.policy_iterations * (r + 2)  # the first training's, then as many again a round

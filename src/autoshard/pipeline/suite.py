@@ -38,6 +38,11 @@ class TrainingConfig:
     """Networks in the cost model's ensemble (each on its own bootstrap): their disagreement is the spread the
     learned planners' guard (``planners.guard``) and risk pricing need. 1: one network (spread only where the
     analytical fallback prices a device outside the training support)."""
+    cost_base: str | None = None
+    """A pre-trained cost model checkpoint ('default': the shipped one) that the run fine-tunes on its own
+    profile (``costs.learned.fine_tune``; again on the grown profile in every refresh round) instead of
+    fitting a model from scratch. Where that checkpoint describes other hardware or measure settings, the run
+    fits from scratch and says so. None: fit from scratch."""
     policy_iterations: int = 300
     """RL iterations (each collects episodes on the train tasks, then updates the policy): ~1 min for
     DLRM-20 (4) on this CPU. (Until stop 10 this was 10, which left the policy barely trained.)"""

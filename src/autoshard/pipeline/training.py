@@ -8,7 +8,9 @@ from typing import Any
 
 from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.learned import LearnedCostModel
+from autoshard.costs.learned.fine_tune import FineTuneOptions, fine_tune
 from autoshard.costs.learned.training import TrainOptions
+from autoshard.costs.loading import SHIPPED_COST_MODEL
 from autoshard.errors import AutoshardError
 from autoshard.hardware.comm import COMM_MODEL_FILE
 from autoshard.hardware.profiler import load_dataset
@@ -32,6 +34,31 @@ def cost_train_options(ctx: Context) -> TrainOptions:
                         **{"ensemble": t.cost_ensemble, **t.extra.get("cost_model", {})})
 
 
+def cost_base_path(ctx: Context) -> str | None:
+    """The checkpoint the suite fine-tunes its cost model from (``TrainingConfig.cost_base``), or None."""
+    base = ctx.suite.training.cost_base
+    return str(SHIPPED_COST_MODEL) if base == "default" else base
+
+
+def fit_cost_model(ctx: Context, dataset: Any, progress: Callable[[int, dict[str, float]], None] | None = None
+                   ) -> LearnedCostModel:
+    """The suite's cost model on a profile ``dataset``: its ``cost_base`` fine-tuned on the records, or,
+    without a base or where the base cannot take them (other hardware, too few records), a model fitted from
+    scratch (``cost_train_options``). Why a base: on the quick suite a model fitted on its 60 profiled shards
+    ranked near-equal heuristic plans by chance (stop 26: 1 of 3 quickstarts clearly worse on a task), while
+    the shipped model fine-tuned on the same records picked as well as the best fixed heuristic on both
+    archived runs (docs/benchmarks.md, stop 27)."""
+    path = cost_base_path(ctx)
+    if path is not None:
+        try:
+            base = LearnedCostModel.load(path)
+            tuned = fine_tune(base, dataset, FineTuneOptions(seed=ctx.suite.seed), progress)
+            return tuned.with_comm(dataset.comm) if dataset.comm is not None else tuned
+        except AutoshardError as e:
+            ctx.say(f"[cost_model] not fine-tuning {path} ({e}); fitting a model from scratch")
+    return LearnedCostModel.fit(dataset, cost_train_options(ctx), progress)
+
+
 def policy_train_config(ctx: Context, iterations: int) -> TrainConfig:
     """How the suite trains (and the refresh loop retrains) its rl policy, for ``iterations`` in all."""
     return TrainConfig.from_dict({"iterations": iterations, "seed": ctx.suite.seed,
@@ -42,8 +69,8 @@ def policy_train_config(ctx: Context, iterations: int) -> TrainConfig:
 def stage_cost_model(ctx: Context, k_split: str, k_comm: str) -> tuple[str, str]:
     """The planning cost model: the user's checkpoint, or one trained here; (key, spec for load).
 
-    Trained here: the profile stage times random shards on the real kernels, then ``LearnedCostModel.fit``
-    on those records writes ``cost_model.pt``."""
+    Trained here: the profile stage times random shards on the real kernels, then ``fit_cost_model`` on
+    those records writes ``cost_model.pt``."""
     if ctx.config.cost_model_path:
         spec = ctx.config.cost_model_path
         ctx.skip("profile", "cost model given (--cost-model)")
@@ -55,6 +82,9 @@ def stage_cost_model(ctx: Context, k_split: str, k_comm: str) -> tuple[str, str]
     path = ctx.out / "cost_model.pt"
     settings = {"epochs": t.cost_epochs, "seed": s.seed, "extra": t.extra.get("cost_model", {}),
                 "comm": ctx.config.comm_path, "recipe": COST_MODEL_RECIPE, "ensemble": t.cost_ensemble}
+    base = cost_base_path(ctx)
+    if base is not None:
+        settings["base"] = file_key(base)
 
     def make(resume: bool) -> None:
         options = cost_train_options(ctx)
@@ -62,18 +92,23 @@ def stage_cost_model(ctx: Context, k_split: str, k_comm: str) -> tuple[str, str]
         if given and given != "default":
             # The model's comm term is the same alpha-beta as the evaluator's.
             AlphaBeta.load(given).save(str(costs / COMM_MODEL_FILE))
-        budget = options.epoch_budget  # the scored pass, then the refit on all records
+        # the scored pass, then the refit on all records; or each member's fine-tuning
+        budget = options.epoch_budget if base is None else t.cost_ensemble * FineTuneOptions().max_epochs
         epochs = [0]
 
         def progress(epoch: int, h: dict[str, float]) -> None:
             epochs[0] += 1
             ctx.progress("cost model epochs", min(epochs[0], budget), budget)
 
-        model = LearnedCostModel.fit(load_dataset(costs), options, progress)
+        model = fit_cost_model(ctx, load_dataset(costs), progress)
         model.save(path)
         ctx.progress("cost model epochs", budget, budget)
+        tuned = model.info.get("fine_tuned")
+        if tuned:
+            ctx.say(f"[cost_model] fine-tuned {base} on {tuned['records']} records: validation fwd+bwd "
+                    f"MAPE {tuned['val_mape_pct_before']:.1f}% -> {tuned['val_mape_pct_after']:.1f}%")
         metrics = model.info.get("metrics", {})
-        if metrics:
+        if metrics and not tuned:
             ctx.say(f"[cost_model] held-out tables: {json.dumps(metrics)[:300]}")
 
     key = ctx.stage("cost_model", settings, [k_profile, k_comm], ["cost_model.pt"], make,

@@ -49,6 +49,11 @@ POOLING_LOG_SLACK = 0.01
 pooling 230 stays outside a support that ended at 200. Measured: on 120 held-out DLRM devices (dim 16, 1-12
 tables a device) a broad-profile model sent 32% to its fallback for pooling-0 tables alone before this."""
 
+BATCH_LOG_SLACK = 0.01
+"""Batch bounds are compared on log10(batch), as the network sees it, with the same slack (2.3%): a broad
+design over batches 512-65536 (log-uniform) drew 513 as its least, which put every batch-512 device (the
+quick suite's) outside the shipped model's support, on its fallback, before this."""
+
 
 def shard_values(task: Task, shards: Sequence[ShardRef], support: Support | None = None) -> np.ndarray:
     """(len(shards), 7) analytical lookup bytes and lookups (``AnalyticalCostModel.shard_terms``), the same
@@ -153,13 +158,18 @@ def _above(value: np.ndarray, bound: float) -> np.ndarray:
 
 
 def _lowest(key: str, bound: float) -> float:
-    """The least value inside a trained minimum ``bound`` of ``key`` (``POOLING_LOG_SLACK`` for pooling)."""
-    return (1.0 + bound) * 10.0 ** -POOLING_LOG_SLACK - 1.0 if key == "pooling" else bound
+    """The least value inside a trained minimum ``bound`` of ``key`` (``POOLING_LOG_SLACK`` for pooling,
+    ``BATCH_LOG_SLACK`` for the batch size)."""
+    if key == "pooling":
+        return (1.0 + bound) * 10.0 ** -POOLING_LOG_SLACK - 1.0
+    return bound * 10.0 ** -BATCH_LOG_SLACK if key == "batch_size" else bound
 
 
 def _highest(key: str, bound: float) -> float:
     """The greatest value inside a trained maximum ``bound`` of ``key``."""
-    return (1.0 + bound) * 10.0 ** POOLING_LOG_SLACK - 1.0 if key == "pooling" else bound
+    if key == "pooling":
+        return (1.0 + bound) * 10.0 ** POOLING_LOG_SLACK - 1.0
+    return bound * 10.0 ** BATCH_LOG_SLACK if key == "batch_size" else bound
 
 
 @dataclass(frozen=True)
@@ -212,8 +222,9 @@ class Support:
 
     def nearest_context(self, task: Task) -> tuple[float, float]:
         """(batch size, element bytes) of the nearest kernel context inside the support: the task's batch
-        clamped into the trained range, its precision's bytes or, if not trained, the nearest trained
-        one's."""
+        clamped into the trained range (one within ``BATCH_LOG_SLACK`` of it counts as inside and is priced
+        at the range's edge, at most 2.3% away), its precision's bytes or, if not trained, the nearest
+        trained one's."""
         batch = float(np.clip(task.batch_size, self.lo["batch_size"], self.hi["batch_size"]))
         trained = [Precision(p).bytes for p in self.precisions]
         elem = min(trained, key=lambda b: (abs(b - task.precision.bytes), -b))
@@ -232,9 +243,12 @@ class Support:
         return x
 
     def _task_inside(self, task: Task) -> bool:
-        b = float(task.batch_size)
-        return (task.precision.value in self.precisions and not _below(np.float64(b), self.lo["batch_size"])
-                and not _above(np.float64(b), self.hi["batch_size"]))
+        return task.precision.value in self.precisions and not self._batch_outside(task)
+
+    def _batch_outside(self, task: Task) -> bool:
+        b = np.float64(task.batch_size)
+        return bool(_below(b, _lowest("batch_size", self.lo["batch_size"]))
+                    or _above(b, _highest("batch_size", self.hi["batch_size"])))
 
     def reasons(self, task: Task, stats: np.ndarray) -> list[str]:
         """Why each device (statistics (N, len(STATS))) is outside; '' for a device inside."""
@@ -246,8 +260,7 @@ class Support:
             why = []
             if task.precision.value not in self.precisions:
                 why.append(f"precision {task.precision.value} (trained {'/'.join(self.precisions)})")
-            b = float(task.batch_size)
-            if _below(np.float64(b), self.lo["batch_size"]) or _above(np.float64(b), self.hi["batch_size"]):
+            if self._batch_outside(task):
                 why.append(f"batch size {task.batch_size} (trained {self._span('batch_size')})")
             for i, k in enumerate(SHARD_FEATURES):
                 v_lo, v_hi = row[SUM_STATS + 2 * i], row[SUM_STATS + 2 * i + 1]
