@@ -124,6 +124,26 @@ def test_refresh_loop_measures_the_learned_planners_devices_and_reports_each_rou
     assert "refresh/cost_model.pt" in raw["cost_model"] and raw["policy"].endswith("refresh/policy.pt")
     report = (out / "bench" / "report.md").read_text()
     assert "Refresh loop" in report and "| 0 |" in report and "| 1 |" in report and report in first.out
+    # D = 2 on 2 cores: the loop timed its plans' all-to-alls and refit the PLANNING comm on them (not the
+    # evaluator's); the bench planned with it
+    from autoshard.hardware.comm import fit_points
+
+    points = [p for r in rounds for p in r["collective_points"]]
+    assert len(points) >= 6 and all(b > 0 and ms > 0 and modelled > 0 for b, ms, modelled, _ in points)
+    first_round = rounds[0]["collective_points"]
+    errors = [abs(modelled - ms) / ms for _, ms, modelled, _ in first_round]
+    assert rounds[0]["comm_mape"] == pytest.approx(sum(errors) / len(errors))
+    # each distinct all-to-all (task, plan, collective) at its least time over the rounds
+    least: dict[str, tuple[float, float]] = {}
+    for b, ms, _, key in points:
+        least[key] = min(least.get(key, (b, ms)), (b, ms), key=lambda x: x[1])
+    refit = AlphaBeta.load(str(out / "refresh" / "comm_model.json"))
+    expected = fit_points([b for b, _ in least.values()], [ms for _, ms in least.values()], "")
+    assert (refit.alpha_ms, refit.bytes_per_ms) == pytest.approx((expected.alpha_ms, expected.bytes_per_ms))
+    assert rounds[-1]["comm_refit"]["alpha_ms"] == pytest.approx(refit.alpha_ms)
+    assert f"refit on the {len(least)} distinct all-to-alls the refresh loop timed" in raw["cost_model"]
+    assert raw["comm"] == DEFAULT_COMM.to_json()  # the evaluator keeps its own (--comm default)
+    assert "comm fit error on the plans' timed all-to-alls" in report
 
     # A recorder over the grown profile reads back the devices an earlier run recorded: nothing timed again.
     task = load_tasks(str(out / "train_tasks.json"))[0]
@@ -152,3 +172,22 @@ def test_refresh_loop_measures_the_learned_planners_devices_and_reports_each_rou
     (out / "refresh" / "policy.pt").write_bytes(b"another policy")
     assert finished_rounds(out / "refresh", with_policy=True) == []
     assert finished_rounds(out / "refresh", with_policy=False) == rounds
+
+
+def test_the_refresh_loop_refits_the_planning_comm_on_each_all_to_alls_least_time():
+    from autoshard.pipeline.refresh_stage import MIN_COLLECTIVES, refit_comm
+
+    sweep = AlphaBeta(0.4, 6e5, "sweep")
+    # a perturbed round (every all-to-all 4x slower) and a quiet one of the same plans: the quiet one counts
+    sizes = [8e4, 1e5, 1.2e5, 1.5e5, 2e5, 2.5e5]
+    slow = {"collective_points": [[b, 2.0, 0.5, f"t/p{i}/pooled_outputs"] for i, b in enumerate(sizes)]}
+    quiet = {"collective_points": [[b, 0.5, 0.5, f"t/p{i}/pooled_outputs"] for i, b in enumerate(sizes)]}
+    for rows in ([slow, quiet], [quiet, slow]):
+        fit = refit_comm(rows, sweep)
+        assert fit.alpha_ms == pytest.approx(0.5) and fit.bytes_per_ms == 1e12  # flat: bytes do not matter
+        assert fit.source == "refit on the 6 distinct all-to-alls the refresh loop timed (not sweep)"
+    # too few distinct all-to-alls, or one size only: the sweep's fit stays
+    few = {"collective_points": quiet["collective_points"][:MIN_COLLECTIVES - 1]}
+    assert refit_comm([few], sweep) is sweep
+    same = {"collective_points": [[1e5, 0.5 + i / 10, 0.5, f"t/p{i}/ids"] for i in range(8)]}
+    assert refit_comm([same], sweep) is sweep and refit_comm([], sweep) is sweep

@@ -444,3 +444,26 @@ def test_cross_run_oracle_prices_one_runs_best_heuristic_in_another(tmp_path, ca
     assert module.main([str(first), str(second), "--cost-model", str(tmp_path / "missing.pt")]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.startswith("cross_run_oracle: error:") and err.count("\n") == 1
+
+
+def test_comm_fit_sets_the_runs_comm_fit_against_its_measured_collectives(tmp_path, capsys):
+    module = _load_script(SCRIPT.parent / "comm_fit.py")
+    runs = SCRIPT.parent / "runs"
+    model = SCRIPT.parent.parent / "src" / "autoshard" / "data" / "default_cost_model.pt"
+    run, modelled = runs / "s26-dlrm-10-2-r9c.json.gz", runs / "s23-dlrm-100-4.json.gz"
+    assert module.main([str(run), str(modelled), "--cost-model", str(model)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    # docs/benchmarks.md, "Stop 27"
+    assert out[0].startswith("s26-dlrm-10-2-r9c.json.gz: 330 collectives, busiest rank 328-1330 KB")
+    assert "the run's fit 0.295 ms + bytes / 563 KB/ms: MAPE 55%" in out[0]
+    assert "fitted on them 0.343 ms + bytes / 1172 KB/ms: MAPE 13%" in out[0]
+    assert out[0].endswith("H* with the run's fit 1.032, cross-fitted 1.032, always lookup_greedy 1.050")
+    assert out[1] == "s23-dlrm-100-4.json.gz: no measured collectives (the run modelled them); skipped"
+    # a fit on points is least squares, positive: a flat cloud gets a bandwidth of 1e12 bytes/ms
+    fit = module.fit_points(np.array([1e5, 2e5, 3e5]), np.array([0.5, 0.5, 0.5]), "flat")
+    assert fit.alpha_ms == pytest.approx(0.5) and fit.bytes_per_ms == 1e12
+    # a missing file or a bad checkpoint: one line, exit 2, nothing printed before it
+    for args in ([str(tmp_path / "missing.json")], [str(run), "--cost-model", str(tmp_path / "missing.pt")]):
+        assert module.main(args) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.startswith("comm_fit: error:") and err.count("\n") == 1

@@ -380,7 +380,9 @@ def test_the_graded_price_is_continuous_where_the_support_ends(ensemble, dataset
     pred = ensemble.predict(task, devices)
     assert pred.fallback.tolist() == [False, True]
     step = pred.mean[1, :2].sum() / pred.mean[0, :2].sum()
-    assert 1.0 <= step < 1.03
+    # float32 networks: where the fitted fallback's pooling slope came out near 0 (its coefficients come from
+    # a few seconds of tiny-table timings), the step is 1 up to rounding (0.99999995 in one CI run)
+    assert 1.0 - 1e-6 <= step < 1.03
     bare = ensemble.with_handover("fallback").predict(task, devices)
     np.testing.assert_allclose(bare.mean[0], pred.mean[0])
 

@@ -124,25 +124,37 @@ def refresh_lines(rounds: Sequence[dict[str, Any]]) -> list[str]:
     if not rounds:
         return []
     algos = list(dict.fromkeys(a for r in rounds for a in r.get("ratio_to_best_heuristic", {})))
+    timed = any("comm_mape" in r for r in rounds)
     out = [("Refresh loop (DreamShard's: plan the loop's train tasks, measure every device of the plans, add "
             "them to the profile, refit the cost model, train the policy further; the test tasks above were "
             "planned with the models after the last round):"), "",
            "| round | devices added | profile records | model error on the learned planners' devices "
            "(before refit) | underestimated | " + " | ".join(f"{a} / best heuristic" for a in algos)
-           + " | elapsed s |",
-           "|---|---|---|---|---|" + "---|" * len(algos) + "---|"]
+           + (" | comm fit error on the plans' timed all-to-alls (before refit) | planning comm after"
+              if timed else "") + " | elapsed s |",
+           "|---|---|---|---|---|" + "---|" * len(algos) + ("---|---|" if timed else "") + "---|"]
     for r in rounds:
         ratios = r.get("ratio_to_best_heuristic", {})
+        comm = ""
+        if timed:
+            refit = r.get("comm_refit")
+            after = (f"{refit['alpha_ms']:.3f} ms + bytes / {refit['bytes_per_ms'] / 1e3:.0f} KB/ms" if refit
+                     else "-")
+            comm = (f" | {_pct(r.get('comm_mape'), False)} ({len(r.get('collective_points', []))} "
+                    f"all-to-alls) | {after}")
         out.append(f"| {r['round']} | {r['records_added']} | {r.get('records_total', '-')} "
                    f"| {_pct(r.get('device_mape'), False)} ({r.get('devices', 0)} devices) "
                    f"| {_pct(r.get('underestimated_share'), False)} | "
                    + " | ".join(_fmt(ratios.get(a)) for a in algos)
-                   + f" | {_fmt(r.get('elapsed_s'), '.0f')} |")
+                   + comm + f" | {_fmt(r.get('elapsed_s'), '.0f')} |")
     out += ["", ("Ratios: measured step of the planner's plan over the cheapest heuristic plan's, geometric "
                  "mean over the loop's train tasks (kernels timed once each, collectives from the comm fit: "
                  "modelled). Model error: mean |predicted - measured| / measured fwd+bwd of the learned "
                  "planners' devices by the model they planned with; the loop plans the same tasks every "
-                 "round, so a device measured in an earlier round is in that model's training data."), ""]
+                 "round, so a device measured in an earlier round is in that model's training data.")
+            + (" Comm: every distinct plan's all-to-alls timed with its own splits, as the bench times them; "
+               "the planning comm (not the evaluator's) is refit on all the loop has timed, the busiest "
+               "rank's bytes against the time." if timed else ""), ""]
     return out
 
 

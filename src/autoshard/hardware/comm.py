@@ -188,20 +188,33 @@ def fit_alpha_beta(records: Sequence[CommRecord], source: str | None = None) -> 
                              "sweep more dim sums")
     x = np.array([r.bytes_sent for r in records for _ in (0, 1)], dtype=np.float64)
     y = np.array([t for r in records for t in (r.fwd_ms, r.bwd_ms)], dtype=np.float64)
+    if source is None:
+        backends = sorted({r.backend for r in records})
+        ds = sorted({r.num_devices for r in records})
+        host = records[0].host.get("hostname", "?")
+        source = f"measured: {'/'.join(backends)} D={ds} on {host}, {len(records)} points"
+    fit = fit_points(x, y, source)
+    if fit.bytes_per_ms >= FLAT_BYTES_PER_MS:
+        raise AutoshardError("measured all-to-all times do not grow with message size; sweep larger dim sums")
+    return fit
+
+
+FLAT_BYTES_PER_MS = 1e12
+"""The bandwidth ``fit_points`` gives times that do not grow with bytes (a flat or falling cloud)."""
+
+
+def fit_points(bytes_moved: np.ndarray, ms: np.ndarray, source: str) -> AlphaBeta:
+    """Least-squares latency (>= 0) and bandwidth of all-to-all times ``ms`` against the busiest rank's bytes;
+    ``FLAT_BYTES_PER_MS`` where the times do not grow with bytes."""
+    x, y = np.asarray(bytes_moved, dtype=np.float64), np.asarray(ms, dtype=np.float64)
     # plain least squares in ms: a plan's cost adds comm ms to compute ms, and its slowest devices are the
     # ones sending the most, so the large messages matter most (gloo on a loaded host is not quite linear)
     a = np.stack([np.ones_like(x), x], axis=1)
     (alpha, slope), *_ = np.linalg.lstsq(a, y, rcond=None)
     if alpha < 0:  # latency cannot be negative: the constrained optimum then has alpha = 0
         alpha, slope = 0.0, float(x @ y / (x @ x))
-    if not slope > 0:
-        raise AutoshardError("measured all-to-all times do not grow with message size; sweep larger dim sums")
-    if source is None:
-        backends = sorted({r.backend for r in records})
-        ds = sorted({r.num_devices for r in records})
-        host = records[0].host.get("hostname", "?")
-        source = f"measured: {'/'.join(backends)} D={ds} on {host}, {len(records)} points"
-    return AlphaBeta(max(float(alpha), 0.0), float(1.0 / slope), source)
+    bandwidth = float(1.0 / slope) if slope > 1.0 / FLAT_BYTES_PER_MS else FLAT_BYTES_PER_MS
+    return AlphaBeta(max(float(alpha), 0.0), bandwidth, source)
 
 
 def load_comm_records(out_dir: str | Path) -> list[CommRecord]:

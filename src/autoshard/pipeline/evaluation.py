@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from autoshard.costs.base import CostModel
+from autoshard.costs.comm import AlphaBeta
 from autoshard.errors import AutoshardError
 from autoshard.hardware.evaluator import MeasuredCostModel
 from autoshard.hardware.kernel import DeviceKind, KernelBackend, MeasureSettings
@@ -81,9 +82,10 @@ class Evaluation:
 
 
 def stage_evaluate(ctx: Context, k_comm: str, k_cost: str, cost_spec: str, k_policy: str,
-                   policy_path: str | None) -> Evaluation:
+                   policy_path: str | None, planning_comm_path: str | None = None) -> Evaluation:
     """Plan and measure every test task (``measure.run_bench``: one result per task, reused on a re-run
-    when its key matches)."""
+    when its key matches). ``planning_comm_path``: the comm model the planners price the all-to-alls with
+    (the refresh loop's refit on its timed collectives), instead of the evaluator's."""
     s = ctx.suite
     requested = ctx.config.algorithms
     algorithms, skipped = select_algorithms(requested)
@@ -108,7 +110,8 @@ def stage_evaluate(ctx: Context, k_comm: str, k_cost: str, cost_spec: str, k_pol
     if is_measured(cost_spec):
         cost_model = make_evaluator()
     else:
-        cost_model = load_planning_model(cost_spec, settings, ctx.config.allow_other_hardware).with_comm(comm)
+        cost_model = load_planning_model(cost_spec, settings, ctx.config.allow_other_hardware).with_comm(
+            AlphaBeta.load(planning_comm_path) if planning_comm_path else comm)
     options = PlannerOptions(seed=s.seed, cost_model=cost_model, policy_path=policy_path,
                              time_limit_s=s.time_limit_s, algorithm_extra=extras)
     # What a measured task depends on (not e.g. the suite's description), with the models' file contents, so
@@ -119,6 +122,7 @@ def stage_evaluate(ctx: Context, k_comm: str, k_cost: str, cost_spec: str, k_pol
                            "rounds": s.eval.rounds, "round_statistic": s.eval.round_statistic,
                            "measure": settings.to_json(), "comm": comm.to_json(),
                            "models": [file_key(cost_spec), file_key(policy_path or "")],
+                           **({"planning_comm": file_key(planning_comm_path)} if planning_comm_path else {}),
                            "collectives": ctx.collectives()[0],
                            **({"planner_extra": extras} if extras else {})},
                           [k_comm, k_cost, k_policy])
@@ -145,7 +149,9 @@ def stage_evaluate(ctx: Context, k_comm: str, k_cost: str, cost_spec: str, k_pol
         "collectives": ctx.collectives()[0], "collectives_why": ctx.collectives()[1],
         "measure_settings": settings.to_json(), "comm": comm.to_json(), "comm_fit": comm_fit,
         "planner_extra": extras,
-        "cost_model": f"{cost_model.name} ({cost_spec}; comm: the evaluator's)",
+        "cost_model": f"{cost_model.name} ({cost_spec}; comm: "
+                      + (f"{cost_model.comm.source}, {planning_comm_path})" if planning_comm_path
+                         else "the evaluator's)"),
         "policy": policy_path or "-",
         "rounds": s.eval.rounds, "round_statistic": s.eval.round_statistic, "skipped": skipped,
         "stages": dict(ctx.status),

@@ -12,7 +12,13 @@ many tables), and a planner that optimises its predictions finds the devices it 
    (``costs/shards-refresh.jsonl``);
 3. the round's row is written: the current model's error on the learned planners' own devices (fwd+bwd,
    before it saw them), and each learned planner's measured step over the best heuristic's on those tasks
-   (kernels measured once, collectives the comm fit's: modelled);
+   (kernels measured once, collectives the comm fit's: modelled); where the bench times collectives
+   (``--collectives measure``, or ``auto`` with a core or GPU per rank), every plan's all-to-alls are also
+   timed with its own splits, as the bench times them (``hardware.evaluator.measure_plans_collectives``),
+   the comm fit's error on them goes in the row, and the PLANNING comm is refit on every collective the
+   loop timed (``hardware.comm.fit_points``; ``refresh/comm_model.json``): the sweep's even all-to-alls
+   (16 KB-4 MB) give the fit a slope the planners' own collectives do not show at the quick suite's
+   82-254 KB (docs/benchmarks.md, "Stop 27"). The evaluator keeps the sweep's fit;
 4. the cost model is refit on the grown profile (the suite's recipe: from scratch, or its ``cost_base``
    fine-tuned on it), or, when the bench was given a pre-trained model (``--cost-model``), that model is
    fine-tuned on every device the loop measured (``costs.learned.fine_tune``; the devices are kept in
@@ -27,6 +33,8 @@ way: nothing is timed twice).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import math
 import time
@@ -36,9 +44,12 @@ from typing import Any
 
 import numpy as np
 
+from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.learned import LearnedCostModel
 from autoshard.costs.learned.fine_tune import FineTuneOptions, fine_tune
 from autoshard.errors import AutoshardError
+from autoshard.hardware.comm import COMM_MODEL_FILE, fit_points
+from autoshard.hardware.evaluator import measure_plans_collectives
 from autoshard.hardware.profile_records import TABLES_FILE
 from autoshard.hardware.profiler import load_dataset
 from autoshard.io import ARTEFACT_VERSION, read_json, write_json
@@ -58,6 +69,8 @@ log = logging.getLogger(__name__)
 
 REFRESH_DIR = "refresh"
 """Where the loop writes its models (``cost_model.pt``, ``policy.pt``) and its table (``rounds.json``)."""
+MIN_COLLECTIVES = 6
+"""Fewest timed all-to-alls the loop refits the planning comm on (two sizes at least)."""
 DEVICES_DIR = "devices"
 """Under ``REFRESH_DIR``: the devices the loop measured for a given (pre-trained) cost model, a profile
 dataset of the train pool's tables."""
@@ -72,6 +85,8 @@ class Refreshed:
     cost_spec: str
     k_policy: str
     policy_path: str | None
+    comm_path: str | None = None
+    """The planners' comm model refit on the loop's measured collectives (None: the evaluator's)."""
 
 
 def stage_refresh(ctx: Context, k_train: str, k_cost: str, cost_spec: str, k_policy: str,
@@ -96,16 +111,22 @@ def stage_refresh(ctx: Context, k_train: str, k_cost: str, cost_spec: str, k_pol
                 "refit": "fine-tune" if pretrained else "fit"}
     if pretrained:
         settings["measure"] = ctx.measure_settings().to_json()
+    timed = ctx.collectives()[0] == "measure"
+    if timed:
+        settings["collectives"] = ctx.comm_backend()[0]
     outputs = [f"{REFRESH_DIR}/cost_model.pt", f"{REFRESH_DIR}/rounds.json"]
     if policy_path is not None:
         outputs.append(f"{REFRESH_DIR}/policy.pt")
+    if timed:
+        outputs.append(f"{REFRESH_DIR}/{COMM_MODEL_FILE}")
 
     def make(resume: bool) -> None:
         run_loop(ctx, cost_spec, policy_path, learned, resume=resume, pretrained=pretrained)
 
     key = ctx.stage("refresh", settings, [k_train, k_cost, k_policy], outputs, make)
     return Refreshed(key, str(out / "cost_model.pt"), key,
-                     str(out / "policy.pt") if policy_path is not None else None)
+                     str(out / "policy.pt") if policy_path is not None else None,
+                     str(out / COMM_MODEL_FILE) if timed else None)
 
 
 def refresh_rounds(ctx: Context) -> list[dict[str, Any]]:
@@ -161,9 +182,11 @@ def run_loop(ctx: Context, cost_spec: str, policy_path: str | None,
         base = None
         costs = ctx.out / "costs"
         recorder = DeviceRecorder(check_dataset(costs, tasks), costs)
-    comm = ctx.comm_model()
+    sweep = ctx.comm_model()  # the evaluator's: the loop's modelled collectives in its ratios
+    backend = ctx.comm_backend()[0] if ctx.collectives()[0] == "measure" else None
     model_path, new_policy_path = out / "cost_model.pt", out / "policy.pt"
     rows = finished_rounds(out, policy_path is not None) if resume else []
+    comm = refit_comm(rows, sweep) if backend is not None else sweep  # the planners'
     if rows:
         model = LearnedCostModel.load(str(model_path))
         policy = TrainedPolicy.load(str(new_policy_path)) if policy_path else None
@@ -179,7 +202,11 @@ def run_loop(ctx: Context, cost_spec: str, policy_path: str | None,
         current_policy = str(new_policy_path) if r and policy is not None else policy_path
         options = PlannerOptions(seed=s.seed, cost_model=model.with_comm(comm), policy_path=current_policy,
                                  time_limit_s=s.time_limit_s)
-        row = _round(r, tasks, learned, options, recorder, comm)
+        row = _round(r, tasks, learned, options, recorder, sweep, backend)
+        if backend is not None:
+            comm = refit_comm([*rows, row], sweep)
+            comm.save(str(out / COMM_MODEL_FILE))
+            row["comm_refit"] = comm.to_json()
         grown = load_dataset(costs)
         # a given model fine-tuned on the loop's devices; else the suite's recipe on the grown profile (a
         # fit from scratch, or its cost_base fine-tuned)
@@ -191,6 +218,7 @@ def run_loop(ctx: Context, cost_spec: str, policy_path: str | None,
             row["fine_tuned"] = {k: model.info["fine_tuned"].get(k) for k in
                                  ("records", "val_mape_pct_before", "val_mape_pct_after", "val_risk_k")}
             row["fine_tuned"]["risk_k"] = model.risk_k
+        model = model.with_comm(comm)  # the loop's planning comm (refit on its collectives where timed)
         model.save(str(model_path))
         if policy is not None:
             iterations = t.policy_iterations * (r + 2)  # the first training's, then as many again a round
@@ -212,9 +240,11 @@ def run_loop(ctx: Context, cost_spec: str, policy_path: str | None,
 
 
 def _round(r: int, tasks: list[Task], learned: list[str], options: PlannerOptions, recorder: DeviceRecorder,
-           comm: Any) -> dict[str, Any]:
+           comm: AlphaBeta, collectives_backend: str | None = None) -> dict[str, Any]:
     """Plan the tasks with the heuristics and the learned planners, measure every device (recorded), and
-    compare: the model's device error (learned planners' devices) and each learned planner's step ratio."""
+    compare: the model's device error (learned planners' devices) and each learned planner's step ratio
+    (collectives modelled by ``comm``). With ``collectives_backend``, every distinct plan's all-to-alls are
+    timed too (``collective_points``, beside the planning model's comm estimate)."""
     model = options.cost_model
     assert model is not None
     index = 0
@@ -222,17 +252,21 @@ def _round(r: int, tasks: list[Task], learned: list[str], options: PlannerOption
     under = 0
     ratios: dict[str, list[float]] = {a: [] for a in learned}
     added_before = recorder.added
+    points: list[list[float]] = []
     for task in tasks:
         best = math.inf
+        plans: dict[str, Any] = {}  # distinct plans by their tables' placement
         for name in GUARD_HEURISTICS:
             plan = _plan(name, options, task)
             if plan is not None:
+                plans.setdefault(json.dumps(plan.to_json()["tables"], sort_keys=True), plan)
                 cost, index = recorder.plan_cost(task, plan.device_shards(task), comm, r, index)
                 best = min(best, cost.plan_ms)
         for name in learned:
             plan = _plan(name, options, task)
             if plan is None:
                 continue
+            plans.setdefault(json.dumps(plan.to_json()["tables"], sort_keys=True), plan)
             devices = plan.device_shards(task)
             predicted = model.device_costs(task, devices)
             cost, index = recorder.plan_cost(task, devices, comm, r, index)
@@ -243,11 +277,41 @@ def _round(r: int, tasks: list[Task], learned: list[str], options: PlannerOption
                     under += guess < real
             if math.isfinite(best):
                 ratios[name].append(cost.plan_ms / best)
-    return {"round": r, "records_added": recorder.added - added_before, "devices": len(errors),
-            "device_mape": float(np.mean(errors)) if errors else None,
-            "underestimated_share": under / len(errors) if errors else None,
-            "ratio_to_best_heuristic": {a: (float(np.exp(np.mean(np.log(v)))) if v else None)
-                                        for a, v in ratios.items()}}
+        if collectives_backend is not None and plans:  # each beside the comm the planners priced it with
+            timed = measure_plans_collectives(task, list(plans.values()), model.comm, collectives_backend)
+            for placement, cols in zip(plans, timed):
+                plan_id = hashlib.sha256(placement.encode()).hexdigest()[:12]
+                points += [[max(*c.sent_bytes, *c.received_bytes), c.measured_ms, c.modelled_ms,
+                            f"{task.name}/{plan_id}/{c.name}"] for c in cols
+                           if c.measured_ms is not None and max(*c.sent_bytes, *c.received_bytes) > 0]
+    row: dict[str, Any] = {
+        "round": r, "records_added": recorder.added - added_before, "devices": len(errors),
+        "device_mape": float(np.mean(errors)) if errors else None,
+        "underestimated_share": under / len(errors) if errors else None,
+        "ratio_to_best_heuristic": {a: (float(np.exp(np.mean(np.log(v)))) if v else None)
+                                    for a, v in ratios.items()}}
+    if collectives_backend is not None:
+        # [busiest rank's bytes, measured ms, the planning comm's ms, task/plan/collective]
+        row["collective_points"] = points
+        row["comm_mape"] = (float(np.mean([abs(p[2] - p[1]) / p[1] for p in points])) if points else None)
+    return row
+
+
+def refit_comm(rows: list[dict[str, Any]], comm: AlphaBeta) -> AlphaBeta:
+    """The planning comm fitted on every distinct collective the loop's ``rows`` timed, each at its least
+    time over the rounds (the loop re-plans the same tasks, and contention only adds time: one round's
+    all-to-alls timed 2-6x slower than the next round's of the same plans in a quickstart); ``comm`` (the
+    sweep's fit) where they were fewer than ``MIN_COLLECTIVES`` or of one size."""
+    least: dict[str, tuple[float, float]] = {}
+    for row in rows:
+        for bytes_moved, ms, _, key in row.get("collective_points", []):
+            if key not in least or ms < least[key][1]:
+                least[key] = (float(bytes_moved), float(ms))
+    points = np.array(list(least.values()), dtype=np.float64).reshape(-1, 2)
+    if len(points) < MIN_COLLECTIVES or len(np.unique(points[:, 0])) < 2:
+        return comm
+    source = f"refit on the {len(points)} distinct all-to-alls the refresh loop timed (not {comm.source})"
+    return fit_points(points[:, 0], points[:, 1], source)
 
 
 def _plan(name: str, options: PlannerOptions, task: Task) -> Any:
@@ -266,6 +330,11 @@ def describe_round(row: dict[str, Any]) -> str:
     tuned = row.get("fine_tuned")
     after = "" if not tuned else (f"; fine-tuned: validation error {tuned['val_mape_pct_before']:.1f}% -> "
                                   f"{tuned['val_mape_pct_after']:.1f}%, risk_k {tuned['risk_k']:.2f}")
+    if row.get("comm_mape") is not None and row.get("comm_refit"):
+        refit = AlphaBeta.from_json(row["comm_refit"])
+        after += (f"; comm fit's error on the round's {len(row['collective_points'])} timed all-to-alls "
+                  f"{100 * row['comm_mape']:.0f}%, refit {refit.alpha_ms:.3f} ms + bytes / "
+                  f"{refit.bytes_per_ms / 1e3:.0f} KB/ms")
     return (f"{row['records_added']} devices added ({row.get('records_total', '?')} in the profile); model "
             f"error on the learned planners' {row['devices']} devices {error}; measured step / best "
             f"heuristic: {ratios or '-'}{after}")

@@ -26,6 +26,7 @@ class Pipeline(Context):
         k_cost, cost_spec = stage_cost_model(self, k_split, k_comm)
         k_policy, policy_path = stage_policy(self, k_train, k_cost, cost_spec)
         r = stage_refresh(self, k_train, k_cost, cost_spec, k_policy, policy_path)
-        evaluation = stage_evaluate(self, k_comm, r.k_cost, r.cost_spec, r.k_policy, r.policy_path)
+        evaluation = stage_evaluate(self, k_comm, r.k_cost, r.cost_spec, r.k_policy, r.policy_path,
+                                    r.comm_path)
         log.info("suite %s finished", self.suite.name)
         return evaluation
