@@ -144,6 +144,9 @@ def test_refresh_loop_measures_the_learned_planners_devices_and_reports_each_rou
     assert f"refit on the {len(least)} distinct all-to-alls the refresh loop timed" in raw["cost_model"]
     assert raw["comm"] == DEFAULT_COMM.to_json()  # the evaluator keeps its own (--comm default)
     assert "comm fit error on the plans' timed all-to-alls" in report
+    # ...and the loop's ratios are composed with those timed all-to-alls, not the comm fit's
+    assert all(r["collectives"] == "measured" for r in rounds)
+    assert "kernels timed once each, collectives timed with each plan's own splits" in report
 
     # A recorder over the grown profile reads back the devices an earlier run recorded: nothing timed again.
     task = load_tasks(str(out / "train_tasks.json"))[0]

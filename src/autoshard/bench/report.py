@@ -147,10 +147,12 @@ def refresh_lines(rounds: Sequence[dict[str, Any]]) -> list[str]:
                    f"| {_pct(r.get('underestimated_share'), False)} | "
                    + " | ".join(_fmt(ratios.get(a)) for a in algos)
                    + comm + f" | {_fmt(r.get('elapsed_s'), '.0f')} |")
+    collectives = ("collectives timed with each plan's own splits" if timed
+                   else "collectives from the comm fit: modelled")
     out += ["", ("Ratios: measured step of the planner's plan over the cheapest heuristic plan's, geometric "
-                 "mean over the loop's train tasks (kernels timed once each, collectives from the comm fit: "
-                 "modelled). Model error: mean |predicted - measured| / measured fwd+bwd of the learned "
-                 "planners' devices by the model they planned with; the loop plans the same tasks every "
+                 f"mean over the loop's train tasks (kernels timed once each, {collectives}). Model error: "
+                 "mean |predicted - measured| / measured fwd+bwd of the learned planners' devices by the "
+                 "model they planned with; the loop plans the same tasks every "
                  "round, so a device measured in an earlier round is in that model's training data.")
             + (" Comm: every distinct plan's all-to-alls timed with its own splits, as the bench times them; "
                "the planning comm (not the evaluator's) is refit on all the loop has timed, the busiest "

@@ -15,10 +15,11 @@ many tables), and a planner that optimises its predictions finds the devices it 
    (kernels measured once, collectives the comm fit's: modelled); where the bench times collectives
    (``--collectives measure``, or ``auto`` with a core or GPU per rank), every plan's all-to-alls are also
    timed with its own splits, as the bench times them (``hardware.evaluator.measure_plans_collectives``),
-   the comm fit's error on them goes in the row, and the PLANNING comm is refit on every collective the
-   loop timed (``hardware.comm.fit_points``; ``refresh/comm_model.json``): the sweep's even all-to-alls
-   (16 KB-4 MB) give the fit a slope the planners' own collectives do not show at the quick suite's
-   82-254 KB (docs/benchmarks.md, "Stop 27"). The evaluator keeps the sweep's fit;
+   the steps compared are composed with those, the comm fit's error on them goes in the row, and the
+   PLANNING comm is refit on every collective the loop timed (``hardware.comm.fit_points``;
+   ``refresh/comm_model.json``): the sweep's even all-to-alls (16 KB-4 MB) give the fit a slope the
+   planners' own collectives do not show at the quick suite's 82-254 KB (docs/benchmarks.md, "Stop 27").
+   The evaluator keeps the sweep's fit;
 4. the cost model is refit on the grown profile (the suite's recipe: from scratch, or its ``cost_base``
    fine-tuned on it), or, when the bench was given a pre-trained model (``--cost-model``), that model is
    fine-tuned on every device the loop measured (``costs.learned.fine_tune``; the devices are kept in
@@ -36,7 +37,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,9 +44,11 @@ from typing import Any
 
 import numpy as np
 
+from autoshard.breakdown import PlanCost
 from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.learned import LearnedCostModel
 from autoshard.costs.learned.fine_tune import FineTuneOptions, fine_tune
+from autoshard.costs.step import compose
 from autoshard.errors import AutoshardError
 from autoshard.hardware.comm import COMM_MODEL_FILE, fit_points
 from autoshard.hardware.evaluator import measure_plans_collectives
@@ -242,9 +244,10 @@ def run_loop(ctx: Context, cost_spec: str, policy_path: str | None,
 def _round(r: int, tasks: list[Task], learned: list[str], options: PlannerOptions, recorder: DeviceRecorder,
            comm: AlphaBeta, collectives_backend: str | None = None) -> dict[str, Any]:
     """Plan the tasks with the heuristics and the learned planners, measure every device (recorded), and
-    compare: the model's device error (learned planners' devices) and each learned planner's step ratio
-    (collectives modelled by ``comm``). With ``collectives_backend``, every distinct plan's all-to-alls are
-    timed too (``collective_points``, beside the planning model's comm estimate)."""
+    compare: the model's device error (learned planners' devices) and each learned planner's step over the
+    best heuristic's. With ``collectives_backend`` every distinct plan's all-to-alls are timed too
+    (``collective_points``, beside the planning model's comm estimate) and the steps compared are composed
+    with them; else with ``comm``'s (modelled)."""
     model = options.cost_model
     assert model is not None
     index = 0
@@ -252,49 +255,58 @@ def _round(r: int, tasks: list[Task], learned: list[str], options: PlannerOption
     under = 0
     ratios: dict[str, list[float]] = {a: [] for a in learned}
     added_before = recorder.added
-    points: list[list[float]] = []
+    points: list[list[Any]] = []
     for task in tasks:
-        best = math.inf
+        steps: dict[str, tuple[str, PlanCost]] = {}  # planner -> (placement, kernels measured)
         plans: dict[str, Any] = {}  # distinct plans by their tables' placement
-        for name in GUARD_HEURISTICS:
-            plan = _plan(name, options, task)
-            if plan is not None:
-                plans.setdefault(json.dumps(plan.to_json()["tables"], sort_keys=True), plan)
-                cost, index = recorder.plan_cost(task, plan.device_shards(task), comm, r, index)
-                best = min(best, cost.plan_ms)
-        for name in learned:
+        for name in (*GUARD_HEURISTICS, *learned):
             plan = _plan(name, options, task)
             if plan is None:
                 continue
-            plans.setdefault(json.dumps(plan.to_json()["tables"], sort_keys=True), plan)
+            placement = json.dumps(plan.to_json()["tables"], sort_keys=True)
+            plans.setdefault(placement, plan)
             devices = plan.device_shards(task)
-            predicted = model.device_costs(task, devices)
+            predicted = model.device_costs(task, devices) if name in learned else None
             cost, index = recorder.plan_cost(task, devices, comm, r, index)
+            steps[name] = (placement, cost)
             for g, d in enumerate(cost.devices):
-                if devices[g] and d.fwd_ms + d.bwd_ms > 0:
+                if predicted is not None and devices[g] and d.fwd_ms + d.bwd_ms > 0:
                     real, guess = d.fwd_ms + d.bwd_ms, float(predicted[g, 0] + predicted[g, 1])
                     errors.append(abs(guess - real) / real)
                     under += guess < real
-            if math.isfinite(best):
-                ratios[name].append(cost.plan_ms / best)
         if collectives_backend is not None and plans:  # each beside the comm the planners priced it with
-            timed = measure_plans_collectives(task, list(plans.values()), model.comm, collectives_backend)
-            for placement, cols in zip(plans, timed):
+            timed = dict(zip(plans, measure_plans_collectives(task, list(plans.values()), model.comm,
+                                                              collectives_backend)))
+            for placement, cols in timed.items():
                 plan_id = hashlib.sha256(placement.encode()).hexdigest()[:12]
                 points += [[max(*c.sent_bytes, *c.received_bytes), c.measured_ms, c.modelled_ms,
                             f"{task.name}/{plan_id}/{c.name}"] for c in cols
                            if c.measured_ms is not None and max(*c.sent_bytes, *c.received_bytes) > 0]
+            steps = {name: (placement, compose(_device_array(cost), timed[placement], "measured"))
+                     for name, (placement, cost) in steps.items()}
+        heuristic_steps = [cost.plan_ms for name, (_, cost) in steps.items() if name in GUARD_HEURISTICS]
+        if heuristic_steps:
+            best = min(heuristic_steps)
+            for name in learned:
+                if name in steps:
+                    ratios[name].append(steps[name][1].plan_ms / best)
     row: dict[str, Any] = {
         "round": r, "records_added": recorder.added - added_before, "devices": len(errors),
         "device_mape": float(np.mean(errors)) if errors else None,
         "underestimated_share": under / len(errors) if errors else None,
         "ratio_to_best_heuristic": {a: (float(np.exp(np.mean(np.log(v)))) if v else None)
-                                    for a, v in ratios.items()}}
+                                    for a, v in ratios.items()},
+        "collectives": "measured" if collectives_backend is not None else "modelled"}
     if collectives_backend is not None:
         # [busiest rank's bytes, measured ms, the planning comm's ms, task/plan/collective]
         row["collective_points"] = points
         row["comm_mape"] = (float(np.mean([abs(p[2] - p[1]) / p[1] for p in points])) if points else None)
     return row
+
+
+def _device_array(cost: PlanCost) -> np.ndarray:
+    """(D, 3) fwd, bwd and own comm ms of a plan cost's devices."""
+    return np.array([[d.fwd_ms, d.bwd_ms, d.comm_ms] for d in cost.devices], dtype=np.float64).reshape(-1, 3)
 
 
 def refit_comm(rows: list[dict[str, Any]], comm: AlphaBeta) -> AlphaBeta:
