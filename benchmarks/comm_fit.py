@@ -29,7 +29,9 @@ from typing import Any
 import numpy as np
 
 from autoshard.bench.summary import geomean
+from autoshard.breakdown import CollectiveCost
 from autoshard.costs.comm import AlphaBeta
+from autoshard.costs.metrics import mape
 from autoshard.errors import AutoshardError
 from autoshard.hardware.comm import fit_points
 from autoshard.io import read_json
@@ -48,16 +50,11 @@ def collective_points(tasks: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarr
         for r in t["results"]:
             if not r.get("ok") or not r.get("measured"):
                 continue
-            for c in r["measured"].get("collectives", []):
-                busiest = max(max(c["sent_bytes"]), max(c["received_bytes"]))
-                if c.get("measured_ms") is not None and busiest > 0:
-                    rows.append((busiest, c["measured_ms"], c["modelled_ms"]))
+            for c in map(CollectiveCost.from_json, r["measured"].get("collectives", [])):
+                if c.measured_ms is not None and c.busiest_bytes > 0:
+                    rows.append((c.busiest_bytes, c.measured_ms, c.modelled_ms))
     out = np.array(rows, dtype=np.float64).reshape(-1, 3)
     return out[:, 0], out[:, 1], out[:, 2]
-
-
-def mape(predicted: np.ndarray, measured: np.ndarray) -> float:
-    return float(np.mean(np.abs(predicted - measured) / measured))
 
 
 def h_star(results: dict[str, Any], tasks: list[dict[str, Any]], model: Any, comm: AlphaBeta) -> list[float]:
@@ -76,9 +73,9 @@ def analyse_run(results: dict[str, Any], model: Any = None) -> dict[str, Any] | 
     out: dict[str, Any] = {
         "collectives": len(x), "bytes": (float(x.min()), float(x.max())),
         "ms": (float(y.min()), float(y.max())),
-        "fit": AlphaBeta.from_json(results["comm"]), "fit_mape": mape(modelled, y),
+        "fit": AlphaBeta.from_json(results["comm"]), "fit_mape": mape(modelled, y) / 100,
         "correlation": float(np.corrcoef(x, y)[0, 1]) if x.std() > 0 and y.std() > 0 else float("nan"),
-        "measured_fit": own, "measured_fit_mape": mape(own.alpha_ms + x / own.bytes_per_ms, y)}
+        "measured_fit": own, "measured_fit_mape": mape(own.alpha_ms + x / own.bytes_per_ms, y) / 100}
     if model is not None:
         crossed = []
         for half in (0, 1):
@@ -87,10 +84,10 @@ def analyse_run(results: dict[str, Any], model: Any = None) -> dict[str, Any] | 
             tx, ty, _ = collective_points(train)
             if test and len(tx) >= 2:
                 crossed += h_star(results, test, model, fit_points(tx, ty, "cross-fitted"))
-        out["h_star_run_fit"] = geomean(h_star(results, tasks, model, out["fit"]))
+        rules = guard_margin.analyse(results, model.with_comm(out["fit"]), [1.0], "lookup_greedy")["rules"]
+        out["h_star_run_fit"] = geomean(rules[H_STAR])
         out["h_star_cross_fit"] = geomean(crossed) if len(crossed) == len(tasks) else float("nan")
-        always = guard_margin.analyse(results, model.with_comm(out["fit"]), [1.0], "lookup_greedy")
-        out["always_lookup_greedy"] = geomean(always["rules"][("H*", "always")])
+        out["always_lookup_greedy"] = geomean(rules[("H*", "always")])
     return out
 
 

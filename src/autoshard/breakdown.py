@@ -60,6 +60,11 @@ class CollectiveCost:
     def source(self) -> str:
         return "measured" if self.measured_ms is not None else "modelled"
 
+    @property
+    def busiest_bytes(self) -> float:
+        """The most any rank sends or receives: what the alpha-beta model prices (``costs.step``)."""
+        return max(self.sent_bytes + self.received_bytes, default=0.0)
+
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "stage": self.stage, "ms": self.ms, "source": self.source,
                 "modelled_ms": self.modelled_ms, "measured_ms": self.measured_ms,

@@ -48,6 +48,7 @@ from autoshard.breakdown import PlanCost
 from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.learned import LearnedCostModel
 from autoshard.costs.learned.fine_tune import FineTuneOptions, fine_tune
+from autoshard.costs.metrics import mape
 from autoshard.costs.step import compose
 from autoshard.errors import AutoshardError
 from autoshard.hardware.comm import COMM_MODEL_FILE, fit_points
@@ -279,9 +280,8 @@ def _round(r: int, tasks: list[Task], learned: list[str], options: PlannerOption
                                                               collectives_backend)))
             for placement, cols in timed.items():
                 plan_id = hashlib.sha256(placement.encode()).hexdigest()[:12]
-                points += [[max(*c.sent_bytes, *c.received_bytes), c.measured_ms, c.modelled_ms,
-                            f"{task.name}/{plan_id}/{c.name}"] for c in cols
-                           if c.measured_ms is not None and max(*c.sent_bytes, *c.received_bytes) > 0]
+                points += [[c.busiest_bytes, c.measured_ms, c.modelled_ms, f"{task.name}/{plan_id}/{c.name}"]
+                           for c in cols if c.measured_ms is not None and c.busiest_bytes > 0]
             steps = {name: (placement, compose(_device_array(cost), timed[placement], "measured"))
                      for name, (placement, cost) in steps.items()}
         heuristic_steps = [cost.plan_ms for name, (_, cost) in steps.items() if name in GUARD_HEURISTICS]
@@ -300,7 +300,7 @@ def _round(r: int, tasks: list[Task], learned: list[str], options: PlannerOption
     if collectives_backend is not None:
         # [busiest rank's bytes, measured ms, the planning comm's ms, task/plan/collective]
         row["collective_points"] = points
-        row["comm_mape"] = (float(np.mean([abs(p[2] - p[1]) / p[1] for p in points])) if points else None)
+        row["comm_mape"] = mape([p[2] for p in points], [p[1] for p in points]) / 100 if points else None
     return row
 
 
