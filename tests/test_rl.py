@@ -207,6 +207,23 @@ def test_checkpoint_round_trip_and_exact_resume(tmp_path):
         train(MODEL, tasks, TrainConfig(iterations=4, **{**cfg, "hidden": 16}), resume=loaded)
 
 
+def test_training_runs_on_one_thread_and_restores_the_callers():
+    """Two torch threads on a shared 2-vCPU host spin against each other (2.8x slower beside one busy
+    process): the policy trains on TRAIN_THREADS, inside the bench's stage too, and leaves the caller's."""
+    from autoshard.planners.rl.train import TRAIN_THREADS
+
+    seen: list[int] = []
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        train(MODEL, [make_task(4, 2)], TrainConfig(iterations=2, tasks_per_iteration=1, samples_per_task=2,
+                                                    hidden=8, eval_every=2),
+              progress=lambda it, m: seen.append(torch.get_num_threads()))
+        assert seen == [TRAIN_THREADS, TRAIN_THREADS] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_bad_policy_files(tmp_path):
     bad = tmp_path / "bad.pt"
     bad.write_bytes(b"not a checkpoint")

@@ -40,7 +40,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
     from tqdm import tqdm
 
     from autoshard.errors import AutoshardError
@@ -49,7 +48,6 @@ def run(args: argparse.Namespace) -> int:
     from autoshard.planners.rl.train import TrainConfig, train
     from autoshard.tasks import load_tasks
 
-    torch.set_num_threads(1)  # small networks: one thread is fastest, and the machine is shared
     config = TrainConfig(iterations=args.iterations, tasks_per_iteration=args.tasks_per_iteration,
                          samples_per_task=args.samples, learning_rate=args.lr, eval_every=args.eval_every,
                          seed=args.seed)

@@ -32,6 +32,12 @@ from autoshard.tasks import Task
 
 logger = logging.getLogger(__name__)
 
+TRAIN_THREADS = 1
+"""torch threads while training: the policy's batches are small. On this project's 2-vCPU host 20
+iterations of the quick suite's training took 11.2 s on 1 thread and 9.1 s on 2 when idle, but 9.3 s and
+26.5 s beside one busy process (two threads spin against each other: stop 27 saw a bench's policy stage take
+385 s instead of 42 s beside an analysis); the CLI used 1 thread already, the bench's stage did not."""
+
 HEURISTICS = ("random", "round_robin", "dim_greedy", "lookup_greedy", "size_greedy", "size_lookup_greedy")
 """The heuristic planners (planners/heuristics.py) a policy is compared against."""
 
@@ -155,8 +161,21 @@ def train(
     """Train a policy against ``model`` on ``train_tasks``; see the module docstring.
 
     ``resume`` continues a checkpoint written by an interrupted run of the same config (its normaliser and
-    optimizer state are kept). ``progress(iteration, metrics)`` is called after every update.
+    optimizer state are kept). ``progress(iteration, metrics)`` is called after every update. Runs on
+    ``TRAIN_THREADS`` torch threads, restoring the caller's setting after.
     """
+    old_threads = torch.get_num_threads()
+    torch.set_num_threads(TRAIN_THREADS)
+    try:
+        return _train(model, train_tasks, config, eval_tasks, cost_model_spec, checkpoint_path, resume,
+                      progress)
+    finally:
+        torch.set_num_threads(old_threads)
+
+
+def _train(model: CostModel, train_tasks: Sequence[Task], config: TrainConfig, eval_tasks: Sequence[Task],
+           cost_model_spec: str | None, checkpoint_path: str | None, resume: TrainedPolicy | None,
+           progress: Callable[[int, dict[str, float]], None] | None) -> TrainedPolicy:
     if not train_tasks:
         raise AutoshardError("no training tasks; generate some with 'autoshard tasks'")
     # Normaliser fitted once on the training tables (unique by name), stored with the policy.
