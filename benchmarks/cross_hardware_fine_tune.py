@@ -1,0 +1,125 @@
+"""Can a cost model pre-trained on one machine be adapted to another with a few measured devices?
+
+Run: .venv/bin/python benchmarks/cross_hardware_fine_tune.py --data PROFILE --model CKPT
+                      [--sizes 16,32,64,128,256,all] [--test-fraction 0.25] [--seed 0] [-o out.json]
+
+``PROFILE`` is a profile directory of the target machine (e.g. ``profiles/nvidia-h200/pool-dlrm50-b16384``,
+792 devices timed on an H200 with the torch backend at batch 16384), ``CKPT`` a model of another machine
+(e.g. the shipped default, trained on this project's AMD EPYC CPUs). A seeded share of the profile's records
+is held out; for each budget N of the rest (the first N of a seeded order, so the budgets nest) it scores on
+the held-out records (fwd+bwd MAPE and Spearman):
+
+- ``pre-trained``: CKPT as it is (a CPU model prices GPU devices at CPU speed: its level is off);
+- ``scaled``: CKPT with forward and backward scaled by the median measured / predicted ratio on the N
+  records (what ``autoshard calibrate-cost`` does with re-timed records);
+- ``fine-tuned``: CKPT fine-tuned on the N records (``costs.learned.fine_tune``; the networks continue from
+  their CPU weights and target scaling);
+- ``scaled + fine-tuned``: ``scaled``, then fine-tuned on the same N records (the networks start at the
+  target machine's level and learn what differs beyond it);
+- ``from scratch``: ``LearnedCostModel.fit`` on the N records (the recipe of ``autoshard train-cost``, an
+  ensemble of 5).
+
+Why: NeuroShard pre-trains once and adapts; a user with a GPU cluster has the shipped CPU model and can time
+a few dozen devices. Whether the CPU pre-training helps there, or a fit from scratch on the same devices is
+as good, decides what ``fine-tune-cost`` should offer across machines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import spearmanr
+
+from autoshard.costs.learned import LearnedCostModel
+from autoshard.costs.learned.evaluation import predict_records
+from autoshard.costs.learned.fine_tune import FineTuneOptions, fine_tune
+from autoshard.costs.learned.training import TrainOptions
+from autoshard.costs.metrics import mape
+from autoshard.errors import AutoshardError
+from autoshard.hardware.profiler import load_dataset
+from autoshard.io import write_json
+
+
+def score(model, pool, records, scale: tuple[float, float] = (1.0, 1.0)) -> tuple[float, float]:
+    """fwd+bwd MAPE (%) and Spearman of ``model`` on ``records``, forward and backward scaled by ``scale``."""
+    p = predict_records(model, pool, records)
+    pred = p.mean[:, 0] * scale[0] + p.mean[:, 1] * scale[1]
+    measured = np.array([float(r.fwd_ms) + float(r.bwd_ms) for r in records])
+    return float(mape(pred, measured)), float(spearmanr(pred, measured)[0])
+
+
+def level_scale(model, pool, records) -> tuple[float, float]:
+    """Median measured / predicted of forward and of backward on ``records``."""
+    p = predict_records(model, pool, records)
+    fwd = np.median([float(r.fwd_ms) for r in records] / p.mean[:, 0])
+    bwd = np.median([float(r.bwd_ms) for r in records] / p.mean[:, 1])
+    return float(fwd), float(bwd)
+
+
+VARIANTS = ("scaled", "fine-tuned", "scaled+tuned", "from scratch")
+
+
+def run_variant(name: str, base, data, subset, test, seed: int) -> tuple[float, float]:
+    """Score one variant (module docstring) adapted on ``subset``'s records."""
+    if name == "from scratch":
+        return score(LearnedCostModel.fit(subset, TrainOptions(seed=seed, ensemble=5)), data.pool, test)
+    scale = level_scale(base, data.pool, subset.records)
+    if name == "scaled":
+        return score(base, data.pool, test, scale)
+    start = base.with_host_scale(*scale, {"records": len(subset.records)}) if name == "scaled+tuned" else base
+    return score(fine_tune(start, subset, FineTuneOptions(seed=seed)), data.pool, test)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data", required=True, help="profile directory of the target machine")
+    p.add_argument("--model", required=True, help="cost model of another machine")
+    p.add_argument("--sizes", default="16,32,64,128,256,all",
+                   help="device budgets N ('all': every train record)")
+    p.add_argument("--test-fraction", type=float, default=0.25)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("-o", "--output", help="also write the rows as JSON here")
+    args = p.parse_args(argv)
+    try:
+        data = load_dataset(args.data)
+        base = LearnedCostModel.load(args.model, allow_other_hardware=True)
+        order = np.random.default_rng(args.seed).permutation(len(data.records))
+        n_test = round(args.test_fraction * len(order))
+        test = [data.records[i] for i in order[:n_test]]
+        train_pool = [data.records[i] for i in order[n_test:]]
+        sizes = [len(train_pool) if s.strip() == "all" else int(s)
+                 for s in args.sizes.split(",") if s.strip()]
+        print(f"{len(data.records)} records: {len(test)} held out, budgets {sizes} of {len(train_pool)}")
+        rows = [{"variant": "pre-trained", "n": 0, **dict(zip(("mape", "spearman"),
+                                                              score(base, data.pool, test)))}]
+        print(f"pre-trained: MAPE {rows[0]['mape']:.1f}%, Spearman {rows[0]['spearman']:.3f}")
+        for n in sizes:
+            if not 0 < n <= len(train_pool):
+                raise AutoshardError(f"budget {n} must be in 1..{len(train_pool)}")
+            subset = replace(data, records=train_pool[:n])
+            for name in VARIANTS:
+                t0 = time.perf_counter()
+                try:
+                    m, rho = run_variant(name, base, data, subset, test, args.seed)
+                    row = {"variant": name, "n": n, "mape": m, "spearman": rho}
+                    print(f"N={n:4d} {name:>12}: MAPE {m:6.1f}%, Spearman {rho:.3f} "
+                          f"({time.perf_counter() - t0:.0f} s)", flush=True)
+                except AutoshardError as e:
+                    row = {"variant": name, "n": n, "error": str(e)}
+                    print(f"N={n:4d} {name:>12}: {e}", flush=True)
+                rows.append(row)
+        if args.output:
+            write_json(Path(args.output), {"args": vars(args), "rows": rows})
+    except AutoshardError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
