@@ -1,7 +1,8 @@
 """Can a cost model pre-trained on one machine be adapted to another with a few measured devices?
 
 Run: .venv/bin/python benchmarks/cross_hardware_fine_tune.py --data PROFILE --model CKPT
-                      [--sizes 16,32,64,128,256,all] [--test-fraction 0.25] [--seed 0] [-o out.json]
+                      [--sizes 16,32,64,128,256,all] [--variants scaled,adapted,from scratch]
+                      [--test-fraction 0.25] [--seed 0] [-o out.json]
 
 ``PROFILE`` is a profile directory of the target machine (e.g. ``profiles/nvidia-h200/pool-dlrm50-b16384``,
 792 devices timed on an H200 with the torch backend at batch 16384), ``CKPT`` a model of another machine
@@ -12,12 +13,12 @@ the held-out records (fwd+bwd MAPE and Spearman):
 - ``pre-trained``: CKPT as it is (a CPU model prices GPU devices at CPU speed: its level is off);
 - ``scaled``: CKPT with forward and backward scaled by the median measured / predicted ratio on the N
   records (what ``autoshard calibrate-cost`` does with re-timed records);
-- ``fine-tuned``: CKPT fine-tuned on the N records (``costs.learned.fine_tune``; the networks continue from
-  their CPU weights and target scaling);
-- ``scaled + fine-tuned``: ``scaled``, then fine-tuned on the same N records (the networks start at the
-  target machine's level and learn what differs beyond it);
+- ``adapted``: ``costs.learned.fine_tune(..., adapt_hardware=True)`` on the N records, what
+  ``autoshard fine-tune-cost --adapt-hardware`` does: CKPT scaled as above on the records it does not hold
+  back for validation, then fine-tuned (the networks continue from their CPU weights at the new level);
 - ``from scratch``: ``LearnedCostModel.fit`` on the N records (the recipe of ``autoshard train-cost``, an
-  ensemble of 5).
+  ensemble of 5; a context network with the working set where the records mix batch sizes, as its
+  ``--context auto``).
 
 Why: NeuroShard pre-trains once and adapts; a user with a GPU cluster has the shipped CPU model and can time
 a few dozen devices. Whether the CPU pre-training helps there, or a fit from scratch on the same devices is
@@ -35,9 +36,9 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import spearmanr
 
-from autoshard.costs.learned import LearnedCostModel
+from autoshard.costs.learned import CostNetConfig, LearnedCostModel
 from autoshard.costs.learned.evaluation import predict_records
-from autoshard.costs.learned.fine_tune import FineTuneOptions, fine_tune
+from autoshard.costs.learned.fine_tune import FineTuneOptions, fine_tune, level_ratios
 from autoshard.costs.learned.training import TrainOptions
 from autoshard.costs.metrics import mape
 from autoshard.errors import AutoshardError
@@ -53,26 +54,21 @@ def score(model, pool, records, scale: tuple[float, float] = (1.0, 1.0)) -> tupl
     return float(mape(pred, measured)), float(spearmanr(pred, measured)[0])
 
 
-def level_scale(model, pool, records) -> tuple[float, float]:
-    """Median measured / predicted of forward and of backward on ``records``."""
-    p = predict_records(model, pool, records)
-    fwd = np.median([float(r.fwd_ms) for r in records] / p.mean[:, 0])
-    bwd = np.median([float(r.bwd_ms) for r in records] / p.mean[:, 1])
-    return float(fwd), float(bwd)
-
-
-VARIANTS = ("scaled", "fine-tuned", "scaled+tuned", "from scratch")
+VARIANTS = ("scaled", "adapted", "from scratch")
 
 
 def run_variant(name: str, base, data, subset, test, seed: int) -> tuple[float, float]:
     """Score one variant (module docstring) adapted on ``subset``'s records."""
     if name == "from scratch":
-        return score(LearnedCostModel.fit(subset, TrainOptions(seed=seed, ensemble=5)), data.pool, test)
-    scale = level_scale(base, data.pool, subset.records)
-    if name == "scaled":
-        return score(base, data.pool, test, scale)
-    start = base.with_host_scale(*scale, {"records": len(subset.records)}) if name == "scaled+tuned" else base
-    return score(fine_tune(start, subset, FineTuneOptions(seed=seed)), data.pool, test)
+        # records of several batch sizes (a broad profile) need a context network (train-cost: --context auto)
+        mixed = len({int(r.batch_size) for r in subset.records}) > 1
+        config = CostNetConfig(context=True, reuse=True) if mixed else CostNetConfig()
+        return score(LearnedCostModel.fit(subset, TrainOptions(seed=seed, ensemble=5, config=config)),
+                     data.pool, test)
+    if name == "adapted":
+        adapted = fine_tune(base, subset, FineTuneOptions(seed=seed), adapt_hardware=True)
+        return score(adapted, data.pool, test)
+    return score(base, data.pool, test, level_ratios(base, data.pool, subset.records))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,9 +79,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="device budgets N ('all': every train record)")
     p.add_argument("--test-fraction", type=float, default=0.25)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--variants", default=",".join(VARIANTS), help=f"which of {', '.join(VARIANTS)}")
     p.add_argument("-o", "--output", help="also write the rows as JSON here")
     args = p.parse_args(argv)
     try:
+        chosen = [v.strip() for v in args.variants.split(",") if v.strip()]
+        if not chosen or any(v not in VARIANTS for v in chosen):
+            raise AutoshardError(f"--variants {args.variants!r}: choose from {', '.join(VARIANTS)}")
         data = load_dataset(args.data)
         base = LearnedCostModel.load(args.model, allow_other_hardware=True)
         order = np.random.default_rng(args.seed).permutation(len(data.records))
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
             if not 0 < n <= len(train_pool):
                 raise AutoshardError(f"budget {n} must be in 1..{len(train_pool)}")
             subset = replace(data, records=train_pool[:n])
-            for name in VARIANTS:
+            for name in chosen:
                 t0 = time.perf_counter()
                 try:
                     m, rho = run_variant(name, base, data, subset, test, args.seed)

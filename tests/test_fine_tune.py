@@ -87,10 +87,45 @@ def test_fine_tune_refuses_too_few_records_and_other_machines(pretrained, worklo
     with pytest.raises(AutoshardError, match="too few to fine-tune"):
         fine_tune(pretrained, few, TUNE)
     other = [replace(r, host={**r.host, "cpu": "Another CPU"}) for r in workload.records]
-    with pytest.raises(AutoshardError, match="the cost model to fine-tune was trained on"):
+    with pytest.raises(AutoshardError, match="the cost model to fine-tune was trained on .*--adapt-hardware"):
         fine_tune(pretrained, replace(workload, records=other), TUNE)
     with pytest.raises(AutoshardError, match="validation fraction"):
         FineTuneOptions(val_fraction=1.0)
+
+
+def _on_another_machine(dataset, speed: float):
+    """The dataset's records as if timed on another CPU ``speed`` times faster (an injected input: the real
+    fine-tuning runs on it)."""
+    host = {**dataset.records[0].host, "cpu": "Another CPU"}
+    return replace(dataset, records=[replace(r, host=host, fwd_ms=r.fwd_ms / speed, bwd_ms=r.bwd_ms / speed)
+                                     for r in dataset.records])
+
+
+def test_adapting_to_another_machine_scales_first_and_names_the_new_machine(pretrained, workload, tmp_path):
+    other = _on_another_machine(workload, 20.0)
+    adapted = fine_tune(pretrained, other, TUNE, adapt_hardware=True)
+    info = adapted.info["fine_tuned"]
+    # the level comes from the records the validation does not hold back: 20x faster, within the model's error
+    ratio = info["adapted_from"]
+    assert 1 / 40 < ratio["fwd_scale"] < 1 / 10 and 1 / 40 < ratio["bwd_scale"] < 1 / 10
+    assert ratio["scale_records"] == len(other.records) - info["val_records"]
+    assert info["val_mape_pct_before"] > 1000 and info["val_mape_pct_after"] < 100
+    # each member starts at the scaled level and keeps its best validation epoch, the start included
+    start = pretrained.with_host_scale(ratio["fwd_scale"], ratio["bwd_scale"], {})
+    for after, scaled in zip(_member_val_mape(adapted, other, TUNE), _member_val_mape(start, other, TUNE)):
+        assert after <= scaled + 1e-6
+    # a model of the records' machine now: checked against it, the pre-training's host kept in info
+    assert adapted.trained_on["host"]["cpu"] == "Another CPU"
+    assert ratio["trained_on"]["host"]["cpu"] == pretrained.trained_on["host"]["cpu"]
+    with pytest.raises(AutoshardError, match="trained on cpu='Another CPU'"):
+        adapted.check_host(workload.records[0].host)
+    adapted.check_host(other.records[0].host)
+    path = tmp_path / "adapted.pt"
+    adapted.save(path)
+    assert LearnedCostModel.load(path, allow_other_hardware=True).trained_on["host"]["cpu"] == "Another CPU"
+    # records of the model's own machine: adapting changes nothing but the fine-tuning
+    same = fine_tune(pretrained, workload, TUNE, adapt_hardware=True)
+    assert "adapted_from" not in same.info["fine_tuned"] and same.trained_on == pretrained.trained_on
 
 
 def test_fine_tune_cost_cli_writes_the_tuned_model_and_bad_input_is_one_line(pretrained, workload_dir,
@@ -103,6 +138,8 @@ def test_fine_tune_cost_cli_writes_the_tuned_model_and_bad_input_is_one_line(pre
     said = capsys.readouterr().out
     assert "fine-tuned on 24 records (6 held back)" in said and "risk_k" in said
     assert tuned_records(LearnedCostModel.load(out)) == 24
+    assert main([*argv, "--adapt-hardware"]) == 0  # the records are of the model's machine: nothing to adapt
+    assert "nothing to adapt" in capsys.readouterr().out
     for bad, match in ((["--model", "analytical"], "not a learned cost model"), (["--lr", "2"], "--lr 2")):
         args = [*argv, *bad]
         assert main(args) != 0
@@ -138,6 +175,17 @@ def test_bench_refresh_fine_tunes_a_given_model_on_the_planners_devices(pretrain
     assert set(ran) == {"size_greedy", "lookup_greedy", "search", "search+top2"}
     assert ran["search+top2"]["ok"] and ran["search+top2"]["measured"]["plan_ms"] > 0
     assert "search+top2" in (out / "bench" / "report.md").read_text()
+    # a given model of other hardware with --allow-other-hardware: the loop adapts it to this machine
+    moved = pretrained.with_risk_k(pretrained.risk_k)  # a copy
+    host = {**pretrained.trained_on["host"], "cpu": "Another CPU"}
+    moved.trained_on = {**pretrained.trained_on, "host": host}
+    moved.save(model_path)
+    assert main([*argv[:4], str(tmp_path / "moved"), *argv[5:-2], "--allow-other-hardware"]) == 0
+    capsys.readouterr()
+    adapted = LearnedCostModel.load(tmp_path / "moved" / "refresh" / "cost_model.pt")
+    measured_on = load_dataset(tmp_path / "moved" / "refresh" / "devices").records[0].host
+    assert adapted.trained_on["host"] == measured_on
+    assert adapted.info["fine_tuned"]["adapted_from"]["trained_on"]["host"]["cpu"] == "Another CPU"
 
 
 @pytest.mark.slow  # real kernels: tiny-suite runs whose cost model is a base fine-tuned on their profile
@@ -163,7 +211,7 @@ def test_a_suite_cost_base_is_fine_tuned_on_the_profile_and_each_refresh_round_e
     assert row["fine_tuned"]["records"] == row["records_total"] == len(profile.records)
     assert tuned_records(LearnedCostModel.load(out / "refresh" / "cost_model.pt")) == len(profile.records)
 
-    # a base of other hardware: the run says why and fits a model from scratch on the same profile
+    # a base of other hardware is adapted to this machine: scaled to its level, fine-tuned, and saved as its
     host = {**pretrained.trained_on.get("host", {}), "cpu": "Another CPU"}
     other = tmp_path / "other.pt"
     moved = pretrained.with_risk_k(pretrained.risk_k)  # a copy
@@ -172,7 +220,19 @@ def test_a_suite_cost_base_is_fine_tuned_on_the_profile_and_each_refresh_round_e
     elsewhere = replace(suite, training=replace(suite.training, cost_base=str(other), refresh_rounds=0))
     said.clear()
     run_suite(replace(config, suite=elsewhere), tmp_path / "other", say=said.append)
-    assert any(line.startswith(f"[cost_model] not fine-tuning {other} ({other} was trained on "
-                               "cpu='Another CPU'") and line.endswith("; fitting a model from scratch")
-               for line in said)
+    assert any(line.startswith(f"[cost_model] {other} describes Another CPU")
+               and "adapted to this machine" in line for line in said)
+    adapted = LearnedCostModel.load(tmp_path / "other" / "cost_model.pt")  # no --allow-other-hardware needed
+    assert tuned_records(adapted) == profiled and adapted.trained_on["host"] == profile.records[0].host
+    assert adapted.info["fine_tuned"]["adapted_from"]["trained_on"]["host"]["cpu"] == "Another CPU"
+
+    # a base that cannot be read: the run says why and fits a model from scratch on the same profile
+    broken = tmp_path / "broken.pt"
+    broken.write_bytes(b"not a checkpoint")
+    said.clear()
+    run_suite(replace(config, suite=replace(elsewhere, training=replace(elsewhere.training,
+                                                                        cost_base=str(broken)))),
+              tmp_path / "other", say=said.append)
+    assert any(line.startswith(f"[cost_model] not fine-tuning {broken} (")
+               and line.endswith("; fitting a model from scratch") for line in said)
     assert tuned_records(LearnedCostModel.load(tmp_path / "other" / "cost_model.pt")) == 0

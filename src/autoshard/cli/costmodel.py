@@ -71,6 +71,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--epochs", type=positive_int, help="most epochs per member (default 200)")
     f.add_argument("--patience", type=positive_int, help="early-stopping patience in epochs (default 30)")
     f.add_argument("--lr", type=float, help="Adam learning rate (default 1e-3)")
+    f.add_argument("--adapt-hardware", action="store_true",
+                   help="the records are of another machine than the model's (e.g. your GPU, the shipped "
+                        "CPU model): scale the model to their level, fine-tune it, and save it as a model of "
+                        "that machine")
     f.set_defaults(func=run_fine_tune)
 
     c = sub.add_parser("calibrate-cost",
@@ -208,21 +212,27 @@ def run_train(args: argparse.Namespace) -> int:
 def run_fine_tune(args: argparse.Namespace) -> int:
     from autoshard.costs.learned import LearnedCostModel
     from autoshard.costs.learned.fine_tune import FineTuneOptions, fine_tune
-    from autoshard.costs.loading import load_cost_model
     from autoshard.errors import AutoshardError
 
     if args.lr is not None and not 0.0 < args.lr < 1.0:
         raise AutoshardError(f"--lr {args.lr} must be in (0, 1)")
-    model = load_cost_model(args.model)
-    if not isinstance(model, LearnedCostModel):
+    if args.model == "analytical":
         raise AutoshardError(f"--model {args.model} is not a learned cost model checkpoint; "
                              "give one from train-cost or the shipped default")
+    model = LearnedCostModel.load(args.model, allow_other_hardware=args.adapt_hardware)
     dataset = load_data(args.data)
     given = {"max_epochs": args.epochs, "patience": args.patience, "lr": args.lr}
     options = FineTuneOptions(seed=args.seed, **{k: v for k, v in given.items() if v is not None})
-    tuned = fine_tune(model, dataset, options)
+    tuned = fine_tune(model, dataset, options, adapt_hardware=args.adapt_hardware)
     tuned.save(args.output)
     info = tuned.info["fine_tuned"]
+    adapted = info.get("adapted_from")
+    if adapted:
+        print(f"adapted to {tuned.describe_hardware()}: level x{adapted['fwd_scale']:.3g} forward, "
+              f"x{adapted['bwd_scale']:.3g} backward (fwd+bwd MAPE on the held-back records "
+              f"{info['val_mape_pct_scaled']:.1f}% scaled, before fine-tuning)")
+    elif args.adapt_hardware:
+        print("the records are of the model's own machine: nothing to adapt, fine-tuned as usual")
     print(f"fine-tuned on {info['records']} records ({info['val_records']} held back): fwd+bwd MAPE on "
           f"those {info['val_mape_pct_before']:.1f}% -> {info['val_mape_pct_after']:.1f}%; epochs kept per "
           f"member {info['epochs']}; risk_k {tuned.risk_k:.2f}")

@@ -114,6 +114,8 @@ def stage_refresh(ctx: Context, k_train: str, k_cost: str, cost_spec: str, k_pol
                 "refit": "fine-tune" if pretrained else "fit"}
     if pretrained:
         settings["measure"] = ctx.measure_settings().to_json()
+        if ctx.config.allow_other_hardware:
+            settings["adapt_hardware"] = True
     timed = ctx.collectives()[0] == "measure"
     if timed:
         settings["collectives"] = ctx.comm_backend()[0]
@@ -180,7 +182,9 @@ def run_loop(ctx: Context, cost_spec: str, policy_path: str | None,
         if not (costs / TABLES_FILE).is_file():
             TablePool.load(str(ctx.out / "train_pool.json")).save(str(costs / TABLES_FILE))
         recorder = DeviceRecorder(load_dataset(costs), costs, ctx.measure_settings())
-        base: LearnedCostModel | None = LearnedCostModel.load(cost_spec)
+        # a model of other hardware (--allow-other-hardware) is adapted to this one by the fine-tuning
+        base: LearnedCostModel | None = LearnedCostModel.load(cost_spec,
+                                                              allow_other_hardware=ctx.config.allow_other_hardware)
     else:
         base = None
         costs = ctx.out / "costs"
@@ -214,7 +218,8 @@ def run_loop(ctx: Context, cost_spec: str, policy_path: str | None,
         # a given model fine-tuned on the loop's devices; else the suite's recipe on the grown profile (a
         # fit from scratch, or its cost_base fine-tuned)
         if base is not None:
-            model = fine_tune(base, grown, FineTuneOptions(seed=s.seed))
+            model = fine_tune(base, grown, FineTuneOptions(seed=s.seed),
+                              adapt_hardware=ctx.config.allow_other_hardware)
         else:
             model = fit_cost_model(ctx, grown)
         if model.info.get("fine_tuned"):

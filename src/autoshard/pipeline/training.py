@@ -42,17 +42,25 @@ def cost_base_path(ctx: Context) -> str | None:
 
 def fit_cost_model(ctx: Context, dataset: Any, progress: Callable[[int, dict[str, float]], None] | None = None
                    ) -> LearnedCostModel:
-    """The suite's cost model on a profile ``dataset``: its ``cost_base`` fine-tuned on the records, or,
-    without a base or where the base cannot take them (other hardware, too few records), a model fitted from
-    scratch (``cost_train_options``). Why a base: on the quick suite a model fitted on its 60 profiled shards
-    ranked near-equal heuristic plans by chance (stop 26: 1 of 3 quickstarts clearly worse on a task), while
-    the shipped model fine-tuned on the same records picked as well as the best fixed heuristic on both
-    archived runs (docs/benchmarks.md, stop 27)."""
+    """The suite's cost model on a profile ``dataset``: its ``cost_base`` fine-tuned on the records (adapted
+    to this machine first where the base describes another: ``fine_tune(..., adapt_hardware=True)``), or,
+    without a base or where the base cannot take them (too few records, an unreadable checkpoint), a model
+    fitted from scratch (``cost_train_options``). Why a base: on the quick suite a model fitted on its 60
+    profiled shards ranked near-equal heuristic plans by chance (stop 26: 1 of 3 quickstarts clearly worse on
+    a task), while the shipped model fine-tuned on the same records picked as well as the best fixed
+    heuristic on both archived runs (docs/benchmarks.md, stop 27); and on another machine the adapted default
+    ranks held-out devices better than a fit from scratch on a few dozen (stop 28)."""
     path = cost_base_path(ctx)
     if path is not None:
         try:
-            base = LearnedCostModel.load(path)
-            tuned = fine_tune(base, dataset, FineTuneOptions(seed=ctx.suite.seed), progress)
+            base = LearnedCostModel.load(path, allow_other_hardware=True)
+            tuned = fine_tune(base, dataset, FineTuneOptions(seed=ctx.suite.seed), progress,
+                              adapt_hardware=True)
+            adapted = tuned.info["fine_tuned"].get("adapted_from")
+            if adapted:
+                ctx.say(f"[cost_model] {path} describes {base.describe_hardware()}: adapted to this machine "
+                        f"(level x{adapted['fwd_scale']:.3g} forward, x{adapted['bwd_scale']:.3g} backward, "
+                        "then fine-tuned)")
             return tuned.with_comm(dataset.comm) if dataset.comm is not None else tuned
         except AutoshardError as e:
             ctx.say(f"[cost_model] not fine-tuning {path} ({e}); fitting a model from scratch")

@@ -36,19 +36,22 @@ GPU_HARDWARE_KEYS = ("device", "gpu")
 """What identifies the hardware of a model timed on a GPU: the GPU prices the kernels, not the host's CPU."""
 
 
+def trained_host_difference(trained_host: dict[str, Any], host: dict[str, Any]) -> str | None:
+    """The first hardware field on which a model's training host and ``host`` disagree, or None. Where both
+    have a GPU they are compared by the GPU alone (the GPU prices the kernels, not the host's CPU)."""
+    keys = GPU_HARDWARE_KEYS if trained_host.get("gpu") and host.get("gpu") else HARDWARE_KEYS
+    return next((k for k in keys if k in trained_host and k in host and trained_host[k] != host[k]), None)
+
+
 def check_trained_host(trained_on: dict[str, Any], host: dict[str, Any], where: str = "cost model") -> None:
     """Refuse a model trained on another machine (CPU/GPU model, cache size, device kind). A model of GPU
     kernels is compared by its GPU alone, and a host that sees no GPU may use it: planning for a GPU cluster
     happens on machines without one (the plan output names the GPU the model prices)."""
     mine = trained_on.get("host", {})
-    keys = HARDWARE_KEYS
-    if mine.get("gpu"):
-        if not host.get("gpu"):
-            return
-        keys = GPU_HARDWARE_KEYS
-    diff = [k for k in keys if k in mine and k in host and mine[k] != host[k]]
-    if diff:
-        k = diff[0]
+    if mine.get("gpu") and not host.get("gpu"):
+        return
+    k = trained_host_difference(mine, host)
+    if k is not None:
         raise AutoshardError(
             f"{where} was trained on {k}={mine[k]!r} but this machine has {host[k]!r}; "
             "profile and retrain here, or pass --allow-other-hardware to use it anyway")
