@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python benchmarks/cross_hardware_fine_tune.py --data PROFILE --model CKPT
                       [--sizes 16,32,64,128,256,all] [--variants scaled,adapted,from scratch]
-                      [--test-fraction 0.25] [--seed 0] [-o out.json]
+                      [--test-fraction 0.25] [--seed 0] [-o out.json] [--save DIR]
 
 ``PROFILE`` is a profile directory of the target machine (e.g. ``profiles/nvidia-h200/pool-dlrm50-b16384``,
 792 devices timed on an H200 with the torch backend at batch 16384), ``CKPT`` a model of another machine
@@ -57,16 +57,21 @@ def score(model, pool, records, scale: tuple[float, float] = (1.0, 1.0)) -> tupl
 VARIANTS = ("scaled", "adapted", "from scratch")
 
 
-def run_variant(name: str, base, data, subset, test, seed: int) -> tuple[float, float]:
-    """Score one variant (module docstring) adapted on ``subset``'s records."""
+def run_variant(name: str, base, data, subset, test, seed: int, save: Path | None) -> tuple[float, float]:
+    """Score one variant (module docstring) adapted on ``subset``'s records; with ``save``, the adapted and
+    from-scratch models are written there as ``adapted-N.pt`` and ``scratch-N.pt``."""
     if name == "from scratch":
         # records of several batch sizes (a broad profile) need a context network (train-cost: --context auto)
         mixed = len({int(r.batch_size) for r in subset.records}) > 1
         config = CostNetConfig(context=True, reuse=True) if mixed else CostNetConfig()
-        return score(LearnedCostModel.fit(subset, TrainOptions(seed=seed, ensemble=5, config=config)),
-                     data.pool, test)
+        model = LearnedCostModel.fit(subset, TrainOptions(seed=seed, ensemble=5, config=config))
+        if save is not None:
+            model.save(save / f"scratch-{len(subset.records)}.pt")
+        return score(model, data.pool, test)
     if name == "adapted":
         adapted = fine_tune(base, subset, FineTuneOptions(seed=seed), adapt_hardware=True)
+        if save is not None:
+            adapted.save(save / f"adapted-{len(subset.records)}.pt")
         return score(adapted, data.pool, test)
     return score(base, data.pool, test, level_ratios(base, data.pool, subset.records))
 
@@ -81,11 +86,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--variants", default=",".join(VARIANTS), help=f"which of {', '.join(VARIANTS)}")
     p.add_argument("-o", "--output", help="also write the rows as JSON here")
+    p.add_argument("--save", help="also save the adapted and from-scratch models in this directory")
     args = p.parse_args(argv)
     try:
         chosen = [v.strip() for v in args.variants.split(",") if v.strip()]
         if not chosen or any(v not in VARIANTS for v in chosen):
             raise AutoshardError(f"--variants {args.variants!r}: choose from {', '.join(VARIANTS)}")
+        save = Path(args.save) if args.save else None
+        if save is not None:
+            save.mkdir(parents=True, exist_ok=True)
         data = load_dataset(args.data)
         base = LearnedCostModel.load(args.model, allow_other_hardware=True)
         order = np.random.default_rng(args.seed).permutation(len(data.records))
@@ -105,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             for name in chosen:
                 t0 = time.perf_counter()
                 try:
-                    m, rho = run_variant(name, base, data, subset, test, args.seed)
+                    m, rho = run_variant(name, base, data, subset, test, args.seed, save)
                     row = {"variant": name, "n": n, "mape": m, "spearman": rho}
                     print(f"N={n:4d} {name:>12}: MAPE {m:6.1f}%, Spearman {rho:.3f} "
                           f"({time.perf_counter() - t0:.0f} s)", flush=True)
