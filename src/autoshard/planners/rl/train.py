@@ -34,9 +34,10 @@ logger = logging.getLogger(__name__)
 
 TRAIN_THREADS = 1
 """torch threads while training: the policy's batches are small. On this project's 2-vCPU host 20
-iterations of the quick suite's training took 11.2 s on 1 thread and 9.1 s on 2 when idle, but 9.3 s and
-26.5 s beside one busy process (two threads spin against each other: stop 27 saw a bench's policy stage take
-385 s instead of 42 s beside an analysis); the CLI used 1 thread already, the bench's stage did not."""
+iterations of the quick suite's training took 9.5 s on 1 thread and 8.3 s on 2 when idle, but 7.6 s and
+20.2 s beside one busy process (two threads spin against each other: stop 27 saw a bench's policy stage take
+385 s instead of 42 s beside an analysis; ``benchmarks/policy_threads.py``); the CLI used 1 thread already,
+the bench's stage did not."""
 
 HEURISTICS = ("random", "round_robin", "dim_greedy", "lookup_greedy", "size_greedy", "size_lookup_greedy")
 """The heuristic planners (planners/heuristics.py) a policy is compared against."""

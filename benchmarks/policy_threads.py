@@ -1,0 +1,77 @@
+"""How long the rl policy's training takes on 1 and on 2 torch threads, with the host idle and beside one busy
+process (what a shared 2-vCPU host looks like when anything else runs).
+
+Run: .venv/bin/python benchmarks/policy_threads.py --run RUN_DIR [--iterations 20]
+
+RUN_DIR is a bench or quickstart output (its ``train_tasks.json`` and ``cost_model.pt``). For each load
+(idle, one busy process) and thread count it trains ``--iterations`` iterations from scratch with
+``planners.rl.train._train`` (the body of ``train``, which pins ``TRAIN_THREADS`` itself) and prints the
+seconds. Why: stop 27 saw a policy stage take 385 s instead of 42 s beside an analysis.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from autoshard.errors import AutoshardError
+from autoshard.pipeline.models import load_cost_model
+from autoshard.planners.rl.train import TrainConfig, _train
+from autoshard.tasks import load_tasks
+
+
+def _spin(stop_at: float) -> None:
+    while time.time() < stop_at:
+        pass
+
+
+def timed(model, tasks, iterations: int, threads: int) -> float:
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        t0 = time.perf_counter()
+        _train(model, tasks, TrainConfig(iterations=iterations, seed=0), (), None, None, None, None)
+        return time.perf_counter() - t0
+    finally:
+        torch.set_num_threads(before)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--run", required=True, help="bench or quickstart output directory")
+    p.add_argument("--iterations", type=int, default=20)
+    args = p.parse_args(argv)
+    try:
+        run = Path(args.run)
+        if not (run / "train_tasks.json").is_file() or not (run / "cost_model.pt").is_file():
+            raise AutoshardError(f"{run}: no train_tasks.json and cost_model.pt; give a bench or quickstart "
+                                 "output directory")
+        model = load_cost_model(str(run / "cost_model.pt"))
+        tasks = load_tasks(str(run / "train_tasks.json"))
+        for load in ("idle", "one busy process"):
+            busy = None
+            if load != "idle":
+                busy = mp.get_context("spawn").Process(target=_spin, args=(time.time() + 600,), daemon=True)
+                busy.start()
+            try:
+                for threads in (1, 2):
+                    seconds = timed(model, tasks, args.iterations, threads)
+                    print(f"{load}, {threads} thread(s): {seconds:.1f} s for {args.iterations} iterations",
+                          flush=True)
+            finally:
+                if busy is not None:
+                    busy.terminate()
+                    busy.join()
+    except AutoshardError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
