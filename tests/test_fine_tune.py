@@ -89,6 +89,10 @@ def test_fine_tune_refuses_too_few_records_and_other_machines(pretrained, worklo
     other = [replace(r, host={**r.host, "cpu": "Another CPU"}) for r in workload.records]
     with pytest.raises(AutoshardError, match="the cost model to fine-tune was trained on .*--adapt-hardware"):
         fine_tune(pretrained, replace(workload, records=other), TUNE)
+    adagrad = [replace(r, settings={**r.settings, "optimizer": "rowwise_adagrad"}) for r in workload.records]
+    with pytest.raises(AutoshardError, match="trained with optimizer='exact_sgd' but the records were timed "
+                                             "with 'rowwise_adagrad'; pass --adapt-hardware"):
+        fine_tune(pretrained, replace(workload, records=adagrad), TUNE)
     with pytest.raises(AutoshardError, match="validation fraction"):
         FineTuneOptions(val_fraction=1.0)
 
@@ -123,6 +127,13 @@ def test_adapting_to_another_machine_scales_first_and_names_the_new_machine(pret
     path = tmp_path / "adapted.pt"
     adapted.save(path)
     assert LearnedCostModel.load(path, allow_other_hardware=True).trained_on["host"]["cpu"] == "Another CPU"
+    # records timed with another optimizer on this machine: adapted to those settings alike
+    adagrad = replace(workload, records=[replace(r, settings={**r.settings, "optimizer": "rowwise_adagrad"})
+                                         for r in workload.records])
+    to_adagrad = fine_tune(pretrained, adagrad, TUNE, adapt_hardware=True)
+    assert to_adagrad.trained_on["settings"]["optimizer"] == "rowwise_adagrad"
+    assert to_adagrad.trained_on["host"] == workload.records[0].host
+    assert "adapted_from" in to_adagrad.info["fine_tuned"]
     # records of the model's own machine: adapting changes nothing but the fine-tuning
     same = fine_tune(pretrained, workload, TUNE, adapt_hardware=True)
     assert "adapted_from" not in same.info["fine_tuned"] and same.trained_on == pretrained.trained_on

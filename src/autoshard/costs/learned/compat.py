@@ -77,8 +77,15 @@ def check_trained_compatible(trained_on: dict[str, Any], context: bool, ensemble
     if settings is not None:
         want = settings.to_json() if hasattr(settings, "to_json") else dict(settings)
         have = t.get("settings", {})
-        for k in SETTING_KEYS:
-            if k in want and k in have and str(want[k]) != str(have[k]):
-                raise AutoshardError(
-                    f"cost model was trained with {k}={have[k]!r} but {k}={want[k]!r} was asked; "
-                    "retrain with those settings, or allow other hardware")
+        k = trained_settings_difference(have, want)
+        if k is not None:
+            raise AutoshardError(
+                f"cost model was trained with {k}={have[k]!r} but {k}={want[k]!r} was asked; "
+                "retrain with those settings, or allow other hardware")
+
+
+def trained_settings_difference(trained: dict[str, Any], settings: dict[str, Any]) -> str | None:
+    """The first measure setting that changes kernel cost (``SETTING_KEYS``) on which a model's training
+    settings and ``settings`` disagree, or None."""
+    return next((k for k in SETTING_KEYS if k in settings and k in trained
+                 and str(settings[k]) != str(trained[k])), None)

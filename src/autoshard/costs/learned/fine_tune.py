@@ -7,11 +7,13 @@ device priced 9.1 ms that measured 4.9). Retraining from scratch on those few de
 design; so each member continues from its pre-trained weights on the workload's records, top to bottom:
 
 1. Records of one machine (``check_one_machine``), of the model's batch size unless its network takes the
-   batch as context. Records of another machine than the model's are refused unless ``adapt_hardware``.
+   batch as context. Records of another machine than the model's, or timed with other settings that change
+   kernel cost (optimizer, threads, device, backend: ``compat.SETTING_KEYS``), are refused unless
+   ``adapt_hardware``.
 2. A seeded validation share of the records (the same for every member: ``training.validation_split``).
-3. Adapting to another machine only: the model's forward and backward are first scaled to the median
-   measured / predicted ratio of the non-validation records (``LearnedCostModel.with_host_scale``, the
-   fallback alike), so the networks start at the new machine's level and learn what differs beyond it.
+3. Adapting to another machine (or settings) only: the model's forward and backward are first scaled to
+   the median measured / predicted ratio of the non-validation records (``LearnedCostModel.with_host_scale``,
+   the fallback alike), so the networks start at the new machine's level and learn what differs beyond it.
 4. Every member trains on its own bootstrap of the rest at a small learning rate, starting from its weights
    and target scaling, and keeps the epoch with the lowest validation fwd+bwd MAPE, where the starting weights
    count as an epoch: a member the records do not improve stays as it was.
@@ -41,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from autoshard.costs.learned.compat import trained_host_difference
+from autoshard.costs.learned.compat import trained_host_difference, trained_settings_difference
 from autoshard.costs.learned.evaluation import predict_records, select_risk_k
 from autoshard.costs.learned.fit import check_one_machine
 from autoshard.costs.learned.training import TrainOptions, select_records, train, validation_split
@@ -91,13 +93,20 @@ def fine_tune(model: Any, dataset: Any, options: FineTuneOptions = FineTuneOptio
     bs = None if model.config.context else model.trained_on.get("batch_size")
     records, batch_size, precision = select_records(dataset.records, bs, model.config.context)
     check_one_machine(records)
-    host = records[0].host
-    trained_host = model.trained_on.get("host", {})
+    host, settings = records[0].host, records[0].settings
+    trained_host, trained_settings = model.trained_on.get("host", {}), model.trained_on.get("settings", {})
     other = trained_host_difference(trained_host, host)
+    other_setting = trained_settings_difference(trained_settings, settings)
     if other is not None and not adapt_hardware:
         raise AutoshardError(
             f"the cost model to fine-tune was trained on {other}={trained_host[other]!r} but the records are "
             f"of {host[other]!r}; pass --adapt-hardware to adapt it to their machine, or train one there")
+    if other_setting is not None and not adapt_hardware:
+        k = other_setting
+        raise AutoshardError(
+            f"the cost model to fine-tune was trained with {k}={trained_settings[k]!r} but the records were "
+            f"timed with {settings[k]!r}; pass --adapt-hardware to adapt it to those settings, or train one "
+            "with them")
     if len(records) < MIN_RECORDS:
         raise AutoshardError(f"{len(records)} records are too few to fine-tune on; measure at least "
                              f"{MIN_RECORDS} devices")
@@ -107,7 +116,7 @@ def fine_tune(model: Any, dataset: Any, options: FineTuneOptions = FineTuneOptio
     before = predict_records(model, dataset.pool, val)
     adapted: dict[str, Any] | None = None
     start, comm, trained_on = model, model.comm, model.trained_on
-    if other is not None:
+    if other is not None or other_setting is not None:
         fit_ids = np.setdiff1d(np.arange(len(records)), val_ids)
         fwd, bwd = level_ratios(model, dataset.pool, [records[i] for i in fit_ids])
         adapted = {"trained_on": model.trained_on, "fwd_scale": fwd, "bwd_scale": bwd,
@@ -116,7 +125,7 @@ def fine_tune(model: Any, dataset: Any, options: FineTuneOptions = FineTuneOptio
         start = model.with_host_scale(fwd * float(prev.get("fwd", 1.0)), bwd * float(prev.get("bwd", 1.0)),
                                       {"adapted_from": trained_host, "records": len(fit_ids)})
         comm = dataset.comm if dataset.comm is not None else model.comm
-        trained_on = {**model.trained_on, "host": dict(host), "settings": dict(records[0].settings)}
+        trained_on = {**model.trained_on, "host": dict(host), "settings": dict(settings)}
         log.info("adapting a model of %s to %s: level x%.3g forward, x%.3g backward, then fine-tuning",
                  trained_host.get("gpu") or trained_host.get("cpu"), host.get("gpu") or host.get("cpu"),
                  fwd, bwd)
