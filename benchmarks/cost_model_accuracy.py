@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def analytical_ms(r) -> list[float]:
         task = Task(tuple(tables[n] for n in r.tables), (2**62,), precision=precision, batch_size=batch_size)
-        return list(analytical.device_costs(task, [[ShardRef(i, d) for i, d in enumerate(r.dims)]])[0, :2])
+        return list(analytical.device_costs(task, [r.shard_refs()])[0, :2])
 
     results["models"]["analytical(fitted)"] = _scores(np.array([analytical_ms(r) for r in test]), true_dev,
                                                       groups, comm_dev)

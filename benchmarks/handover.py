@@ -34,7 +34,6 @@ from autoshard.costs.metrics import score
 from autoshard.errors import AutoshardError
 from autoshard.hardware.profile_dataset import load_dataset
 from autoshard.host import host_info
-from autoshard.shards import ShardRef
 from autoshard.tasks import Task
 
 
@@ -45,7 +44,7 @@ def outside_reasons(model: LearnedCostModel, data, records) -> Counter:
     for r in records:
         task = Task(tuple(tables[n] for n in r.tables), (RECORD_DEVICE_MEMORY,),
                     precision=record_precision(r), batch_size=int(r.batch_size), name="record")
-        for _, why in model.out_of_support(task, [[ShardRef(j, int(d)) for j, d in enumerate(r.dims)]]):
+        for _, why in model.out_of_support(task, [r.shard_refs()]):
             # "dim 256 > 64", "pooling 80 > 50", "17 tables (trained 1..12)", "batch size 32768 (...)"
             parts = why.split(", ")
             reasons.update({"tables" if part[0].isdigit() else part.split(" ")[0] for part in parts})

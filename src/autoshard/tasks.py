@@ -27,6 +27,19 @@ DREAMSHARD_DEVICE_MEMORY = 5 * 10**9
 """DreamShard's DLRM tasks give each device 5 GB (shared/data/dlrm_datasets/feature_stats.json)."""
 
 
+def shard_lookup_share(table: Table, shard: ShardRef, num_devices: int) -> float:
+    """Share of the step's lookups of ``table`` its shard ``shard`` serves: 1 for a whole table or a column
+    shard, 1 / D for a data-parallel replica (its rank's samples), and for a row shard the share of the
+    table's lookups that fall in its rows (``tables.lookups.row_range_share``: skew-aware, not its share of
+    rows). The one place every cost model, the step's id traffic and the cost model's training records take
+    it from."""
+    if shard.replica:
+        return 1.0 / num_devices
+    if shard.row_start == 0 and shard.row_end is None:
+        return 1.0
+    return row_range_share(table, shard.row_start, shard.row_end)
+
+
 @dataclass(frozen=True)
 class Task:
     """A sharding problem: place every table on the devices so the slowest device is fastest, within
@@ -79,15 +92,8 @@ class Task:
         return self.table_memory(t, shard.dim, shard.num_rows(t.rows))
 
     def lookup_share(self, shard: ShardRef) -> float:
-        """Share of the step's lookups of its table ``shard`` serves: 1 for a whole table or a column shard,
-        1 / D for a data-parallel replica (its rank's samples), and for a row shard the share of the table's
-        lookups that fall in its rows (``tables.lookups.row_range_share``: skew-aware, not its share of
-        rows). The one place every cost model and the step's id traffic take it from."""
-        if shard.replica:
-            return 1.0 / self.num_devices
-        if shard.row_start == 0 and shard.row_end is None:
-            return 1.0
-        return row_range_share(self.tables[shard.table], shard.row_start, shard.row_end)
+        """Share of the step's lookups of its table ``shard`` serves (``shard_lookup_share``)."""
+        return shard_lookup_share(self.tables[shard.table], shard, self.num_devices)
 
     def check_fits(self) -> None:
         """Fail early, naming the bytes missing, if the devices together cannot hold the tables. A table

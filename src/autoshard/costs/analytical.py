@@ -153,8 +153,9 @@ class AnalyticalCostModel:
 
     @staticmethod
     def record_terms(dataset: Any, records: Sequence[Any]) -> np.ndarray:
-        """(len(records), 3) shards, lookups and lookup bytes of profiled records (whole tables or column
-        shards at the record's dims): ``shard_terms`` of the record's device."""
+        """(len(records), 3) shards, lookups and lookup bytes of profiled records (whole tables, column
+        shards at the record's dims, row shards at its row ranges): ``shard_terms`` of the record's
+        device."""
         from autoshard.tables.table import Precision
 
         tables = dataset.pool.by_name()
@@ -163,7 +164,7 @@ class AnalyticalCostModel:
             precision = Precision(str(r.settings.get("precision", "fp32")))
             task = Task(tuple(tables[n] for n in r.tables), (2**62,), precision=precision,
                         batch_size=int(r.batch_size), name="record")
-            terms = AnalyticalCostModel.shard_terms(task, [ShardRef(j, int(d)) for j, d in enumerate(r.dims)])
+            terms = AnalyticalCostModel.shard_terms(task, r.shard_refs())
             out[i] = (len(r.tables), terms[:, 0].sum(), terms[:, 1].sum())
         return out
 

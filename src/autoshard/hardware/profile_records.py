@@ -11,7 +11,7 @@ every sample it holds."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from typing import Any
 from autoshard.errors import AutoshardError
 from autoshard.hardware.jsonl import read_jsonl, write_jsonl_gz
 from autoshard.host import hardware_difference
+from autoshard.shards import ShardRef
 from autoshard.tables.table import Table
 
 TABLES_FILE = "tables.json"
@@ -58,6 +59,19 @@ class CostRecord:
     """The sample's own tables (``Table.to_json``), in the order of ``tables``: the ``broad`` design
     generates them per sample; empty when the tables are the dataset's tables.json."""
 
+    row_ranges: tuple[tuple[int, int | None], ...] = ()
+    """Each table's row range [start, end) (end None: to its last row) where the device held row shards:
+    DreamShard's loop records the planners' devices, row-wise ones included; empty: whole tables (every
+    profiled sample)."""
+
+    def shard_refs(self, positions: Sequence[int] | None = None) -> list[ShardRef]:
+        """The record's shards as cost models see them, table i at index ``positions[i]`` of the task they
+        are priced in (default i): the one place a record becomes shards."""
+        pos = range(len(self.tables)) if positions is None else positions
+        ranges = self.row_ranges or ((0, None),) * len(self.tables)
+        return [ShardRef(int(p), int(d), int(r0), None if r1 is None else int(r1))
+                for p, d, (r0, r1) in zip(pos, self.dims, ranges)]
+
     def to_json(self) -> dict[str, Any]:
         d = {"sample_id": self.sample_id, "tables": list(self.tables), "dims": list(self.dims),
              "batch_size": self.batch_size, "fwd_ms": self.fwd_ms, "bwd_ms": self.bwd_ms,
@@ -67,6 +81,8 @@ class CostRecord:
             d["real_rows"] = list(self.real_rows)
         if self.table_specs:
             d["table_specs"] = [dict(t) for t in self.table_specs]
+        if self.row_ranges:
+            d["row_ranges"] = [[r0, r1] for r0, r1 in self.row_ranges]
         return d
 
     @staticmethod
@@ -78,7 +94,9 @@ class CostRecord:
                              dict(d["settings"]), dict(d["host"]),
                              tuple(int(x) for x in d.get("rows", ())), int(d.get("tries", 1)),
                              tuple(int(x) for x in d.get("real_rows", ())),
-                             tuple(dict(t) for t in d.get("table_specs", ())))
+                             tuple(dict(t) for t in d.get("table_specs", ())),
+                             tuple((int(r0), None if r1 is None else int(r1))
+                                   for r0, r1 in d.get("row_ranges", ())))
         except (KeyError, TypeError, ValueError) as e:
             raise AutoshardError(f"cost record {d.get('sample_id')!r} lacks or has a bad field ({e})") \
                 from None
@@ -87,6 +105,10 @@ class CostRecord:
                                  "tables and dims must be non-empty, same length")
         if rec.table_specs and [str(t.get("name")) for t in rec.table_specs] != list(rec.tables):
             raise AutoshardError(f"cost record {rec.sample_id}: its table_specs do not name its tables")
+        if rec.row_ranges and (len(rec.row_ranges) != len(rec.tables) or any(
+                r0 < 0 or (r1 is not None and r1 <= r0) for r0, r1 in rec.row_ranges)):
+            raise AutoshardError(f"cost record {rec.sample_id}: row_ranges must give every table a non-empty "
+                                 "[start, end) range")
         return rec
 
     def own_tables(self) -> tuple[Table, ...]:

@@ -30,7 +30,6 @@ from autoshard.costs.learned.training import (
 )
 from autoshard.costs.metrics import score
 from autoshard.errors import AutoshardError
-from autoshard.shards import ShardRef
 from autoshard.tables.table import Precision, TablePool
 from autoshard.tasks import Task
 
@@ -83,8 +82,7 @@ def predict_records(model: Any, pool: TablePool, records: Sequence[Any]) -> Any:
             raise AutoshardError(f"table {missing[0]!r} of the records is not in the dataset's tables")
         task = Task(tuple(tables[name] for name in names), (RECORD_DEVICE_MEMORY,),
                     precision=Precision(precision), batch_size=batch, name="records")
-        devices = [[ShardRef(index[name], int(d)) for name, d in zip(records[i].tables, records[i].dims)]
-                   for i in ids]
+        devices = [records[i].shard_refs([index[name] for name in records[i].tables]) for i in ids]
         pred = model.predict(task, devices)
         mean[ids], std[ids] = pred.mean, pred.std
         total_std[ids], fallback[ids] = pred.total_std, pred.fallback

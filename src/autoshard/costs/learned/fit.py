@@ -20,7 +20,6 @@ from autoshard.costs.learned.checkpoint import FALLBACK_KEYS, FALLBACK_OPTIONAL_
 from autoshard.costs.learned.support import STATS, Support, device_stats
 from autoshard.errors import AutoshardError
 from autoshard.host import hardware_difference
-from autoshard.shards import ShardRef
 from autoshard.tasks import Task
 
 log = logging.getLogger(__name__)
@@ -137,8 +136,7 @@ def _assemble(build: Callable[..., Any], dataset: Any, results: Sequence[Any], r
         prec = record_precision(r)
         task = Task(tuple(tables[n] for n in r.tables), (2**62,), precision=prec,
                     batch_size=int(r.batch_size), name="record")
-        shards = [ShardRef(i, int(d)) for i, d in enumerate(r.dims)]
-        stats.append(device_stats(task, [shards])[0])
+        stats.append(device_stats(task, [r.shard_refs()])[0])
         batches.append(int(r.batch_size))
         precisions.append(prec.value)
     support = Support.from_devices(np.array(stats), batches, precisions)

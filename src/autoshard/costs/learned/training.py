@@ -49,6 +49,7 @@ from autoshard.costs.learned.network import CostNet, CostNetConfig, Target, segm
 from autoshard.costs.metrics import mape
 from autoshard.errors import AutoshardError
 from autoshard.tables.table import NUM_FEATURES, Precision, TablePool
+from autoshard.tasks import shard_lookup_share
 
 log = logging.getLogger(__name__)
 
@@ -173,23 +174,31 @@ def record_tensors(pool: TablePool, records: Sequence[Any], normalizer: Any,
         raw[used] = task_raw_features([pool.tables[i] for i in used])
     table_idx: list[int] = []
     dims: list[int] = []
+    frac: list[float] = []  # row shards (the refresh loop's row-wise devices): rows and lookups held
+    share: list[float] = []
     counts = np.zeros(len(records), dtype=np.int64)
     for r, rec in enumerate(records):
         if len(rec.tables) != len(rec.dims) or not rec.tables:
             raise AutoshardError(f"record {rec.sample_id}: {len(rec.tables)} tables but {len(rec.dims)} dims")
-        for name, d in zip(rec.tables, rec.dims):
-            if name not in index:
-                raise AutoshardError(f"record {rec.sample_id}: "
-                                     f"table {name!r} is not in the dataset's tables.json")
-            table_idx.append(index[name])
-            dims.append(int(d))
+        missing = [name for name in rec.tables if name not in index]
+        if missing:
+            raise AutoshardError(f"record {rec.sample_id}: "
+                                 f"table {missing[0]!r} is not in the dataset's tables.json")
+        for ref in rec.shard_refs([index[name] for name in rec.tables]):
+            table = pool.tables[ref.table]
+            table_idx.append(ref.table)
+            dims.append(ref.dim)
+            frac.append(ref.row_fraction(table.rows))
+            share.append(shard_lookup_share(table, ref, 1))
         counts[r] = len(rec.tables)
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
     batch = np.array([int(rec.batch_size) for rec in records], dtype=np.float64)
     elem = np.array([record_precision(rec).bytes for rec in records], dtype=np.float64)
     ctx = np.repeat(context_features(batch, elem), counts, axis=0) if context else None
     reuse_at = (np.repeat(batch, counts), np.repeat(elem, counts)) if reuse else None
+    rows_split = any(f < 1.0 for f in frac)
     feats = shard_features(raw, np.array(table_idx, dtype=np.int64), np.array(dims), normalizer,
+                           np.array(frac) if rows_split else None, np.array(share) if rows_split else None,
                            context=ctx, reuse_at=reuse_at)
     ms = np.array([[float(rec.fwd_ms), float(rec.bwd_ms)] for rec in records],
                   dtype=np.float64).reshape(-1, 2)
