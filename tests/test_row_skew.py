@@ -72,3 +72,21 @@ def test_search_moves_can_cut_a_skewed_table_by_lookups_when_that_pays():
     kept, changes = improve(task, plan, model)  # off by default: only TorchRec-exportable moves
     assert kept.placement("hot").shards != balanced.shards
     assert np.isfinite(plan_cost(model, task, kept).plan_ms)
+
+    # a model that prices row-wise devices low asks a row move for more than its margin (the learned one)
+    gain = 1 - priced["balanced"] / plan_cost(model, task, plan).plan_ms  # the hot table's move alone
+    assert gain > 0.05
+
+    class Strict(AnalyticalCostModel):
+        row_move_margin = gain + 0.01
+
+    class Loose(AnalyticalCostModel):
+        row_move_margin = gain - 0.01
+
+    strict, loose = (cls(fwd_lookup_ns=5.0, bwd_lookup_ns=10.0, comm=slow) for cls in (Strict, Loose))
+    assert improve(task, plan, strict, uneven_rows=True)[0].placement("hot").sharding_type \
+        is not ShardingType.ROW_WISE
+    assert improve(task, plan, loose, uneven_rows=True)[0].placement("hot").shards == balanced.shards
+    from autoshard.costs.learned import LearnedCostModel
+
+    assert LearnedCostModel.row_move_margin == 0.185

@@ -9,7 +9,9 @@ row-split in TorchRec's even blocks (so the plan still exports), then row-split 
 shares (a skewed table's hot rows in a short range: TorchRec's estimator assumes every row shard gets an
 equal share of the lookups, and its kernels bucketise by even blocks, so only autoshard's runtime runs
 these; ``uneven_rows``, off by default), and keep the cheapest if it beats the current plan by
-``min_gain``; stop after ``tries`` tables or at the deadline. Memory is checked exactly (a replica costs
+``min_gain`` (a row-wise one by the cost model's ``row_move_margin`` where it has one: the learned model
+prices row-wise devices low, so a small promised gain is not a gain); stop after ``tries`` tables or at the
+deadline. Memory is checked exactly (a replica costs
 the whole table on every rank). Row pieces of tables larger than a device (``row_split``) are left alone.
 
 When it pays: a replica removes a table from the all-to-alls but adds an all-reduce of its whole gradient
@@ -66,6 +68,7 @@ def improve(task: Task, plan: Plan, model: CostModel, tries: int = 8, min_gain: 
     if task.num_devices <= 1 or tries <= 0:
         return plan, []
     cost = plan_cost(model, task, plan).plan_ms
+    row_gain = max(min_gain, float(getattr(model, "row_move_margin", 0.0)))
     alone = model.device_costs(task, [[ShardRef(i, t.dim)] for i, t in enumerate(task.tables)]).sum(axis=1)
     changes: list[str] = []
     tried = 0
@@ -88,7 +91,8 @@ def improve(task: Task, plan: Plan, model: CostModel, tries: int = 8, min_gain: 
             if not _fits(task, candidate):
                 continue
             c = plan_cost(model, task, candidate).plan_ms
-            if c < cost * (1 - min_gain) and (best is None or c < best[0]):
+            gain = min_gain if placement.sharding_type is ShardingType.DATA_PARALLEL else row_gain
+            if c < cost * (1 - gain) and (best is None or c < best[0]):
                 best = (c, candidate, label)
         if best is not None:
             changes.append(f"{t.name} -> {best[2]} ({cost:.3f} -> {best[0]:.3f} ms)")

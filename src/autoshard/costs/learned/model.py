@@ -103,6 +103,15 @@ class LearnedCostModel:
     """The trained cost network(s); build with ``fit`` or ``load``."""
 
     name = "learned"
+    row_move_margin = 0.185
+    """Least predicted step gain for which a planner turns a table into row-wise shards
+    (``planners.sharding_moves.improve``): 1 - the lowest ratio measured between how this model prices
+    devices holding row shards and devices holding whole tables (predicted / measured, medians), 0.815 on
+    stop 23's DLRM-100 (8) run; 0.815-0.958 on all 11 archived CPU runs with row-wise devices and 0.83-0.89
+    in stop 28's quickstarts (``benchmarks/row_device_error.py``). No profile holds row shards, so the
+    networks price one as the smaller table it is featured as, and a row-wise plan that promised less
+    measured worse than the heuristic plan it left (stop 28: two of three quickstarts clearly worse on a
+    task that way)."""
 
     def __init__(self, net: CostNet, normalizer: FeatureNormalizer, scaler: TargetScaler, comm: AlphaBeta,
                  trained_on: dict[str, Any], info: dict[str, Any] | None = None,
