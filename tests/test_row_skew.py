@@ -88,5 +88,10 @@ def test_search_moves_can_cut_a_skewed_table_by_lookups_when_that_pays():
         is not ShardingType.ROW_WISE
     assert improve(task, plan, loose, uneven_rows=True)[0].placement("hot").shards == balanced.shards
     from autoshard.costs.learned import LearnedCostModel
+    from autoshard.costs.learned.risk import RiskPricedModel, risk_priced
+    from autoshard.costs.loading import SHIPPED_COST_MODEL
 
+    # ...through the risk pricing the planners put around it too
+    priced = risk_priced(LearnedCostModel.load(SHIPPED_COST_MODEL, allow_other_hardware=True))
+    assert isinstance(priced, RiskPricedModel) and priced.row_move_margin == LearnedCostModel.row_move_margin
     assert LearnedCostModel.row_move_margin == 0.185

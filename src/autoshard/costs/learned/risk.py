@@ -85,6 +85,11 @@ class RiskPricedModel:
     def trained_on(self) -> dict[str, Any]:
         return dict(getattr(self.base, "trained_on", {}))
 
+    @property
+    def row_move_margin(self) -> float:
+        """The base model's (``planners.sharding_moves``; 0 for a model without one)."""
+        return float(getattr(self.base, "row_move_margin", 0.0))
+
     def check_compatible(self, *args: Any, **kwargs: Any) -> None:
         check = getattr(self.base, "check_compatible", None)
         if callable(check):
