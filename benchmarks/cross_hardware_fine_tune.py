@@ -89,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--save", help="also save the adapted and from-scratch models in this directory")
     args = p.parse_args(argv)
     try:
+        if not 0.0 < args.test_fraction < 1.0:
+            raise AutoshardError(f"--test-fraction {args.test_fraction} must be in (0, 1)")
         chosen = [v.strip() for v in args.variants.split(",") if v.strip()]
         if not chosen or any(v not in VARIANTS for v in chosen):
             raise AutoshardError(f"--variants {args.variants!r}: choose from {', '.join(VARIANTS)}")
@@ -101,8 +103,12 @@ def main(argv: list[str] | None = None) -> int:
         n_test = round(args.test_fraction * len(order))
         test = [data.records[i] for i in order[:n_test]]
         train_pool = [data.records[i] for i in order[n_test:]]
-        sizes = [len(train_pool) if s.strip() == "all" else int(s)
-                 for s in args.sizes.split(",") if s.strip()]
+        try:
+            sizes = [len(train_pool) if s.strip() == "all" else int(s)
+                     for s in args.sizes.split(",") if s.strip()]
+        except ValueError:
+            raise AutoshardError(f"--sizes {args.sizes!r}: give numbers of devices or 'all', "
+                                 "comma-separated") from None
         print(f"{len(data.records)} records: {len(test)} held out, budgets {sizes} of {len(train_pool)}")
         rows = [{"variant": "pre-trained", "n": 0, **dict(zip(("mape", "spearman"),
                                                               score(base, data.pool, test)))}]

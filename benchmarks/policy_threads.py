@@ -35,7 +35,8 @@ def timed(model, tasks, iterations: int, threads: int) -> float:
     torch.set_num_threads(threads)
     try:
         t0 = time.perf_counter()
-        _train(model, tasks, TrainConfig(iterations=iterations, seed=0), (), None, None, None, None)
+        _train(model, tasks, TrainConfig(iterations=iterations, seed=0), eval_tasks=(), cost_model_spec=None,
+               checkpoint_path=None, resume=None, progress=None)
         return time.perf_counter() - t0
     finally:
         torch.set_num_threads(before)

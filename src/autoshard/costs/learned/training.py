@@ -196,10 +196,8 @@ def record_tensors(pool: TablePool, records: Sequence[Any], normalizer: Any,
     elem = np.array([record_precision(rec).bytes for rec in records], dtype=np.float64)
     ctx = np.repeat(context_features(batch, elem), counts, axis=0) if context else None
     reuse_at = (np.repeat(batch, counts), np.repeat(elem, counts)) if reuse else None
-    rows_split = any(f < 1.0 for f in frac)
     feats = shard_features(raw, np.array(table_idx, dtype=np.int64), np.array(dims), normalizer,
-                           np.array(frac) if rows_split else None, np.array(share) if rows_split else None,
-                           context=ctx, reuse_at=reuse_at)
+                           np.array(frac), np.array(share), context=ctx, reuse_at=reuse_at)
     ms = np.array([[float(rec.fwd_ms), float(rec.bwd_ms)] for rec in records],
                   dtype=np.float64).reshape(-1, 2)
     if not np.all(np.isfinite(ms)) or np.any(ms <= 0):
