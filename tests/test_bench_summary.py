@@ -467,3 +467,38 @@ def test_comm_fit_sets_the_runs_comm_fit_against_its_measured_collectives(tmp_pa
         assert module.main(args) == 2
         out, err = capsys.readouterr()
         assert out == "" and err.startswith("comm_fit: error:") and err.count("\n") == 1
+
+
+def test_pooled_runs_scores_every_run_against_one_oracle_over_all_of_them(tmp_path, capsys):
+    module = _load_script(SCRIPT.parent / "pooled_runs.py")
+    runs = SCRIPT.parent / "runs"
+    one = runs / "s29-gpu-h100-dlrm-50-4-b16384-adapted.json.gz"
+    # a run pooled with itself is that run: its oracle is its own per-task cheapest heuristic, every
+    # heuristic's pooled ratio is its ratio in the run, and a planner returning a heuristic's plan gets it
+    raw = module.run_plans(read_json(one))
+    tasks, costs, heuristics = module.pooled_costs([raw, raw])
+    assert len(tasks) == 10
+    for t in tasks:
+        steps = {h: raw[t][1][h][1] for h in heuristics[t]}
+        best = min(steps.values())
+        oracle = min(costs[t][p] for p in heuristics[t].values())
+        for h, placement in heuristics[t].items():
+            assert np.exp(costs[t][placement] - oracle) == pytest.approx(steps[h] / best, rel=1e-9)
+        for a in ("search", "neuroshard", "ilp"):
+            placement, step = raw[t][1][a]
+            assert np.exp(costs[t][placement] - oracle) == pytest.approx(step / best, rel=1e-9)
+    # stop 29's four H100 runs (docs/benchmarks.md, "Stop 29")
+    four = [str(runs / f"s29-gpu-h100-dlrm-50-4-b16384-{n}.json.gz")
+            for n in ("adapted", "as-is", "adapted-2", "as-is-2")]
+    assert module.main(four) == 0
+    out = capsys.readouterr().out
+    assert "4 runs, 10 tasks with the heuristics' plans identical in all" in out
+    assert "best fixed heuristic: lookup_greedy" in out and "lookup_greedy        1.006 [1.000, 1.013]" in out
+    assert "adapted.json.gz | neuroshard | 1.006 [1.001, 1.012] | 1.000 [0.995, 1.004] | lookup_greedy 6, " \
+           "size_lookup_greedy 4" in out
+    # one run, runs of different suites, a missing file: one line each, exit 2, nothing printed before it
+    for args in ([str(one)], [str(one), str(runs / "s25-dlrm-100-2.json.gz")],
+                 [str(one), str(tmp_path / "missing.json")]):
+        assert module.main(args) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.startswith("pooled_runs: error:") and err.count("\n") == 1

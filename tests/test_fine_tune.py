@@ -19,11 +19,14 @@ from autoshard.cli.main import main
 from autoshard.costs.learned import CostNetConfig, LearnedCostModel, TrainOptions
 from autoshard.costs.learned.evaluation import predict_records
 from autoshard.costs.learned.fine_tune import FineTuneOptions, fine_tune, tuned_records
+from autoshard.costs.learned.splits import UNVERIFIED_SPLIT_REL
 from autoshard.costs.learned.training import validation_split
 from autoshard.costs.metrics import mape
 from autoshard.errors import AutoshardError
 from autoshard.hardware.profiler import load_dataset
+from autoshard.shards import ShardRef
 from autoshard.tables import TablePool
+from autoshard.tasks import Task
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -137,6 +140,76 @@ def test_adapting_to_another_machine_scales_first_and_names_the_new_machine(pret
     # records of the model's own machine: adapting changes nothing but the fine-tuning
     same = fine_tune(pretrained, workload, TUNE, adapt_hardware=True)
     assert "adapted_from" not in same.info["fine_tuned"] and same.trained_on == pretrained.trained_on
+
+
+def _column_split(dataset, record) -> bool:
+    dims = {t.name: t.dim for t in dataset.pool.tables}
+    return any(d < dims[name] for name, d in zip(record.tables, record.dims))
+
+
+def test_an_adapted_model_widens_the_spread_of_split_shards_it_has_not_seen_on_the_new_machine(
+        pretrained, workload, tmp_path):
+    other = _on_another_machine(workload, 20.0)
+    split = [r for r in other.records if _column_split(workload, r)]
+    whole = replace(other, records=[r for r in other.records if not _column_split(workload, r)])
+    assert len(split) >= 4 and len(whole.records) >= 8
+    # adapted on whole tables only: column and row shards unseen there
+    blind = fine_tune(pretrained, whole, TUNE, adapt_hardware=True)
+    assert blind.info["split_kinds_seen"] == [] and blind.unverified_split_kinds == {"column", "row"}
+    # adapted on records with column shards: only row shards unseen
+    seen = fine_tune(pretrained, other, TUNE, adapt_hardware=True)
+    assert seen.info["split_kinds_seen"] == ["column"] and seen.unverified_split_kinds == {"row"}
+    # a model not adapted to another machine (the pre-trained one, one fine-tuned on its own machine) has none
+    assert pretrained.unverified_split_kinds == frozenset()
+    assert fine_tune(pretrained, workload, TUNE).unverified_split_kinds == frozenset()
+    # the blind model's spread on column-split devices is at least UNVERIFIED_SPLIT_REL x their cost; its
+    # whole-table devices keep the members' spread, its means are the members' mean
+    scored = split + whole.records[:4]
+    pred = predict_records(blind, other.pool, scored)
+    members = predict_records(replace_info(blind, split_kinds_seen=None), other.pool, scored)
+    n = len(split)
+    np.testing.assert_allclose(pred.mean, members.mean)
+    assert np.all(pred.std[:n, :2] >= UNVERIFIED_SPLIT_REL * pred.mean[:n, :2] - 1e-12)
+    assert np.all(pred.total_std[:n] >= UNVERIFIED_SPLIT_REL * pred.mean[:n, :2].sum(axis=1) - 1e-12)
+    assert np.any(pred.std[:n, :2] > members.std[:n, :2])
+    np.testing.assert_allclose(pred.std[n:], members.std[n:])
+    # the record survives saving, and a later fine-tuning on the new machine adds its records' kinds
+    path = tmp_path / "blind.pt"
+    blind.save(path)
+    again = LearnedCostModel.load(path, allow_other_hardware=True)
+    assert again.unverified_split_kinds == {"column", "row"}
+    assert fine_tune(again, other, TUNE).unverified_split_kinds == {"row"}
+
+
+def replace_info(model: LearnedCostModel, **changes) -> LearnedCostModel:
+    """``model`` with ``info`` keys changed (None: removed)."""
+    info = {k: v for k, v in {**model.info, **changes}.items() if v is not None}
+    return model._replace(info=info)
+
+
+def test_the_accumulator_and_the_guard_price_unseen_split_shards_as_the_model_does(pretrained, workload):
+    other = _on_another_machine(workload, 20.0)
+    blind = fine_tune(pretrained, replace(other, records=[r for r in other.records
+                                                          if not _column_split(workload, r)]),
+                      TUNE, adapt_hardware=True)
+    tables = tuple(workload.pool.tables[:6])
+    task = Task(tables, (10**12,) * 2, batch_size=workload.records[0].batch_size, name="splits")
+    # table 0 split in two column halves over both devices, table 1 in two row halves, the rest whole
+    half = tables[0].dim // 2
+    rows = tables[1].rows // 2
+    devices = [[ShardRef(0, half), ShardRef(1, tables[1].dim, 0, rows), ShardRef(2, tables[2].dim)],
+               [ShardRef(0, tables[0].dim - half), ShardRef(1, tables[1].dim, rows),
+                ShardRef(3, tables[3].dim)]]
+    assert list(blind.unverified_devices(task, devices)) == [True, True]
+    assert list(blind.unverified_devices(task, [[ShardRef(2, tables[2].dim)]])) == [False]
+    acc = blind.accumulator(task, 1, risk=1.5)
+    for d, shards in enumerate(devices):
+        for i, shard in enumerate(shards):
+            if_added = acc.costs_if_added(shard)[0, d]
+            acc.add(0, d, shard)
+            pred = blind.predict(task, [shards[:i + 1]])
+            np.testing.assert_allclose(if_added, pred.mean[0] + 1.5 * pred.std[0], rtol=1e-5)
+        assert pred.std[0, 0] >= UNVERIFIED_SPLIT_REL * pred.mean[0, 0] - 1e-12
 
 
 def test_fine_tune_cost_cli_writes_the_tuned_model_and_bad_input_is_one_line(pretrained, workload_dir,

@@ -98,3 +98,38 @@ def test_default_heuristic_folds_prices_the_rules_on_an_archived_run(capsys) -> 
     assert module.main([f"{ROOT / 'benchmarks' / 'gpu' / 'h200-1x4-nvlink.json'}={model}"]) == 2
     err = capsys.readouterr().err.strip()
     assert "not a finished bench's results file" in err and "\n" not in err
+
+
+def test_the_h100_adapted_model_no_longer_keeps_the_column_split_plan_that_measured_worse() -> None:
+    """Stop 29 (docs/benchmarks.md): on an H100 the shipped CPU model, adapted by the refresh loop on 36
+    whole-table devices, kept search's column-split plan of test task 5 for a predicted 5% gain; it measured
+    15% above the heuristic plan it replaced. The same adaptation with this code
+    (benchmarks/gpu/cost-h100-adapted-s29.pt: fine-tune-cost --adapt-hardware on the loop's devices) knows
+    it saw no split shard there, and the guard keeps lookup_greedy's plan."""
+    from autoshard.costs.comm import AlphaBeta
+    from autoshard.costs.learned import LearnedCostModel
+    from autoshard.plan import Plan
+    from autoshard.planners.guard import guard_plan
+    from autoshard.tasks import Task
+
+    run = read_json(ROOT / "benchmarks" / "runs" / "s29-gpu-h100-dlrm-50-4-b16384-adapted.json.gz")
+    model = LearnedCostModel.load(ROOT / "benchmarks" / "gpu" / "cost-h100-adapted-s29.pt",
+                                  allow_other_hardware=True).with_comm(AlphaBeta.from_json(run["comm"]))
+    assert model.info["split_kinds_seen"] == [] and model.unverified_split_kinds == {"column", "row"}
+    entry = next(t for t in run["tasks"] if t["task"]["name"] == "dlrm-50-4-test-5")
+    task = Task.from_json(entry["task"])
+    results = {r["algorithm"]: r for r in entry["results"]}
+    plans = {name: Plan.from_json(results[name]["plan"])
+             for name in ("search", "dim_greedy", "lookup_greedy", "size_greedy", "size_lookup_greedy")}
+    own = plans.pop("search")
+    assert {p["sharding_type"] for p in results["search"]["plan"]["tables"].values()} == {"table_wise",
+                                                                                           "column_wise"}
+    measured = {name: results[name]["measured"]["plan_ms"] for name in ("search", "lookup_greedy")}
+    assert measured["search"] > 1.1 * measured["lookup_greedy"]
+    chosen, decision = guard_plan(task, own, plans, model, 1.0)
+    assert not decision.kept_planner and decision.heuristic == "lookup_greedy"
+    assert chosen.to_json()["tables"] == plans["lookup_greedy"].to_json()["tables"]
+    # without the record of what it saw (the loop's model as the GPU run saved it) the guard kept the split
+    blind = model._replace(info={k: v for k, v in model.info.items() if k != "split_kinds_seen"})
+    _, decision = guard_plan(task, own, plans, blind, 1.0)
+    assert decision.kept_planner and decision.planner_ms < decision.heuristic_ms - decision.margin_ms

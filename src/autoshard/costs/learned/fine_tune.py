@@ -21,6 +21,11 @@ design; so each member continues from its pre-trained weights on the workload's 
    validation devices (``evaluation.select_risk_k``): the guard then asks the fine-tuned model for a margin
    at least as wide as its error on the workload.
 
+An adapted model also records which kinds of split shard (column, row) its records of the new machine hold
+(``info["split_kinds_seen"]``; a later fine-tuning on that machine adds its records' kinds): on the kinds it
+has not seen there it prices devices with a wider spread (``splits``), since its members cannot know how the
+new machine scales them.
+
 The support, the analytical fallback and the feature normaliser stay the pre-trained model's (the networks
 were trained in that feature space, and the fallback is calibrated on the broad records). ``info``
 records the fine-tuning: records, epochs per member, validation MAPE before and after. An adapted model is a
@@ -46,6 +51,7 @@ import numpy as np
 from autoshard.costs.learned.compat import trained_host_difference, trained_settings_difference
 from autoshard.costs.learned.evaluation import predict_records, select_risk_k
 from autoshard.costs.learned.fit import check_one_machine
+from autoshard.costs.learned.splits import record_split_kinds
 from autoshard.costs.learned.training import TrainOptions, select_records, train, validation_split
 from autoshard.costs.metrics import mape
 from autoshard.errors import AutoshardError
@@ -143,6 +149,11 @@ def fine_tune(model: Any, dataset: Any, options: FineTuneOptions = FineTuneOptio
         "options": asdict(options), "records": len(records), "val_records": len(val),
         "epochs": [r.best_epoch + 1 for r in results],
         "val_mape_pct_before": mape(before.mean[:, :2].sum(axis=1), measured)}}
+    if adapted is not None:
+        info["split_kinds_seen"] = sorted(record_split_kinds(dataset.pool, records))
+    elif "split_kinds_seen" in info:  # fine-tuned again on the machine it was adapted to
+        info["split_kinds_seen"] = sorted(set(info["split_kinds_seen"]) | record_split_kinds(dataset.pool,
+                                                                                             records))
     if adapted is not None:
         info["fine_tuned"]["adapted_from"] = adapted
         scaled = predict_records(start, dataset.pool, val)

@@ -32,6 +32,10 @@ of one with no support, i.e. exactly the model they were):
   ``describe_fallback`` says which devices were priced so and why.
 - **risk_k**: the k whose ``mean + k x spread`` covered ~84% of held-out device measurements
   (``evaluation.select_risk_k``); risk-aware planners price devices at that (``planners.pricing``).
+- **split shards unseen on adapted hardware** (``unverified_split_kinds``, ``splits``): a model adapted to
+  another machine records which kinds of split shard (column, row) its records of that machine held; a
+  device holding a kind it never saw there gets a spread of at least ``UNVERIFIED_SPLIT_REL`` x its cost,
+  which its ensemble's members, all continuing from the old machine's weights, cannot show.
 
 Planner API (all vectorised in torch; no Python loop over tables at prediction time):
 - ``device_costs(task, devices)``: the ``CostModel`` call; (len(devices), 3) ms.
@@ -78,6 +82,7 @@ from autoshard.costs.learned.features import (
 from autoshard.costs.learned.fit import fit_model
 from autoshard.costs.learned.network import CostNet, CostNetConfig, segment_sum
 from autoshard.costs.learned.prediction import Prediction
+from autoshard.costs.learned.splits import SPLIT_KINDS, UNVERIFIED_SPLIT_REL, shard_split_kinds
 from autoshard.costs.learned.support import (
     STATS,
     Support,
@@ -162,8 +167,29 @@ class LearnedCostModel:
 
     @property
     def has_spread(self) -> bool:
-        """Whether ``device_costs_spread`` can be non-zero (an ensemble, or a fallback with an error)."""
-        return self.ensemble_size > 1 or (self.prices_fallback and self.fallback_rel_std > 0)
+        """Whether ``device_costs_spread`` can be non-zero (an ensemble, a fallback with an error, or split
+        shards it has not seen on the machine it was adapted to)."""
+        return (self.ensemble_size > 1 or (self.prices_fallback and self.fallback_rel_std > 0)
+                or bool(self.unverified_split_kinds))
+
+    @property
+    def unverified_split_kinds(self) -> frozenset[str]:
+        """The ``SPLIT_KINDS`` this model has not seen on the machine it was adapted to
+        (``info["split_kinds_seen"]``, written by ``fine_tune`` when it adapts a model); none for a model
+        that was not adapted to another machine."""
+        seen = self.info.get("split_kinds_seen")
+        if seen is None:
+            return frozenset()
+        return frozenset(SPLIT_KINDS) - frozenset(seen)
+
+    def unverified_devices(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> np.ndarray | None:
+        """(len(devices),) whether each device holds a split shard of an ``unverified_split_kinds`` kind (None
+        when the model has none)."""
+        kinds = self.unverified_split_kinds
+        if not kinds:
+            return None
+        return np.array([any(k in kinds for s in d for k in shard_split_kinds(task, s)) for d in devices],
+                        dtype=bool)
 
     @property
     def _plain(self) -> bool:
@@ -417,9 +443,11 @@ class LearnedCostModel:
             return torch.where(acc[..., -2:-1] > 0.5, res, torch.zeros_like(res))
 
     def _price(self, task: Task, acc: torch.Tensor, volumes: torch.Tensor,
-               stats: np.ndarray | None) -> Prediction:
+               stats: np.ndarray | None, unverified: np.ndarray | None = None) -> Prediction:
         """Mean and spread of (..., A) device states with their volumes and (with a fallback) support
-        statistics (..., len(STATS))."""
+        statistics (..., len(STATS)); ``unverified`` (...): the devices holding split shards the model has not
+        seen on its machine (``unverified_devices``), whose spread is at least ``UNVERIFIED_SPLIT_REL`` x
+        their cost."""
         with torch.no_grad():
             members = self._member_ms(acc).double()
         used = (acc[..., -2] > 0.5).numpy()
@@ -431,6 +459,11 @@ class LearnedCostModel:
             if outside.any():
                 mean, std, total_std = self._price_outside(task, acc, volumes, stats, outside,
                                                            (mean, std, total_std))
+        if unverified is not None and unverified.any():
+            floor = UNVERIFIED_SPLIT_REL * mean[..., :2]
+            std = np.array(std)
+            std[..., :2] = np.where(unverified[..., None], np.maximum(std[..., :2], floor), std[..., :2])
+            total_std = np.where(unverified, np.maximum(total_std, floor.sum(axis=-1)), total_std)
         mean = np.where(used[..., None], mean, 0.0)
         std = np.where(used[..., None], std, 0.0)
         return Prediction(mean, std, np.where(used, total_std, 0.0), outside)
@@ -508,7 +541,7 @@ class LearnedCostModel:
         acc = segment_sum(vec, seg, n)
         volumes = torch.from_numpy(device_volumes(task, devices))
         stats = device_stats(task, devices, self.support) if self.prices_fallback else None
-        return self._price(task, acc, volumes, stats)
+        return self._price(task, acc, volumes, stats, self.unverified_devices(task, devices))
 
     def device_costs(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> np.ndarray:
         """The ``CostModel`` call: (len(devices), 3) fwd, bwd, comm ms (the ensemble's mean; the fallback's

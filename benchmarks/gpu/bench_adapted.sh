@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Stop 29, one GPU call (docs/benchmarks.md "Stop 29"): DLRM-50 (4) at batch 16384 on the lent GPU (torch-only
+# kernels), the learned planners driven by the shipped cost model of OTHER hardware
+# (src/autoshard/data/default_cost_model.pt: AMD EPYC, FBGEMM kernels; --allow-other-hardware):
+#   a: adapted to this GPU by the bench's refresh loop on the planners' own devices (--refresh-rounds 2)
+#   b: as it is (--refresh-rounds 0), to see what the adaptation changes
+# rl is left out: the loop retrains the policy every round, minutes of CPU the lent GPU would idle through.
+# All-to-alls modelled from the declared 4-GPU NVLink topology (one GPU cannot time them). Each run stops
+# after its SECONDS (measured tasks are kept; benchmarks/gpu/assemble_partial.py reads a stopped one).
+# Before (CPU host): python benchmarks/gpu_prepare.py --suite dlrm-50-4 --batch-size 16384 -o gpuwork/s29/dlrm-50-4
+# Run from the repo root on the GPU host, carrying .whl (OR-Tools for ilp) and gpuwork/s29:
+#   bash benchmarks/gpu/bench_adapted.sh SECONDS_A SECONDS_B OUTDIR [WORKDIR] [DEVICE] [BATCH] [TASKS]
+set -u
+LIMIT_A=${1:-280}
+LIMIT_B=${2:-200}
+RESULT=${3:-gpuwork/out}
+WORK=${4:-gpuwork/s29}
+DEVICE=${5:-cuda}
+BATCH=${6:-16384}
+TASKS=${7:-10}
+if [ -d .whl ] && [ -z "${NO_WHEELS:-}" ]; then  # NO_WHEELS=1: a dry run where OR-Tools is installed
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    .whl/*.whl || exit 1
+fi
+export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1
+mkdir -p "$RESULT"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null
+python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no cuda', 'cpus', __import__('os').cpu_count())"
+run() {  # NAME SECONDS MODEL REFRESH_ROUNDS
+  rm -rf "$WORK/$1" && cp -r "$WORK/dlrm-50-4" "$WORK/$1"
+  local start=$SECONDS
+  timeout -s INT "$2" python3 -m autoshard.cli.main bench --suite dlrm-50-4 --batch-size "$BATCH" \
+    --device "$DEVICE" --backend torch --comm benchmarks/gpu/comm-h200-1x4-nvlink.json \
+    --algos dim_greedy,lookup_greedy,size_greedy,size_lookup_greedy,search,neuroshard,ilp \
+    --cost-model "$3" --allow-other-hardware --refresh-rounds "$4" --refresh-tasks 2 \
+    --test-tasks "$TASKS" --rounds 2 --time-limit 2 --estimate none -o "$WORK/$1" > "$RESULT/$1.log" 2>&1
+  echo "run $1: rc $? after $((SECONDS - start)) s"
+  tr "\r" "\n" < "$RESULT/$1.log" | grep -v "^ *$" | grep -v "it/s\]$\|s/it\]$" | tail -40
+  tar czf "$RESULT/$1.tgz" -C "$WORK" "$1/bench" "$1/stages" "$1/refresh" 2>/dev/null
+}
+run a "$LIMIT_A" src/autoshard/data/default_cost_model.pt 2
+run b "$LIMIT_B" src/autoshard/data/default_cost_model.pt 0
