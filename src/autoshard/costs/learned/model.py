@@ -323,19 +323,27 @@ class LearnedCostModel:
         return [(int(i), reasons[int(i)]) for i in np.flatnonzero(outside)]
 
     def describe_fallback(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> str:
-        """One line naming the devices the analytical fallback priced and why ('' when none)."""
-        if not self.prices_fallback:
-            return ""
-        out = self.out_of_support(task, devices)
-        if not out:
-            return ""
-        shown = "; ".join(f"device {i}: {why}" for i, why in out[:8])
-        more = f"; and {len(out) - 8} more" if len(out) > 8 else ""
-        how = {"graded": "the network at the nearest device inside x the calibrated analytical model's ratio",
-               "fallback": "the calibrated analytical fallback",
-               "networks": "the networks extrapolating"}[self.handover]
-        return (f"{len(out)} of {len(devices)} devices outside the learned model's training support, "
-                f"priced by {how} ({shown}{more})")
+        """One line naming the devices where the model guesses: those the analytical fallback priced and why,
+        and those holding split shards it has not seen on the machine it was adapted to ('' when none)."""
+        parts = []
+        out = self.out_of_support(task, devices) if self.prices_fallback else []
+        if out:
+            shown = "; ".join(f"device {i}: {why}" for i, why in out[:8])
+            more = f"; and {len(out) - 8} more" if len(out) > 8 else ""
+            how = {"graded": "the network at the nearest device inside x the calibrated analytical model's "
+                             "ratio",
+                   "fallback": "the calibrated analytical fallback",
+                   "networks": "the networks extrapolating"}[self.handover]
+            parts.append(f"{len(out)} of {len(devices)} devices outside the learned model's training "
+                         f"support, priced by {how} ({shown}{more})")
+        unverified = self.unverified_devices(task, devices)
+        if unverified is not None and unverified.any():
+            ids = ", ".join(str(int(i)) for i in np.flatnonzero(unverified))
+            kinds = " or ".join(sorted(self.unverified_split_kinds))
+            parts.append(f"device(s) {ids} hold {kinds} shards, which this model has not seen on the machine "
+                         f"it was adapted to: priced with a spread of at least {UNVERIFIED_SPLIT_REL:.0%} of "
+                         "their cost (fine-tune it on such devices to lift that)")
+        return "; ".join(parts)
 
     # -- prediction ------------------------------------------------------------------------------------------
     def _device_context(self, task: Task) -> tuple[float, float] | None:
