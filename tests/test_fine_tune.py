@@ -201,7 +201,7 @@ def test_the_accumulator_and_the_guard_price_unseen_split_shards_as_the_model_do
                [ShardRef(0, tables[0].dim - half), ShardRef(1, tables[1].dim, rows),
                 ShardRef(3, tables[3].dim)]]
     assert list(blind.unverified_devices(task, devices)) == [True, True]
-    # plan and evaluate warn about them (the line the CLI prints)
+    # autoshard plan warns about them (the line it prints)
     said = blind.describe_fallback(task, [*devices, [ShardRef(4, tables[4].dim)]])
     assert "device(s) 0, 1 hold column or row shards, which this model has not seen" in said
     assert list(blind.unverified_devices(task, [[ShardRef(2, tables[2].dim)]])) == [False]
