@@ -5,9 +5,10 @@ Why: a model adapted to another machine (``fine_tune.fine_tune(..., adapt_hardwa
 machine from a few dozen devices, and the loop's devices are the planners' plans, which are table-wise
 unless a planner splits. Its ensemble's members all continue from the pre-training's weights, so on a split
 shard they agree on how the OLD machine scales it, and their spread cannot show that the new one scales it
-otherwise. Stop 29 (docs/benchmarks.md), an H100: the shipped CPU model adapted on 32 whole-table devices
-priced the three devices of a column-split plan 16-21% low relative to whole-table devices, and search's
-plan, kept by the guard for a predicted 5% gain, measured 15% worse than the heuristic plan it replaced.
+otherwise. Stop 29 (docs/benchmarks.md), an H100: the shipped CPU model adapted on 36 whole-table devices
+priced the three devices holding column halves of a plan 16-21% below what they measured, where whole-table
+devices measured 3-16% below their price, and search's plan, kept by the guard for a predicted 5% gain,
+measured 15% worse than the heuristic plan it replaced.
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ SPLIT_KINDS = ("column", "row")
 row shard (a range of its rows). Data-parallel replicas are never recorded (``pipeline.refresh``)."""
 UNVERIFIED_SPLIT_REL = 0.2
 """Least spread, relative to its cost, of a device holding a kind of split shard its model never saw on the
-machine it was adapted to: the under-pricing measured on such devices relative to whole-table ones, 16-21%
-for column shards on an H100 (stop 29) and 4-19% for row shards on this project's CPUs, where no profile
-holds them (stop 28, ``LearnedCostModel.row_move_margin``). With the guard's k = 1 a plan holding one such
-device on its slowest device must be predicted about 20% cheaper than the best heuristic plan to be kept."""
+machine it was adapted to: the under-pricing measured on such devices, 16-21% for column halves on an H100
+(stop 29; whole-table devices there were priced 3-16% high), and 4-19% relative to whole-table devices for
+row shards on this project's CPUs, where no profile holds them (stop 28, ``LearnedCostModel.
+row_move_margin``). With the guard's k = 1 a plan whose slowest device holds one must be predicted about 20%
+cheaper than the best heuristic plan to be kept."""
 
 
 def shard_split_kinds(task: Task, shard: ShardRef) -> tuple[str, ...]:
