@@ -502,3 +502,22 @@ def test_pooled_runs_scores_every_run_against_one_oracle_over_all_of_them(tmp_pa
         assert module.main(args) == 2
         out, err = capsys.readouterr()
         assert out == "" and err.startswith("pooled_runs: error:") and err.count("\n") == 1
+
+
+def test_split_plan_gains_lists_what_each_split_plan_promised_and_measured(tmp_path, capsys):
+    module = _load_script(SCRIPT.parent / "split_plan_gains.py")
+    runs = SCRIPT.parent / "runs"
+    # stop 29's DLRM-20 (8) without the row-move margin: ilp's five row-wise plans (docs/benchmarks.md)
+    rows = module.split_gains(read_json(runs / "s29-dlrm-20-8-row-margin-0.json.gz"), None, {"row_wise"})
+    assert [r["algorithm"] for r in rows] == ["ilp"] * 5
+    assert min(r["promised"] for r in rows) == pytest.approx(0.044, abs=5e-4)
+    assert max(r["promised"] for r in rows) == pytest.approx(0.088, abs=5e-4)
+    assert all(r["vs_best"] < 1.0 and r["vs_best"] <= r["vs_heuristic"] + 1e-12 for r in rows)
+    # TorchRec's plans are row-wise too, but only the learned planners are listed unless asked for
+    assert module.main([str(runs / "s29-dlrm-20-8.json.gz")]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "1 plans with row_wise tables"
+    assert module.main([str(runs / "s29-dlrm-20-8.json.gz"), "--algos", "torchrec"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "10 plans with row_wise tables"
+    assert module.main([str(tmp_path / "missing.json")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("split_plan_gains: error:") and err.count("\n") == 1
