@@ -521,3 +521,30 @@ def test_split_plan_gains_lists_what_each_split_plan_promised_and_measured(tmp_p
     assert module.main([str(tmp_path / "missing.json")]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.startswith("split_plan_gains: error:") and err.count("\n") == 1
+
+
+def test_row_fine_tune_folds_turns_every_device_into_a_record_and_holds_out_one_suite(tmp_path, capsys):
+    module = _load_script(SCRIPT.parent / "row_fine_tune_folds.py")
+    runs = SCRIPT.parent / "runs"
+    raw = read_json(runs / "s25-dlrm-100-2.json.gz")
+    records = module.run_records(raw, 0)
+    rows = [r for r in records if r.row_ranges]
+    assert len(records) == 120 and len(rows) == 20  # docs/benchmarks.md, "Stop 29"
+    # a row-wise record's shards are the plan's: its row ranges, its tables' own specs
+    task = Task.from_json(raw["tasks"][0]["task"])
+    names = [t.name for t in task.tables]
+    first = rows[0]
+    refs = first.shard_refs([names.index(n) for n in first.tables])
+    assert any(s.row_start > 0 or s.row_end is not None for s in refs)
+    assert [t.name for t in first.own_tables()] == list(first.tables)
+    argv = [str(runs / "s25-dlrm-100-2.json.gz"), str(runs / "s24-dlrm-50-2-r6b.json.gz"), "--epochs", "1"]
+    assert module.main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("240 devices of 2 suites")
+    assert out[1].startswith("dlrm-100-2: 20 row-wise and 100 whole-table devices held out; row / table "
+                             "0.952 before")
+    # one suite only, or a missing file: one line, exit 2
+    for args in ([str(runs / "s25-dlrm-100-2.json.gz")], [str(tmp_path / "missing.json")]):
+        assert module.main(args) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.startswith("row_fine_tune_folds: error:") and err.count("\n") == 1

@@ -1,0 +1,133 @@
+"""Does fine-tuning the shipped model on measured row-wise devices fix how it prices them? One suite out.
+
+Run: .venv/bin/python benchmarks/row_fine_tune_folds.py RUN [RUN ...] [--model CKPT] [--epochs 40]
+
+RUN: bench results files of one machine (``benchmarks/runs/*.json.gz``: the CPU runs). Every distinct device
+of every measured plan (row-wise ones with their row ranges; devices with a data-parallel replica left out)
+becomes a cost record (min over rounds, as the bench kept it). For each suite, the model (default: the
+shipped one) is fine-tuned (``costs.learned.fine_tune``) on the devices of the runs of every OTHER suite
+(runs of one suite share tasks and devices, so they are held out together), and on the held-out suite's
+devices it prints the ratio of two medians of predicted / measured fwd+bwd: row-wise devices over
+whole-table devices (below 1: row-wise devices priced cheaper than they are, relative to whole-table ones;
+the model's level cancels), before and after. Why: the model prices a row shard from whole-table features
+(no profile holds one) and prices row-wise devices 4-21% low relative to whole-table ones on every archived
+CPU run (``benchmarks/row_device_error.py``), which stop 28's ``LearnedCostModel.row_move_margin`` guards
+against at the price of real row-wise wins (docs/benchmarks.md, "Stop 29"). No measurement happens here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from autoshard.costs.learned import LearnedCostModel
+from autoshard.costs.learned.evaluation import predict_records
+from autoshard.costs.learned.fine_tune import FineTuneOptions, fine_tune
+from autoshard.errors import AutoshardError
+from autoshard.hardware.profile_records import CostRecord, sample_id
+from autoshard.io import read_json
+from autoshard.plan import Plan
+from autoshard.tables import TablePool
+from autoshard.tasks import Task
+
+SHIPPED = Path(__file__).resolve().parent.parent / "src" / "autoshard" / "data" / "default_cost_model.pt"
+
+
+@dataclass(frozen=True)
+class Devices:
+    """The records of one run's distinct devices, with the run's comm fit (a dataset for ``fine_tune``)."""
+
+    records: list[CostRecord]
+    pool: TablePool
+    comm: object = None
+
+
+def run_records(results: dict, seed: int) -> list[CostRecord]:
+    """One record per distinct device of the run's measured plans (tables, widths and row ranges)."""
+    settings, host = dict(results["measure_settings"]), {**results["host"], "rank": 0, "world_size": 1}
+    seen: set[tuple] = set()
+    out: list[CostRecord] = []
+    for t in results["tasks"]:
+        task = Task.from_json(t["task"])
+        for r in t["results"]:
+            if not r.get("ok") or not r.get("measured"):
+                continue
+            for shards, m in zip(Plan.from_json(r["plan"]).device_shards(task), r["measured"]["devices"]):
+                if not shards or any(s.replica for s in shards):
+                    continue
+                key = tuple((task.tables[s.table].name, s.dim, s.row_start, s.row_end) for s in shards)
+                if key in seen:
+                    continue
+                seen.add(key)
+                whole = all(s.row_start == 0 and s.row_end is None for s in shards)
+                out.append(CostRecord(
+                    sample_id(seed, len(out)), tuple(task.tables[s.table].name for s in shards),
+                    tuple(s.dim for s in shards), task.batch_size, float(m["fwd_ms"]), float(m["bwd_ms"]),
+                    0.0, 0.0, {**settings, "precision": task.precision.value}, host,
+                    rows=tuple(min(task.tables[s.table].rows, int(settings["rows_cap"])) for s in shards),
+                    real_rows=tuple(task.tables[s.table].rows for s in shards),
+                    table_specs=tuple(task.tables[s.table].to_json() for s in shards),
+                    row_ranges=() if whole else tuple((s.row_start, s.row_end) for s in shards)))
+    return out
+
+
+def as_dataset(records: Sequence[CostRecord]) -> Devices:
+    tables = {t.name: t for r in records for t in r.own_tables()}
+    return Devices(list(records), TablePool.from_tables(list(tables.values())))
+
+
+def row_table_ratio(model: LearnedCostModel, records: Sequence[CostRecord]) -> float:
+    """Median predicted / measured fwd+bwd of the row-wise devices over that of the whole-table ones."""
+    data = as_dataset(records)
+    pred = predict_records(model, data.pool, data.records).mean[:, :2].sum(axis=1)
+    ratio = pred / np.array([r.fwd_ms + r.bwd_ms for r in records])
+    row = np.array([bool(r.row_ranges) for r in records])
+    if not row.any() or row.all():
+        raise AutoshardError("a held-out suite needs both row-wise and whole-table devices")
+    return float(np.median(ratio[row]) / np.median(ratio[~row]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("runs", nargs="+")
+    p.add_argument("--model", default=str(SHIPPED))
+    p.add_argument("--epochs", type=int, default=40, help="most fine-tuning epochs per member (default 40)")
+    args = p.parse_args(argv)
+    try:
+        model = LearnedCostModel.load(args.model)
+        suites: dict[str, list[CostRecord]] = {}
+        for i, path in enumerate(args.runs):
+            raw = read_json(path)
+            suites.setdefault(str(raw["suite"]["name"]), []).extend(run_records(raw, i))
+        if len(suites) < 2:
+            raise AutoshardError("give runs of at least two suites (one is held out at a time)")
+        options = FineTuneOptions(seed=0, max_epochs=args.epochs, patience=min(10, args.epochs))
+        print(f"{sum(len(r) for r in suites.values())} devices of {len(suites)} suites; model {args.model}")
+        for name, held in suites.items():
+            train = [r for other, recs in suites.items() if other != name for r in recs]
+            t0 = time.perf_counter()
+            tuned = fine_tune(model, as_dataset(train), options)
+            rows = sum(1 for r in held if r.row_ranges)
+            print(f"{name}: {rows} row-wise and {len(held) - rows} whole-table devices held out; row / table "
+                  f"{row_table_ratio(model, held):.3f} before, {row_table_ratio(tuned, held):.3f} after "
+                  f"fine-tuning on {len(train)} devices of the other suites "
+                  f"({sum(1 for r in train if r.row_ranges)} row-wise; {time.perf_counter() - t0:.0f} s)",
+                  flush=True)
+    except AutoshardError as e:
+        print(f"row_fine_tune_folds: error: {e}", file=sys.stderr)
+        return 2
+    except (KeyError, TypeError, ValueError) as e:
+        print(f"row_fine_tune_folds: error: not a finished bench's results file ({type(e).__name__}: {e})",
+              file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
