@@ -40,9 +40,8 @@ def run_plans(results: dict[str, Any]) -> dict[str, tuple[str, dict[str, tuple[s
         plans = {}
         for r in t["results"]:
             if r.get("ok") and r.get("measured"):
-                s = r["measured"]["step"]
-                step = float(s["max_fwd_ms"]) + float(s["max_bwd_ms"]) + float(s["collectives_ms"])
-                plans[r["algorithm"]] = (json.dumps(r["plan"]["tables"], sort_keys=True), step)
+                plans[r["algorithm"]] = (json.dumps(r["plan"]["tables"], sort_keys=True),
+                                         float(r["measured"]["plan_ms"]))
         out[t["task"]["name"]] = (json.dumps(t["task"], sort_keys=True), plans)
     return out
 
@@ -89,6 +88,12 @@ def main(argv: list[str] | None = None) -> int:
             raise AutoshardError("give at least two runs of the same tasks")
         raw = [run_plans(read_json(path)) for path in args.runs]
         tasks, costs, heuristics = pooled_costs(raw)
+        wanted = args.algos.split(",") if args.algos else None
+        planned = {a for run in raw for t in tasks for a in run[t][1]}
+        unknown = sorted(set(wanted or ()) - planned)
+        if unknown:
+            raise AutoshardError(f"--algos: no run planned {', '.join(unknown)}; the runs have "
+                                 f"{', '.join(sorted(planned))}")
     except AutoshardError as e:
         print(f"pooled_runs: error: {e}", file=sys.stderr)
         return 2
@@ -108,7 +113,6 @@ def main(argv: list[str] | None = None) -> int:
         ratios = [float(np.exp(costs[t][heuristics[t][h]] - oracle[t])) for t in tasks]
         low, high = geomean_interval(ratios)
         print(f"{h:<20} {geomean(ratios):.3f} [{low:.3f}, {high:.3f}]")
-    wanted = args.algos.split(",") if args.algos else None
     print("run | algorithm | vs pooled oracle [95%] | vs best fixed [95%] | plans returned (a heuristic's, "
           "or its own)")
     for path, run in zip(args.runs, raw):

@@ -51,10 +51,10 @@ profile's (0-) and the refresh loop's."""
 
 
 
-def whole_table_devices(tasks: list[dict]) -> Iterator[tuple[Task, list[ShardRef], dict]]:
-    """(task, shards, measured device) for every distinct whole-table device of the tasks' measured plans
-    (tables and widths; the first plan's measurement where several built it; row shards and replicas left
-    out: a cost record holds whole tables)."""
+def measured_devices(tasks: list[dict], rows: bool = False) -> Iterator[tuple[Task, list[ShardRef], dict]]:
+    """(task, shards, measured device) for every distinct device of the tasks' measured plans (tables, widths
+    and row ranges; the first plan's measurement where several built it). Whole-table devices only unless
+    ``rows``; devices with a replica always left out (a cost record holds tables or row shards of them)."""
     seen: set[tuple] = set()
     for t in tasks:
         task = Task.from_json(t["task"])
@@ -63,30 +63,39 @@ def whole_table_devices(tasks: list[dict]) -> Iterator[tuple[Task, list[ShardRef
                 continue
             plan = Plan.from_json(r["plan"])
             for shards, m in zip(plan.device_shards(task), r["measured"]["devices"]):
-                if not shards or any(s.row_start or s.row_end is not None or s.replica for s in shards):
+                if not shards or any(s.replica or (not rows and (s.row_start or s.row_end is not None))
+                                     for s in shards):
                     continue
-                key = tuple((task.tables[s.table].name, s.dim) for s in shards)
+                key = tuple((task.tables[s.table].name, s.dim, s.row_start, s.row_end) for s in shards)
                 if key not in seen:
                     seen.add(key)
                     yield task, shards, m
 
 
-def device_records(results: dict, tasks: list[dict], seed: int) -> list[CostRecord]:
-    """One record per distinct whole-table device of the tasks' measured plans (min over rounds)."""
+def whole_table_devices(tasks: list[dict]) -> Iterator[tuple[Task, list[ShardRef], dict]]:
+    """``measured_devices`` of whole tables only (row shards and replicas left out)."""
+    return measured_devices(tasks)
+
+
+def device_records(results: dict, tasks: list[dict], seed: int, rows: bool = False) -> list[CostRecord]:
+    """One record per distinct device of the tasks' measured plans (min over rounds): whole-table devices, and
+    with ``rows`` row-wise ones too (with their row ranges)."""
     settings = dict(results["measure_settings"])
     host = {**results["host"], "rank": 0, "world_size": 1}
     out: list[CostRecord] = []
-    for task, shards, m in whole_table_devices(tasks):
+    for task, shards, m in measured_devices(tasks, rows):
         names = tuple(task.tables[s.table].name for s in shards)
         dims = tuple(s.dim for s in shards)
         specs = tuple(task.tables[s.table].to_json() for s in shards)
+        whole = all(s.row_start == 0 and s.row_end is None for s in shards)
         out.append(CostRecord(sample_id(seed, len(out)), names, dims, task.batch_size,
                               float(m["fwd_ms"]), float(m["bwd_ms"]), 0.0, 0.0,
                               {**settings, "precision": task.precision.value}, host,
                               rows=tuple(min(task.tables[s.table].rows, int(settings["rows_cap"]))
                                          for s in shards),
                               real_rows=tuple(task.tables[s.table].rows for s in shards),
-                              table_specs=specs))
+                              table_specs=specs,
+                              row_ranges=() if whole else tuple((s.row_start, s.row_end) for s in shards)))
     return out
 
 

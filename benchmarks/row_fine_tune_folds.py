@@ -30,51 +30,28 @@ from autoshard.costs.learned import LearnedCostModel
 from autoshard.costs.learned.evaluation import predict_records
 from autoshard.costs.learned.fine_tune import FineTuneOptions, fine_tune
 from autoshard.errors import AutoshardError
-from autoshard.hardware.profile_records import CostRecord, sample_id
+from autoshard.hardware.profile_records import CostRecord
 from autoshard.io import read_json
-from autoshard.plan import Plan
 from autoshard.tables import TablePool
-from autoshard.tasks import Task
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # refresh_folds.py, beside this script
+import refresh_folds
 
 SHIPPED = Path(__file__).resolve().parent.parent / "src" / "autoshard" / "data" / "default_cost_model.pt"
 
 
 @dataclass(frozen=True)
 class Devices:
-    """The records of one run's distinct devices, with the run's comm fit (a dataset for ``fine_tune``)."""
+    """Records and their tables: what ``fine_tune`` reads of a dataset (no comm: nothing is adapted)."""
 
     records: list[CostRecord]
     pool: TablePool
-    comm: object = None
 
 
 def run_records(results: dict, seed: int) -> list[CostRecord]:
-    """One record per distinct device of the run's measured plans (tables, widths and row ranges)."""
-    settings, host = dict(results["measure_settings"]), {**results["host"], "rank": 0, "world_size": 1}
-    seen: set[tuple] = set()
-    out: list[CostRecord] = []
-    for t in results["tasks"]:
-        task = Task.from_json(t["task"])
-        for r in t["results"]:
-            if not r.get("ok") or not r.get("measured"):
-                continue
-            for shards, m in zip(Plan.from_json(r["plan"]).device_shards(task), r["measured"]["devices"]):
-                if not shards or any(s.replica for s in shards):
-                    continue
-                key = tuple((task.tables[s.table].name, s.dim, s.row_start, s.row_end) for s in shards)
-                if key in seen:
-                    continue
-                seen.add(key)
-                whole = all(s.row_start == 0 and s.row_end is None for s in shards)
-                out.append(CostRecord(
-                    sample_id(seed, len(out)), tuple(task.tables[s.table].name for s in shards),
-                    tuple(s.dim for s in shards), task.batch_size, float(m["fwd_ms"]), float(m["bwd_ms"]),
-                    0.0, 0.0, {**settings, "precision": task.precision.value}, host,
-                    rows=tuple(min(task.tables[s.table].rows, int(settings["rows_cap"])) for s in shards),
-                    real_rows=tuple(task.tables[s.table].rows for s in shards),
-                    table_specs=tuple(task.tables[s.table].to_json() for s in shards),
-                    row_ranges=() if whole else tuple((s.row_start, s.row_end) for s in shards)))
-    return out
+    """One record per distinct device of the run's measured plans, row-wise ones included
+    (``refresh_folds.device_records``)."""
+    return refresh_folds.device_records(results, results["tasks"], seed, rows=True)
 
 
 def as_dataset(records: Sequence[CostRecord]) -> Devices:

@@ -20,6 +20,7 @@ from autoshard.bench.summary import is_heuristic
 from autoshard.errors import AutoshardError
 from autoshard.io import read_json
 from autoshard.planners.guard import GUARDED
+from autoshard.shards import ShardingType
 
 
 def split_gains(results: dict, algos: list[str] | None, kinds: set[str]) -> list[dict]:
@@ -55,8 +56,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kinds", default="row_wise", help="comma-separated sharding types (default row_wise)")
     args = p.parse_args(argv)
     try:
-        rows = split_gains(read_json(args.run), args.algos.split(",") if args.algos else None,
-                           set(args.kinds.split(",")))
+        kinds = set(args.kinds.split(","))
+        known = {t.value for t in ShardingType}
+        if not kinds <= known:
+            raise AutoshardError(f"--kinds {args.kinds!r}: use sharding types of {', '.join(sorted(known))}")
+        rows = split_gains(read_json(args.run), args.algos.split(",") if args.algos else None, kinds)
     except AutoshardError as e:
         print(f"split_plan_gains: error: {e}", file=sys.stderr)
         return 2

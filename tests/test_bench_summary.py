@@ -498,7 +498,7 @@ def test_pooled_runs_scores_every_run_against_one_oracle_over_all_of_them(tmp_pa
            "size_lookup_greedy 4" in out
     # one run, runs of different suites, a missing file: one line each, exit 2, nothing printed before it
     for args in ([str(one)], [str(one), str(runs / "s25-dlrm-100-2.json.gz")],
-                 [str(one), str(tmp_path / "missing.json")]):
+                 [str(one), str(tmp_path / "missing.json")], [*four, "--algos", "rl"]):
         assert module.main(args) == 2
         out, err = capsys.readouterr()
         assert out == "" and err.startswith("pooled_runs: error:") and err.count("\n") == 1
@@ -518,9 +518,10 @@ def test_split_plan_gains_lists_what_each_split_plan_promised_and_measured(tmp_p
     assert capsys.readouterr().out.splitlines()[0] == "1 plans with row_wise tables"
     assert module.main([str(runs / "s29-dlrm-20-8.json.gz"), "--algos", "torchrec"]) == 0
     assert capsys.readouterr().out.splitlines()[0] == "10 plans with row_wise tables"
-    assert module.main([str(tmp_path / "missing.json")]) == 2
-    out, err = capsys.readouterr()
-    assert out == "" and err.startswith("split_plan_gains: error:") and err.count("\n") == 1
+    for args in ([str(tmp_path / "missing.json")], [str(runs / "s29-dlrm-20-8.json.gz"), "--kinds", "rows"]):
+        assert module.main(args) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.startswith("split_plan_gains: error:") and err.count("\n") == 1
 
 
 def test_row_fine_tune_folds_turns_every_device_into_a_record_and_holds_out_one_suite(tmp_path, capsys):

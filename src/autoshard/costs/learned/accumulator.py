@@ -27,10 +27,10 @@ class LearnedAccumulator:
         self.acc = torch.zeros((num_envs, task.num_devices, self.enc.shape[-1]), dtype=self.enc.dtype)
         self.volumes = torch.zeros((num_envs, task.num_devices, len(VOLUMES)), dtype=torch.float64)
         self.stats = empty_stats((num_envs, task.num_devices)) if model.prices_fallback else None
-        kinds = model.unverified_split_kinds
-        self.unverified_kinds = kinds
+        self.unverified_kinds = model.unverified_split_kinds
         """The split kinds the model has not seen on its machine; devices holding one are flagged."""
-        self.unverified = np.zeros((num_envs, task.num_devices), dtype=bool) if kinds else None
+        self.unverified = (np.zeros((num_envs, task.num_devices), dtype=bool) if self.unverified_kinds
+                           else None)
 
     def _vector(self, shard: ShardRef) -> torch.Tensor:
         if shard.is_whole and shard.dim == self.task.tables[shard.table].dim:
