@@ -234,3 +234,66 @@ def test_hardware_names_and_differences():
     check_same_hardware("d", [here, {"cpu": "AMD EPYC"}], here)
     with pytest.raises(AutoshardError, match="cpu='Intel"):
         check_same_hardware("d", [here, {"cpu": "Intel(R) Xeon(R) Processor"}], here)
+
+
+def test_row_cuts_leave_row_share_0_profiles_as_they_were_and_cut_within_the_table():
+    assert "row_share" not in TINY.to_json()  # the manifests of profiles made before row cuts
+    cut = BroadDesign(**{**{k: getattr(TINY, k) for k in TINY.__dataclass_fields__}, "row_share": 0.6,
+                         "row_parts": (2, 8)})
+    assert BroadDesign.from_json(cut.to_json()) == cut
+    ranges = []
+    for i in range(30):
+        whole, rows_cut = broad_sample(TINY, 3, i, bins=False), broad_sample(cut, 3, i, bins=False)
+        assert whole.row_ranges == ()
+        # the same tables, dims and composition: the cut draws from its own generator
+        assert (rows_cut.tables, rows_cut.dims, rows_cut.batch_size) == (whole.tables, whole.dims,
+                                                                         whole.batch_size)
+        for t, (r0, r1) in zip(rows_cut.tables, rows_cut.row_ranges or ((0, None),) * len(whole.tables)):
+            end = t.rows if r1 is None else r1
+            assert 0 <= r0 < end <= t.rows and (r1 is None or r1 < t.rows)
+            ranges.append((r0, r1) != (0, None))
+    assert 0.4 < np.mean(ranges) < 0.8
+    for kw, match in [({"row_share": 1.5}, "row share"), ({"row_parts": (1, 4)}, "row parts")]:
+        with pytest.raises(AutoshardError, match=match):
+            BroadDesign(**kw)
+
+
+def test_row_cut_samples_are_timed_as_row_shards_and_recorded_with_their_ranges(tmp_path: Path):
+    cut = BroadDesign(**{**{k: getattr(TINY, k) for k in TINY.__dataclass_fields__}, "row_share": 0.7})
+    recs = list(profile(None, tmp_path / "costs", ProfileConfig(samples=6, seed=1, settings=QUICK,
+                                                                 design=cut)))
+    data = load_dataset(tmp_path / "costs")
+    assert data.settings["design"]["row_share"] == 0.7
+    held = 0
+    for r in recs:
+        sample = broad_sample(cut, 1, int(r.sample_id.split("-")[1]))
+        assert r.row_ranges == sample.row_ranges
+        task, shards = data.task_of(r)
+        for s, (r0, r1), kept in zip(shards, r.row_ranges or ((0, None),) * len(r.tables), r.rows):
+            assert (s.row_start, s.row_end) == (r0, r1)
+            assert kept == s.num_rows(task.tables[s.table].rows)  # timed on its range's rows only
+            held += (r0, r1) != (0, None)
+    assert held > 0
+
+
+def test_train_cost_on_two_profiles_trains_on_both_and_refuses_a_sample_in_both(tmp_path: Path, capsys):
+    whole, rows = tmp_path / "whole", tmp_path / "rows"
+    assert main(["profile", "--samples", "8", "-o", str(whole), *TINY_ARGS]) == 0
+    assert main(["profile", "--samples", "6", "--seed", "2", "--row-share", "0.5", "--row-parts", "2:8",
+                 "-o", str(rows), *TINY_ARGS]) == 0
+    assert any(r.row_ranges for r in load_dataset(rows).records)
+    out = tmp_path / "model.pt"
+    assert main(["train-cost", "--data", str(whole), "--data", str(rows), "--epochs", "3",
+                 "-o", str(out)]) == 0
+    from autoshard.costs.learned import LearnedCostModel
+
+    model = LearnedCostModel.load(str(out))
+    split = model.info["split"]
+    assert split["train_records"] + split["val_records"] + split["test_records"] == 14
+    # pre-trained on row shards: the planners' row moves need no margin
+    assert "row" in model.info["split_kinds_trained"] and model.row_move_margin == 0.0
+    capsys.readouterr()
+    again = tmp_path / "again.pt"
+    assert main(["train-cost", "--data", str(whole), "--data", str(whole), "-o", str(again)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "both hold sample 0-0" in err and "--seed" in err and "\n" not in err and not again.exists()

@@ -92,6 +92,16 @@ def test_search_moves_can_cut_a_skewed_table_by_lookups_when_that_pays():
     from autoshard.costs.loading import SHIPPED_COST_MODEL
 
     # ...through the risk pricing the planners put around it too
-    priced = risk_priced(LearnedCostModel.load(SHIPPED_COST_MODEL, allow_other_hardware=True))
-    assert isinstance(priced, RiskPricedModel) and priced.row_move_margin == LearnedCostModel.row_move_margin
-    assert LearnedCostModel.row_move_margin == 0.185
+    shipped = LearnedCostModel.load(SHIPPED_COST_MODEL, allow_other_hardware=True)
+    priced = risk_priced(shipped)
+    assert isinstance(priced, RiskPricedModel) and priced.row_move_margin == shipped.row_move_margin
+    # the untrained margin unless the model was pre-trained on profiles holding row shards
+    from autoshard.costs.learned.splits import UNTRAINED_ROW_MOVE_MARGIN
+
+    assert UNTRAINED_ROW_MOVE_MARGIN == 0.185
+    trained = {k: v for k, v in shipped.info.items() if k != "split_kinds_trained"}
+    for kinds, margin in (([], UNTRAINED_ROW_MOVE_MARGIN), (["column"], UNTRAINED_ROW_MOVE_MARGIN),
+                          (["column", "row"], 0.0)):
+        model_k = shipped._replace(info={**trained, "split_kinds_trained": kinds})
+        assert model_k.row_move_margin == margin == risk_priced(model_k).row_move_margin
+    assert shipped._replace(info=trained).row_move_margin == UNTRAINED_ROW_MOVE_MARGIN  # older checkpoints

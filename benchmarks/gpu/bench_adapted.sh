@@ -10,7 +10,13 @@
 # Before (CPU host): python benchmarks/gpu_prepare.py --suite dlrm-50-4 --batch-size 16384 -o gpuwork/s29/dlrm-50-4
 # Run from the repo root on the GPU host, carrying .whl (OR-Tools for ilp) and gpuwork/s29:
 #   bash benchmarks/gpu/bench_adapted.sh SECONDS_A SECONDS_B OUTDIR [WORKDIR] [DEVICE] [BATCH] [TASKS]
+# Stop 30 (the production suite, 8 devices, rl in run b with the shipped policy), the same script with:
+#   SUITE=production-40-8 COMM=benchmarks/gpu/comm-h100-1x8-nvlink.json RL_POLICY=src/autoshard/data/default_policy.pt
+#   (before: python benchmarks/gpu_prepare.py --suite production-40-8 --batch-size 16384 -o WORKDIR/production-40-8)
 set -u
+SUITE=${SUITE:-dlrm-50-4}
+COMM=${COMM:-benchmarks/gpu/comm-h200-1x4-nvlink.json}
+RL_POLICY=${RL_POLICY:-}
 LIMIT_A=${1:-280}
 LIMIT_B=${2:-200}
 RESULT=${3:-gpuwork/out}
@@ -26,17 +32,24 @@ export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1
 mkdir -p "$RESULT"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null
 python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no cuda', 'cpus', __import__('os').cpu_count())"
-run() {  # NAME SECONDS MODEL REFRESH_ROUNDS
-  rm -rf "$WORK/$1" && cp -r "$WORK/dlrm-50-4" "$WORK/$1"
+HEURISTICS=dim_greedy,lookup_greedy,size_greedy,size_lookup_greedy
+run() {  # NAME SECONDS MODEL REFRESH_ROUNDS [EXTRA ALGOS] [EXTRA ARGS...]
+  rm -rf "$WORK/$1" && cp -r "$WORK/$SUITE" "$WORK/$1"
   local start=$SECONDS
-  timeout -s INT "$2" python3 -m autoshard.cli.main bench --suite dlrm-50-4 --batch-size "$BATCH" \
-    --device "$DEVICE" --backend torch --comm benchmarks/gpu/comm-h200-1x4-nvlink.json \
-    --algos dim_greedy,lookup_greedy,size_greedy,size_lookup_greedy,search,neuroshard,ilp \
+  timeout -s INT "$2" python3 -m autoshard.cli.main bench --suite "$SUITE" --batch-size "$BATCH" \
+    --device "$DEVICE" --backend torch --comm "$COMM" \
+    --algos "$HEURISTICS,search,neuroshard,ilp${5:-}" "${@:6}" \
     --cost-model "$3" --allow-other-hardware --refresh-rounds "$4" --refresh-tasks 2 \
     --test-tasks "$TASKS" --rounds 2 --time-limit 2 --estimate none -o "$WORK/$1" > "$RESULT/$1.log" 2>&1
   echo "run $1: rc $? after $((SECONDS - start)) s"
   tr "\r" "\n" < "$RESULT/$1.log" | grep -v "^ *$" | grep -v "it/s\]$\|s/it\]$" | tail -40
   tar czf "$RESULT/$1.tgz" -C "$WORK" "$1/bench" "$1/stages" "$1/refresh" 2>/dev/null
 }
-run a "$LIMIT_A" src/autoshard/data/default_cost_model.pt 2
-run b "$LIMIT_B" src/autoshard/data/default_cost_model.pt 0
+[ "$LIMIT_A" -gt 0 ] && run a "$LIMIT_A" src/autoshard/data/default_cost_model.pt 2
+if [ "$LIMIT_B" -le 0 ]; then  # SECONDS_B 0: run a alone
+  :
+elif [ -n "$RL_POLICY" ]; then  # rl only where nothing retrains its policy (run b: no refresh)
+  run b "$LIMIT_B" src/autoshard/data/default_cost_model.pt 0 ,rl --policy "$RL_POLICY"
+else
+  run b "$LIMIT_B" src/autoshard/data/default_cost_model.pt 0
+fi

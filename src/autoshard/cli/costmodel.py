@@ -19,7 +19,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train-cost", help="train the neural cost model on a profiled dataset",
                        description="Train the cost network on 'autoshard profile' records, "
                                    "holding out unseen tables.")
-    p.add_argument("--data", required=True, help="profiling dataset directory (autoshard profile -o DIR)")
+    p.add_argument("--data", required=True, action="append",
+                   help="profiling dataset directory (autoshard profile -o DIR); repeat it to train on "
+                        "several profiles of this machine (the broad profile and one of row-cut samples)")
     p.add_argument("-o", "--output", default="costmodel.pt",
                    help="checkpoint to write (default costmodel.pt)")
     p.add_argument("--seed", type=int, default=0)
@@ -157,7 +159,9 @@ def run_train(args: argparse.Namespace) -> int:
         raise AutoshardError(f"--lr {args.lr} must be in (0, 1)")
     if args.weight_decay is not None and not args.weight_decay >= 0.0:
         raise AutoshardError(f"--weight-decay {args.weight_decay} must be >= 0")
-    dataset = load_data(args.data)
+    from autoshard.hardware.profile_dataset import merge_datasets
+
+    dataset = merge_datasets([load_data(d) for d in args.data], args.data)
     from autoshard.costs.learned.fit import check_one_machine
     from autoshard.costs.learned.training import record_precision, select_records
 

@@ -102,6 +102,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--precisions", default="fp32,fp16", help="weight precisions (default fp32,fp16)")
     b.add_argument("--stats-batch", type=positive_int, default=65536,
                    help="batch the access bins are counted on (default 65536, as synthetic pools)")
+    b.add_argument("--row-share", type=float, default=0.0,
+                   help="probability a table of a sample is cut to a row shard (default 0: whole tables)")
+    b.add_argument("--row-parts", default="2:64",
+                   help="row ranges a cut table is split into, log-uniform (default 2:64)")
     p.add_argument("--rank", type=int, default=None, help="this process's share (default $RANK or 0)")
     p.add_argument("--world-size", type=int, default=None,
                    help="processes sharing the work ($WORLD_SIZE or 1)")
@@ -198,7 +202,8 @@ def broad_design(args: argparse.Namespace) -> Any:
                        tables_per_device=_int_span(args.tables_per_device, "tables-per-device"),
                        batch_sizes=_int_span(args.batch_sizes, "batch-sizes"), precisions=precisions,
                        column_share=DEFAULT_COLUMN_SHARE if args.column_share is None else args.column_share,
-                       stats_batch=args.stats_batch)
+                       stats_batch=args.stats_batch, row_share=args.row_share,
+                       row_parts=_int_span(args.row_parts, "row-parts"))
 
 
 def run_profile(args: argparse.Namespace) -> int:

@@ -112,6 +112,35 @@ def load_dataset(path: str | Path) -> CostDataset:
     return CostDataset(_dataset_pool(d, pool, tuple(own.values())), records, comm, manifest)
 
 
+def merge_datasets(datasets: Sequence[CostDataset], names: Sequence[str]) -> CostDataset:
+    """Several profiles of one machine as one dataset (``train-cost --data A --data B``: the broad profile
+    and one of row-cut samples, say): their records, their tables (one definition per name; the feature
+    normaliser refitted on them all), the first comm model and manifest. ``names`` name the datasets in
+    errors. A sample id in two of them is an error: profile the second with another ``--seed``."""
+    if len(datasets) == 1:
+        return datasets[0]
+    tables: dict[str, Table] = {}
+    where: dict[str, str] = {}  # table name -> the dataset defining it
+    owner: dict[str, str] = {}  # sample id -> the dataset holding it
+    for data, name in zip(datasets, names, strict=True):
+        for t in data.pool.tables:
+            if t.name in tables and tables[t.name] != t:
+                raise AutoshardError(f"{name} and {where[t.name]} define table {t.name!r} differently; "
+                                     "merge profiles of distinct tables")
+            tables.setdefault(t.name, t)
+            where.setdefault(t.name, name)
+        for rec in data.records:
+            if rec.sample_id in owner:
+                raise AutoshardError(f"{name} and {owner[rec.sample_id]} both hold sample {rec.sample_id}; "
+                                     "profile one of them with another --seed")
+            owner[rec.sample_id] = name
+    pool = TablePool(tuple(tables.values()), FeatureNormalizer.fit(tuple(tables.values())),
+                     {"generated_by": "autoshard merge of " + ", ".join(names)})
+    records = [r for data in datasets for r in data.records]
+    comm = next((data.comm for data in datasets if data.comm is not None), None)
+    return CostDataset(pool, records, comm, datasets[0].settings)
+
+
 def _dataset_pool(d: Path, pool: TablePool | None, own: tuple[Table, ...]) -> TablePool:
     """tables.json plus the records' own tables; the normaliser is tables.json's, or (broad design, no
     tables file) fitted on the records' tables."""

@@ -12,6 +12,8 @@
   a scrambled Sobol sequence (``scipy.stats.qmc``, seeded by ``(seed, stratum)``) over the device's
   composition (tables, batch, precision) and another over table features, the k-th sample of a stratum taking
   the next ``tables`` points of it, so the tables of one device are spread over the feature space too.
+  With ``row_share`` > 0 (stop 30) a table is also cut, with that probability, to one of 2-64 row ranges
+  (even rows or equal lookup shares), so the cost model sees row shards as planners and TorchRec make them.
 """
 
 from __future__ import annotations
@@ -97,6 +99,13 @@ class BroadDesign:
     stats_batch: int = 65536
     """Batch of the one lookup batch the access bins are counted on: that of the synthetic pools users plan
     with (``tables.synth.STATS_BATCH_SIZE``), so bins mean the same in training and in planning."""
+    row_share: float = 0.0
+    """Probability that a table is cut to a row shard: one of ``parts`` contiguous row ranges (``parts``
+    log-uniform in ``row_parts``), cut into even rows (TorchRec's row-wise) or equal lookup shares (the
+    planners' ``lookup_balanced_bounds``) equally often. 0, every profile before stop 30, keeps whole tables
+    and the same samples: the cut draws from its own generator, not the Sobol points."""
+    row_parts: tuple[int, int] = (2, 64)
+    """Row ranges a cut table is split into (the devices a row-wise table spans), log-uniform."""
 
     def __post_init__(self) -> None:
         dims = tuple(int(x) for x in _range(self.dims, "dims"))
@@ -119,6 +128,14 @@ class BroadDesign:
             _precision(prec)
         if not 0.0 <= self.column_share <= 1.0:
             raise AutoshardError(f"column share {self.column_share} must be within 0..1")
+        if not 0.0 <= self.row_share <= 1.0:
+            raise AutoshardError(f"row share {self.row_share} must be within 0..1")
+        parts = tuple(int(x) for x in _range(self.row_parts, "row parts"))
+        if parts[0] < 2:
+            raise AutoshardError(f"broad design row parts {parts} must be >= 2 (a row shard of 1 part is the "
+                                 "whole table)")
+        object.__setattr__(self, "row_share", float(self.row_share))
+        object.__setattr__(self, "row_parts", parts)
         if int(self.stats_batch) <= 0:
             raise AutoshardError(f"broad design stats batch {self.stats_batch} must be positive")
         for name, value in (("dims", dims), ("rows", rows), ("pooling", pooling), ("pooling_cv", cv),
@@ -139,7 +156,10 @@ class BroadDesign:
                 "vocab_log_fraction": list(self.vocab_log_fraction),
                 "tables_per_device": list(self.tables_per_device), "batch_sizes": list(self.batch_sizes),
                 "precisions": list(self.precisions), "column_share": self.column_share,
-                "stats_batch": self.stats_batch}
+                "stats_batch": self.stats_batch,
+                # only where used: the manifests of profiles made before row cuts stay as they were
+                **({"row_share": self.row_share, "row_parts": list(self.row_parts)}
+                   if self.row_share else {})}
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> BroadDesign:
@@ -168,6 +188,9 @@ class BroadSample:
     batch_size: int
     precision: Precision
     stratum: int
+    row_ranges: tuple[tuple[int, int | None], ...] = ()
+    """Each table's row range [start, end) (end None: to its last row) where a table was cut to a row shard
+    (``BroadDesign.row_share``); empty: whole tables."""
 
 
 class _SobolStream:
@@ -276,7 +299,26 @@ def broad_sample(design: BroadDesign, seed: int, index: int, bins: bool = True) 
             dim = m * (1 + min((t.dim - 1) // m - 1, int(u[j, 7] * ((t.dim - 1) // m))))
         tables.append(t)
         shard_dims.append(int(dim))
-    return BroadSample(tuple(tables), tuple(shard_dims), batch, precision, stratum)
+    ranges = tuple(_row_cut(d, t, np.random.default_rng([seed, index, j, 1])) for j, t in enumerate(tables))
+    if all(r == (0, None) for r in ranges):
+        ranges = ()
+    return BroadSample(tuple(tables), tuple(shard_dims), batch, precision, stratum, ranges)
+
+
+def _row_cut(design: BroadDesign, table: Table, rng: np.random.Generator) -> tuple[int, int | None]:
+    """The row range of ``table`` in its sample: (0, None) (whole) unless cut with ``design.row_share``."""
+    from autoshard.shards import even_row_bounds
+    from autoshard.tables.lookups import lookup_balanced_bounds
+
+    if design.row_share <= 0.0 or table.rows < 2 or rng.random() >= design.row_share:
+        return 0, None
+    u_parts, u_even, u_part = rng.random(3)
+    parts = int(np.clip(np.rint(_log_uniform(u_parts, *design.row_parts)), *design.row_parts))
+    bounds = (even_row_bounds(table.rows, parts) if u_even < 0.5
+              else lookup_balanced_bounds(table, parts))
+    k = min(len(bounds) - 2, int(u_part * (len(bounds) - 1)))
+    start, end = int(bounds[k]), int(bounds[k + 1])
+    return start, (None if end >= table.rows else end)
 
 
 def sample_shards(pool: TablePool, seed: int, index: int, max_tables: int,

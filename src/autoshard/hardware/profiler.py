@@ -208,9 +208,11 @@ def _measure_broad(config: ProfileConfig, design: BroadDesign, index: int,
     sample = broad_sample(design, config.seed, index)
     task = Task(sample.tables, (UNBOUNDED_MEMORY,), precision=sample.precision,
                 batch_size=sample.batch_size, name="profile-sample")
-    refs = [ShardRef(j, d) for j, d in enumerate(sample.dims)]
+    ranges = sample.row_ranges or ((0, None),) * len(sample.tables)
+    refs = [ShardRef(j, d, r0, r1) for j, (d, (r0, r1)) in enumerate(zip(sample.dims, ranges))]
     timing = measure_shard(task, refs, config.settings)
     return CostRecord(sample_id(config.seed, index), tuple(t.name for t in sample.tables), sample.dims,
                       sample.batch_size, timing.fwd_ms, timing.bwd_ms, timing.fwd_cv, timing.bwd_cv,
                       config.record_settings(sample.precision), host, timing.rows, timing.tries,
-                      tuple(t.rows for t in sample.tables), tuple(t.to_json() for t in sample.tables))
+                      tuple(t.rows for t in sample.tables), tuple(t.to_json() for t in sample.tables),
+                      sample.row_ranges)

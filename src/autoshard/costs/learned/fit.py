@@ -47,6 +47,7 @@ def fit_model(build: Callable[..., Any], dataset: Any, options: Any = None, prog
     ``LearnedCostModel`` constructor."""
     from autoshard.costs.comm import DEFAULT_COMM
     from autoshard.costs.learned.evaluation import evaluate
+    from autoshard.costs.learned.splits import record_split_kinds
     from autoshard.costs.learned.training import TrainOptions, select_records, train
 
     options = options or TrainOptions()
@@ -79,6 +80,8 @@ def fit_model(build: Callable[..., Any], dataset: Any, options: Any = None, prog
     info: dict[str, Any] = {
         "options": options.to_json(),
         "num_records": len(records),
+        # which split shards the networks learned from (LearnedCostModel.row_move_margin reads it)
+        "split_kinds_trained": sorted(record_split_kinds(dataset.pool, records)),
         "split": {**_seen(train_recs, per_sample),
                   "held_out_tables": [] if per_sample else result.held_out_tables,
                   "held_out_records": len(result.test_ids), "train_records": len(result.train_ids),

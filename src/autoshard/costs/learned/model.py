@@ -82,7 +82,12 @@ from autoshard.costs.learned.features import (
 from autoshard.costs.learned.fit import fit_model
 from autoshard.costs.learned.network import CostNet, CostNetConfig, segment_sum
 from autoshard.costs.learned.prediction import Prediction
-from autoshard.costs.learned.splits import SPLIT_KINDS, UNVERIFIED_SPLIT_REL, shard_split_kinds
+from autoshard.costs.learned.splits import (
+    SPLIT_KINDS,
+    UNTRAINED_ROW_MOVE_MARGIN,
+    UNVERIFIED_SPLIT_REL,
+    shard_split_kinds,
+)
 from autoshard.costs.learned.support import (
     STATS,
     Support,
@@ -108,16 +113,6 @@ class LearnedCostModel:
     """The trained cost network(s); build with ``fit`` or ``load``."""
 
     name = "learned"
-    row_move_margin = 0.185
-    """Least predicted step gain for which a planner turns a table into row-wise shards
-    (``planners.sharding_moves.improve``): 1 - the lowest ratio measured between how this model prices
-    devices holding row shards and devices holding whole tables (predicted / measured, medians), 0.815 on
-    stop 23's DLRM-100 (8) run; 0.815-0.958 on all 11 archived CPU runs with row-wise devices and 0.83-0.89
-    in stop 28's quickstarts (``benchmarks/row_device_error.py``). No profile holds row shards, so the
-    networks price one as the smaller table it is featured as, and a row-wise plan that promised less
-    measured worse than the heuristic plan it left (stop 28: two of three quickstarts clearly worse on a
-    task that way)."""
-
     def __init__(self, net: CostNet, normalizer: FeatureNormalizer, scaler: TargetScaler, comm: AlphaBeta,
                  trained_on: dict[str, Any], info: dict[str, Any] | None = None,
                  allow_other_hardware: bool = False, *,
@@ -171,6 +166,15 @@ class LearnedCostModel:
         shards it has not seen on the machine it was adapted to)."""
         return (self.ensemble_size > 1 or (self.prices_fallback and self.fallback_rel_std > 0)
                 or bool(self.unverified_split_kinds))
+
+    @property
+    def row_move_margin(self) -> float:
+        """Least predicted step gain for which a planner turns a table into row-wise shards
+        (``planners.sharding_moves.improve``): 0 for a model pre-trained on profiles holding row shards
+        (``info["split_kinds_trained"]``, written by ``fit``), else ``splits.UNTRAINED_ROW_MOVE_MARGIN``.
+        Only the pre-training counts: a fine-tuning's few row-wise devices (the refresh loop's) do not teach
+        the networks row shards across tables."""
+        return 0.0 if "row" in self.info.get("split_kinds_trained", ()) else UNTRAINED_ROW_MOVE_MARGIN
 
     @property
     def unverified_split_kinds(self) -> frozenset[str]:

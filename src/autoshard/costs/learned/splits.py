@@ -30,6 +30,16 @@ row shards on this project's CPUs, where no profile holds them (stop 28, ``Learn
 row_move_margin``). With the guard's k = 1 a plan whose slowest device holds one must be predicted about 20%
 cheaper than the best heuristic plan to be kept."""
 
+UNTRAINED_ROW_MOVE_MARGIN = 0.185
+"""``LearnedCostModel.row_move_margin`` of a model pre-trained without row shards: 1 - the lowest ratio
+measured between how such a model prices devices holding row shards and devices holding whole tables
+(predicted / measured, medians), 0.815 on stop 23's DLRM-100 (8) run; 0.815-0.958 on all 11 archived CPU
+runs with row-wise devices and 0.83-0.89 in stop 28's quickstarts (``benchmarks/row_device_error.py``). Such
+a model prices a row shard as the smaller table it is featured as, and a row-wise plan that promised less
+measured worse than the heuristic plan it left (stop 28: two of three quickstarts clearly worse on a task
+that way). Profiles with row-cut samples (``BroadDesign.row_share``, stop 30) teach the networks row
+shards."""
+
 
 def shard_split_kinds(task: Task, shard: ShardRef) -> tuple[str, ...]:
     """The ``SPLIT_KINDS`` ``shard`` is of (none for a whole table or a replica)."""
@@ -55,4 +65,5 @@ def record_split_kinds(pool: Any, records: Iterable[Any]) -> set[str]:
     return kinds
 
 
-__all__ = ("SPLIT_KINDS", "UNVERIFIED_SPLIT_REL", "record_split_kinds", "shard_split_kinds")
+__all__ = ("SPLIT_KINDS", "UNTRAINED_ROW_MOVE_MARGIN", "UNVERIFIED_SPLIT_REL", "record_split_kinds",
+           "shard_split_kinds")
