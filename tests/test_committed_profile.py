@@ -1,5 +1,5 @@
 """The committed broad profiles (profiles/<cpu>/broad-seed0, one per CPU this machine kind comes with, grown
-over sittings): readable, every record is the broad design's sample of its id (so anyone can resume it and
+over sittings, and the others of the broad design: a held-out seed, stop 30's row-cut samples): readable, every record is the broad design's sample of its id (so anyone can resume it and
 retrain from it), and every record was measured on the CPU its directory names."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from autoshard.hardware.profile_records import sample_index
 from autoshard.hardware.profiler import BroadDesign, broad_sample, load_dataset
 from autoshard.host import hardware_slug
 
-PROFILES = sorted((Path(__file__).resolve().parents[1] / "profiles").glob("*/broad-seed0"))
+PROFILES = sorted((Path(__file__).resolve().parents[1] / "profiles").glob("*/broad-*"))
 
 
 @pytest.mark.skipif(not PROFILES, reason="no committed broad profile in this checkout")
-@pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.parent.name)
+@pytest.mark.parametrize("profile", PROFILES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_committed_profile_records_are_the_designs_samples(profile: Path) -> None:
     data = load_dataset(profile)
     assert data.design == "broad" and data.settings["settings"]["time_budget_ms"] == 2000.0
@@ -26,6 +26,7 @@ def test_committed_profile_records_are_the_designs_samples(profile: Path) -> Non
         seed, index = sample_index(rec.sample_id)
         sample = broad_sample(design, seed, index, bins=False)
         assert rec.dims == sample.dims and rec.batch_size == sample.batch_size
+        assert rec.row_ranges == sample.row_ranges  # a row-cut sample's shards are the design's
         assert [t.dim for t in rec.own_tables()] == [t.dim for t in sample.tables]
         assert [t.rows for t in rec.own_tables()] == list(rec.real_rows)
         assert rec.fwd_ms > 0 and rec.bwd_ms > 0 and rec.host.get("cpu")
