@@ -1,6 +1,7 @@
 """The committed broad profiles (profiles/<cpu>/broad-seed0, one per CPU this machine kind comes with, grown
-over sittings, and the others of the broad design: a held-out seed, stop 30's row-cut samples): readable, every record is the broad design's sample of its id (so anyone can resume it and
-retrain from it), and every record was measured on the CPU its directory names."""
+over sittings, and the others of the broad design: a held-out seed, stop 30's row-cut samples): readable,
+every record is the broad design's sample of its id (so anyone can resume it and retrain from it), and every
+record was measured on the CPU its directory names."""
 
 from __future__ import annotations
 
