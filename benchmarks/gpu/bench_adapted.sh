@@ -45,11 +45,9 @@ run() {  # NAME SECONDS MODEL REFRESH_ROUNDS [EXTRA ALGOS] [EXTRA ARGS...]
   tr "\r" "\n" < "$RESULT/$1.log" | grep -v "^ *$" | grep -v "it/s\]$\|s/it\]$" | tail -40
   tar czf "$RESULT/$1.tgz" -C "$WORK" "$1/bench" "$1/stages" "$1/refresh" 2>/dev/null
 }
+RL=()  # rl in run b only (no refresh there, so nothing retrains its policy on the lent GPU's time)
+[ -n "$RL_POLICY" ] && RL=(,rl --policy "$RL_POLICY")
+# SECONDS_A or SECONDS_B 0 skips that run
 [ "$LIMIT_A" -gt 0 ] && run a "$LIMIT_A" src/autoshard/data/default_cost_model.pt 2
-if [ "$LIMIT_B" -le 0 ]; then  # SECONDS_B 0: run a alone
-  :
-elif [ -n "$RL_POLICY" ]; then  # rl only where nothing retrains its policy (run b: no refresh)
-  run b "$LIMIT_B" src/autoshard/data/default_cost_model.pt 0 ,rl --policy "$RL_POLICY"
-else
-  run b "$LIMIT_B" src/autoshard/data/default_cost_model.pt 0
-fi
+[ "$LIMIT_B" -gt 0 ] && run b "$LIMIT_B" src/autoshard/data/default_cost_model.pt 0 ${RL[@]+"${RL[@]}"}
+exit 0

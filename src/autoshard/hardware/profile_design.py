@@ -299,18 +299,21 @@ def broad_sample(design: BroadDesign, seed: int, index: int, bins: bool = True) 
             dim = m * (1 + min((t.dim - 1) // m - 1, int(u[j, 7] * ((t.dim - 1) // m))))
         tables.append(t)
         shard_dims.append(int(dim))
-    ranges = tuple(_row_cut(d, t, np.random.default_rng([seed, index, j, 1])) for j, t in enumerate(tables))
-    if all(r == (0, None) for r in ranges):
-        ranges = ()
+    ranges: tuple[tuple[int, int | None], ...] = ()
+    if d.row_share > 0.0:
+        ranges = tuple(_row_cut(d, t, np.random.default_rng([seed, index, j, 1]))
+                       for j, t in enumerate(tables))
+        if all(r == (0, None) for r in ranges):
+            ranges = ()
     return BroadSample(tuple(tables), tuple(shard_dims), batch, precision, stratum, ranges)
 
 
 def _row_cut(design: BroadDesign, table: Table, rng: np.random.Generator) -> tuple[int, int | None]:
-    """The row range of ``table`` in its sample: (0, None) (whole) unless cut with ``design.row_share``."""
+    """The row range of ``table`` in its sample (``design.row_share`` > 0): (0, None) (whole) unless cut."""
     from autoshard.shards import even_row_bounds
     from autoshard.tables.lookups import lookup_balanced_bounds
 
-    if design.row_share <= 0.0 or table.rows < 2 or rng.random() >= design.row_share:
+    if table.rows < 2 or rng.random() >= design.row_share:
         return 0, None
     u_parts, u_even, u_part = rng.random(3)
     parts = int(np.clip(np.rint(_log_uniform(u_parts, *design.row_parts)), *design.row_parts))
