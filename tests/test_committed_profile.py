@@ -1,7 +1,7 @@
 """The committed broad profiles (profiles/<cpu>/broad-seed0, one per CPU this machine kind comes with, grown
-over sittings, and the others of the broad design: a held-out seed, stop 30's row-cut samples): readable,
-every record is the broad design's sample of its id (so anyone can resume it and retrain from it), and every
-record was measured on the CPU its directory names."""
+over sittings, and the others of the broad design: a held-out seed, stop 30's row-cut samples, stop 31's
+samples timed on a lent GPU): readable, every record is the broad design's sample of its id (so anyone can
+resume it and retrain from it), and every record was measured on the machine its directory names."""
 
 from __future__ import annotations
 
@@ -20,7 +20,10 @@ PROFILES = sorted((Path(__file__).resolve().parents[1] / "profiles").glob("*/bro
 @pytest.mark.parametrize("profile", PROFILES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_committed_profile_records_are_the_designs_samples(profile: Path) -> None:
     data = load_dataset(profile)
-    assert data.design == "broad" and data.settings["settings"]["time_budget_ms"] == 2000.0
+    settings = data.settings["settings"]
+    # 2 s a sample on a CPU; the GPU's kernels take a fraction of a millisecond (stop 31: 0.3 s)
+    budget_ms = 2000.0 if settings["device"] == "cpu" else 300.0
+    assert data.design == "broad" and settings["time_budget_ms"] == budget_ms
     assert len(data.records) >= 100
     design = BroadDesign.from_json(data.settings["design"])
     for rec in data.records[:: max(1, len(data.records) // 25)]:
@@ -31,4 +34,5 @@ def test_committed_profile_records_are_the_designs_samples(profile: Path) -> Non
         assert [t.dim for t in rec.own_tables()] == [t.dim for t in sample.tables]
         assert [t.rows for t in rec.own_tables()] == list(rec.real_rows)
         assert rec.fwd_ms > 0 and rec.bwd_ms > 0 and rec.host.get("cpu")
-    assert {hardware_slug(r.host) for r in data.records} == {profile.parent.name}
+    # the directory names the machine: the CPU's slug, or the GPU's (nvidia-h100: nvidia-h100-80gb-hbm3)
+    assert all(hardware_slug(r.host).startswith(profile.parent.name) for r in data.records)
