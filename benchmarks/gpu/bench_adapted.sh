@@ -24,14 +24,7 @@ WORK=${4:-gpuwork/s29}
 DEVICE=${5:-cuda}
 BATCH=${6:-16384}
 TASKS=${7:-10}
-if [ -d .whl ] && [ -z "${NO_WHEELS:-}" ]; then  # NO_WHEELS=1: a dry run where OR-Tools is installed
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    .whl/*.whl || exit 1
-fi
-export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1
-mkdir -p "$RESULT"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null
-python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no cuda', 'cpus', __import__('os').cpu_count())"
+source benchmarks/gpu/host_setup.sh  # wheels, PYTHONPATH, $RESULT, what the host has
 HEURISTICS=dim_greedy,lookup_greedy,size_greedy,size_lookup_greedy
 run() {  # NAME SECONDS MODEL REFRESH_ROUNDS [EXTRA ALGOS] [EXTRA ARGS...]
   rm -rf "$WORK/$1" && cp -r "$WORK/$SUITE" "$WORK/$1"
