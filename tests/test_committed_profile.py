@@ -34,5 +34,8 @@ def test_committed_profile_records_are_the_designs_samples(profile: Path) -> Non
         assert [t.dim for t in rec.own_tables()] == [t.dim for t in sample.tables]
         assert [t.rows for t in rec.own_tables()] == list(rec.real_rows)
         assert rec.fwd_ms > 0 and rec.bwd_ms > 0 and rec.host.get("cpu")
-    # the directory names the machine: the CPU's slug, or the GPU's (nvidia-h100: nvidia-h100-80gb-hbm3)
-    assert all(hardware_slug(r.host).startswith(profile.parent.name) for r in data.records)
+    slugs = {hardware_slug(r.host) for r in data.records}
+    if settings["device"] == "cpu":  # the directory is the CPU's slug
+        assert slugs == {profile.parent.name}
+    else:  # the GPU's model (nvidia-h100 for nvidia-h100-80gb-hbm3)
+        assert len(slugs) == 1 and slugs.pop().startswith(profile.parent.name + "-")

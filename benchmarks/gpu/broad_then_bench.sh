@@ -24,6 +24,9 @@ WORK=${4:-gpuwork/s31}
 DEVICE=${5:-cuda}
 BATCH=${6:-16384}
 TASKS=${7:-10}
+for n in "$PROFILE_SECONDS" "$DEADLINE" "$BATCH" "$TASKS"; do
+  case $n in ''|*[!0-9]*) echo "broad_then_bench.sh: '$n' is not a whole number; usage: PROFILE_SECONDS DEADLINE OUTDIR [WORKDIR] [DEVICE] [BATCH] [TASKS]" >&2; exit 2;; esac
+done
 source benchmarks/gpu/host_setup.sh  # wheels, PYTHONPATH, $RESULT, what the host has
 PROFILE=$WORK/broad-$DEVICE-b$BATCH
 MODEL=$WORK/cost-$DEVICE-broad-b$BATCH.pt
@@ -46,6 +49,7 @@ if [ "$PROFILE_SECONDS" -gt 0 ]; then  # 0: the profile and model of an earlier 
 fi
 LIMIT=$((DEADLINE - SECONDS))  # the bench stops at the deadline; a later call (PROFILE_SECONDS 0) resumes it
 echo "bench: $LIMIT s left"
+[ "$LIMIT" -gt 0 ] || exit 0  # past the deadline (timeout 0 would mean no limit at all)
 start=$SECONDS
 timeout -s INT "$LIMIT" python3 -m autoshard.cli.main bench --suite "$SUITE" --batch-size "$BATCH" \
   --device "$DEVICE" --backend torch --comm "$COMM" \
