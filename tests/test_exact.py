@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from autoshard.costs.analytical import AnalyticalCostModel
 from autoshard.costs.base import plan_cost
-from autoshard.errors import InfeasibleError
+from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.plan import validate
 from autoshard.planners.base import PlannerOptions, make_planner, run_planner
 from autoshard.planners.column_split import from_plan
@@ -43,7 +43,8 @@ def _ranks(task, plan) -> np.ndarray:
 @settings(max_examples=40, deadline=None)
 @given(task=small_tasks(), seed=st.integers(0, 3))
 def test_ilp_optimum_never_worse_than_any_heuristic_on_its_objective(task, seed):
-    planner = ExactPlanner(MODEL, ExactConfig(sharding_moves=0), time_limit_s=20, seed=seed)  # the ILP alone
+    planner = ExactPlanner(MODEL, ExactConfig(sharding_moves=0, column_splits="off"), time_limit_s=20,
+                           seed=seed)  # the table-wise ILP alone
     try:
         plan = run_planner(planner, task)
     except InfeasibleError as e:
@@ -83,7 +84,34 @@ def test_infeasible_is_one_clear_line():
     tables = tuple(Table(f"t{i}", 64, 10_000, 1.0) for i in range(3))
     cap = int(Task(tables=tables, device_memory=(1,)).table_memory(tables[0]) * 1.5)
     with pytest.raises(InfeasibleError, match="ilp: CP-SAT proved that no table-wise placement"):
-        run_planner(make_planner("ilp"), Task(tables=tables, device_memory=(cap, cap)))
+        run_planner(make_planner("ilp", PlannerOptions(extra={"column_splits": "off"})),
+                    Task(tables=tables, device_memory=(cap, cap)))
+
+
+def test_column_shards_plan_where_whole_tables_do_not_fit():
+    # three tables of 1 unit on two devices of 1.5 units: no table-wise placement fits, halves do
+    tables = tuple(Table(f"t{i}", 64, 10_000, 1.0) for i in range(3))
+    cap = int(Task(tables=tables, device_memory=(1,)).table_memory(tables[0]) * 1.5)
+    task = Task(tables=tables, device_memory=(cap, cap))
+    plan = run_planner(make_planner("ilp", PlannerOptions(cost_model=MODEL, time_limit_s=5,
+                                                          extra={"column_splits": "on"})), task)
+    validate(plan, task)
+    assert any(len(p.ranks) > 1 for p in plan.placements)
+
+
+def test_column_splits_never_make_the_plan_dearer_by_the_model():
+    task = Task(tables=tuple(make_tables(12, seed=4, dims=(32, 64, 128))), device_memory=(10**10,) * 4)
+    plans = {mode: run_planner(make_planner("ilp", PlannerOptions(cost_model=MODEL, time_limit_s=4, extra={
+        "column_splits": mode, "sharding_moves": 0})), task) for mode in ("off", "on")}
+    off, on = (plan_cost(MODEL, task, plans[m]).plan_ms for m in ("off", "on"))
+    assert on <= off * (1 + 1e-9)
+    for plan in plans.values():
+        validate(plan, task)
+
+
+def test_bad_column_splits_setting_is_one_clear_line():
+    with pytest.raises(AutoshardError, match="column_splits='sometimes' must be auto, on or off"):
+        make_planner("ilp", PlannerOptions(extra={"column_splits": "sometimes"}))
 
 
 def test_lower_bound_below_every_planner():
@@ -104,7 +132,8 @@ def test_lower_bound_below_every_planner():
 
 def test_ilp_plan_validates_and_reports_gap():
     task = Task(tables=tuple(make_tables(30, seed=9, dims=(16, 32, 64))), device_memory=(10**10,) * 4)
-    planner = make_planner("ilp", PlannerOptions(cost_model=MODEL, time_limit_s=1))
+    planner = make_planner("ilp", PlannerOptions(cost_model=MODEL, time_limit_s=1,
+                                                 extra={"column_splits": "off"}))
     plan = run_planner(planner, task)
     validate(plan, task)
     r = planner.last_result

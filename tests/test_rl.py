@@ -313,7 +313,7 @@ def test_rl_tries_row_and_replica_moves_after_its_placement_and_never_raises_the
 
 
 def test_column_shard_task_prices_each_shard_as_its_own_table_and_merging_keeps_ranks_distinct():
-    from autoshard.planners.rl.planner import column_shard_task, merge_column_shards
+    from autoshard.planners.column_split import column_shard_task, merge_column_shards
 
     task = make_task(3, 3, seed=4)
     wide = task.tables[0]

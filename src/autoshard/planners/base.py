@@ -79,7 +79,8 @@ PLANNERS: dict[str, tuple[str, str]] = {
     "search": ("autoshard.planners.local_search:local_search_planner",
                "local search (moves/swaps off the bottleneck) from the best of neuroshard and heuristics"),
     "ilp": ("autoshard.planners.exact:ilp_planner",
-            "exact min-max table-wise placement (CP-SAT) over per-table predicted costs; reports the gap"),
+            ("exact min-max placement (CP-SAT) over per-table predicted costs, table-wise and over "
+             "NeuroShard's column shards (extra['column_splits']); reports the gap")),
     "torchrec": ("autoshard.torchrec.baseline:torchrec_planner",
                  ("TorchRec's EmbeddingShardingPlanner (table/column/row-wise, data-parallel) on the task's "
                   "memory, read back")),

@@ -10,14 +10,20 @@ ways. Keeping shards sorted by table makes a device's shards come out in the sam
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
+from autoshard.costs.base import CostModel, plan_cost
 from autoshard.errors import AutoshardError, PlanError
 from autoshard.plan import COLUMN_SHARD_MULTIPLE, Plan, ShardingType, TablePlacement
 from autoshard.shards import ShardRef
+from autoshard.tables.table import Table
 from autoshard.tasks import Task
+
+log = logging.getLogger(__name__)
 
 Layout = tuple[ShardRef, ...]
 
@@ -134,3 +140,53 @@ def from_plan(task: Task, plan: Plan) -> tuple[Layout, np.ndarray]:
             layout.append(ShardRef(i, int(d)))
             ranks.append(int(r))
     return tuple(layout), np.array(ranks, dtype=np.int64)
+
+
+def column_shard_task(task: Task, layout: Layout) -> Task:
+    """``task`` with one table per shard of ``layout``: a column shard is its table at the shard's dim (its
+    features, memory and traffic are the shard's: every column shard receives all of its table's ids and
+    sends its own columns), named ``<table>#col<k>``; whole tables stay as they are."""
+    seen: dict[int, int] = {}
+    tables: list[Table] = []
+    for s in layout:
+        t = task.tables[s.table]
+        k = seen[s.table] = seen.get(s.table, -1) + 1
+        tables.append(t if s.dim == t.dim else replace(t, name=f"{t.name}#col{k}", dim=s.dim))
+    return replace(task, tables=tuple(tables), name=f"{task.name} (column shards)")
+
+
+def merge_column_shards(task: Task, layout: Layout, ranks: np.ndarray, algorithm: str) -> Plan:
+    """The plan of ``layout`` placed on ``ranks``, where a table's column shards that landed on one rank are
+    merged into one shard of their summed dims (TorchRec's column-wise puts a table's shards on distinct
+    ranks; which columns a shard holds does not change its cost)."""
+    dims: dict[tuple[int, int], int] = {}
+    for s, r in zip(layout, ranks):
+        dims[(s.table, int(r))] = dims.get((s.table, int(r)), 0) + s.dim
+    merged = [(ShardRef(table, dim), rank) for (table, rank), dim in dims.items()]
+    return to_plan(task, [m[0] for m in merged], [m[1] for m in merged], algorithm)
+
+
+AUTO_SPLIT_PAIRS = 20_000
+"""``column_splits="auto"`` (``rl``, ``ilp``) searches column splits for tasks of at most this many tables x
+devices (production-40-8: 320; 856 tables on 128 devices: 109,568, where it would triple rl's planning
+time)."""
+
+
+def splits_wanted(mode: str, task: Task) -> bool:
+    """Whether a planner set to ``column_splits=mode`` ("on", "off", "auto") searches column splits on
+    ``task``."""
+    return task.num_devices > 1 and (mode == "on" or (
+        mode == "auto" and task.num_tables * task.num_devices <= AUTO_SPLIT_PAIRS))
+
+
+def cheaper_by_model(model: CostModel, task: Task, whole: Plan | None, split: Plan | None,
+                     who: str) -> Plan | None:
+    """Of a planner's whole-table plan and its column-shard plan (either may be None: it did not fit or
+    split nothing), the one ``model`` prices cheaper; the whole-table plan on a tie."""
+    if split is None:
+        return whole
+    split_ms = plan_cost(model, task, split).plan_ms
+    whole_ms = plan_cost(model, task, whole).plan_ms if whole is not None else np.inf
+    log.info("%s: whole tables %.3f ms, NeuroShard's column shards %.3f ms (%s)", who, whole_ms, split_ms,
+             model.name)
+    return split if split_ms < whole_ms else whole

@@ -5,56 +5,30 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from autoshard.costs.base import CostModel, plan_cost
+from autoshard.costs.base import CostModel
 from autoshard.costs.loading import SHIPPED_POLICY, load_cost_model, resolve_cost_model
 from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.plan import Plan
 from autoshard.planners.base import PlannerOptions, config_from_extra
-from autoshard.planners.column_split import Layout, to_plan
+from autoshard.planners.column_split import (
+    cheaper_by_model,
+    column_shard_task,
+    merge_column_shards,
+    splits_wanted,
+)
 from autoshard.planners.neuroshard import NeuroShardConfig, NeuroShardPlanner
 from autoshard.planners.pricing import RISK_OPTION, planner_settings
 from autoshard.planners.rl.env import PlacementEnv, TaskContext
 from autoshard.planners.rl.policy import TrainedPolicy, run_episodes
 from autoshard.planners.sharding_moves import improve
-from autoshard.shards import ShardRef
-from autoshard.tables.table import Table
 from autoshard.tasks import Task
 
 logger = logging.getLogger(__name__)
-
-
-def column_shard_task(task: Task, layout: Layout) -> Task:
-    """``task`` with one table per shard of ``layout``: a column shard is its table at the shard's dim (its
-    features, memory and traffic are the shard's: every column shard receives all of its table's ids and
-    sends its own columns), named ``<table>#col<k>``; whole tables stay as they are."""
-    seen: dict[int, int] = {}
-    tables: list[Table] = []
-    for s in layout:
-        t = task.tables[s.table]
-        k = seen[s.table] = seen.get(s.table, -1) + 1
-        tables.append(t if s.dim == t.dim else replace(t, name=f"{t.name}#col{k}", dim=s.dim))
-    return replace(task, tables=tuple(tables), name=f"{task.name} (column shards)")
-
-
-def merge_column_shards(task: Task, layout: Layout, ranks: np.ndarray, algorithm: str) -> Plan:
-    """The plan of ``layout`` placed on ``ranks``, where a table's column shards that landed on one rank are
-    merged into one shard of their summed dims (TorchRec's column-wise puts a table's shards on distinct
-    ranks; which columns a shard holds does not change its cost)."""
-    dims: dict[tuple[int, int], int] = {}
-    for s, r in zip(layout, ranks):
-        dims[(s.table, int(r))] = dims.get((s.table, int(r)), 0) + s.dim
-    merged = [(ShardRef(table, dim), rank) for (table, rank), dim in dims.items()]
-    return to_plan(task, [m[0] for m in merged], [m[1] for m in merged], algorithm)
-
-
-AUTO_SPLIT_PAIRS = 20_000
-"""``column_splits="auto"`` searches column splits for tasks of at most this many tables x devices
-(production-40-8: 320; 856 tables on 128 devices: 109,568, where it would triple the planning time)."""
 
 
 class RLPlanner:
@@ -88,16 +62,8 @@ class RLPlanner:
             plan = self._place(task)
         except InfeasibleError as e:
             whole_tables_error = e  # column shards may still fit where whole tables do not
-        if task.num_devices > 1 and (self.column_splits == "on" or (
-                self.column_splits == "auto" and task.num_tables * task.num_devices <= AUTO_SPLIT_PAIRS)):
-            split = self._place_column_shards(task)
-            if split is not None:
-                split_ms = plan_cost(self.cost_model, task, split).plan_ms
-                whole_ms = plan_cost(self.cost_model, task, plan).plan_ms if plan is not None else np.inf
-                logger.info("rl: whole tables %.3f ms, NeuroShard's column shards %.3f ms (%s)", whole_ms,
-                            split_ms, self.cost_model.name)
-                if split_ms < whole_ms:
-                    plan = split
+        if splits_wanted(self.column_splits, task):
+            plan = cheaper_by_model(self.cost_model, task, plan, self._place_column_shards(task), self.name)
         if plan is None:
             raise whole_tables_error
         if self.sharding_moves:
