@@ -1,4 +1,4 @@
-"""Exact baseline: min-max table-wise placement with memory constraints, solved by OR-Tools CP-SAT.
+"""Exact baseline: min-max placement of tables (or column shards) with memory constraints, by OR-Tools CP-SAT.
 
 The cost model is first linearised per device: a device holding tables S costs ``overhead + sum(weights[S])``
 (0 when empty), where ``weights[i]`` is table i's standalone predicted cost (fwd + bwd + comm) minus the
@@ -123,8 +123,8 @@ class ExactConfig:
     """Those moves also try lookup-balanced uneven row ranges (not exportable to TorchRec)."""
     column_splits: str = "auto"
     """Also solve over the column shards of NeuroShard's split layout and keep the cheaper plan: "on", "off",
-    or "auto" (on for tasks of at most ``AUTO_SPLIT_PAIRS`` tables x devices). Off, ilp is table-wise as
-    before stop 32 (on production-40-8 it then returned dim_greedy's plan on 8 of 10 tasks)."""
+    or "auto" (on for tasks of at most ``AUTO_SPLIT_PAIRS`` tables x devices). Off, ilp is table-wise, as
+    before stop 32."""
     split_search_s: float = 1.0
     """The most seconds NeuroShard's split search may take (within the time limit, which it shares with the
     two solves)."""
@@ -277,7 +277,8 @@ def lower_bound(task: Task, cost_model: CostModel | None = None, *, column_wise:
 
 
 class ExactPlanner:
-    """Table-wise min-max placement by CP-SAT over the cost model's per-table predicted costs."""
+    """Min-max placement by CP-SAT over the cost model's per-table predicted costs: table-wise, and over
+    NeuroShard's column shards (``ExactConfig.column_splits``), the cheaper by the model kept."""
 
     name = "ilp"
 
