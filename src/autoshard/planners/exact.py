@@ -47,7 +47,7 @@ from autoshard.planners.column_split import (
     merge_column_shards,
     splits_wanted,
 )
-from autoshard.planners.neuroshard import NeuroShardConfig, NeuroShardPlanner
+from autoshard.planners.neuroshard import split_layout
 from autoshard.planners.pricing import device_overhead_ms, planner_settings, planning_model
 from autoshard.planners.sharding_moves import improve
 from autoshard.shards import ShardRef
@@ -327,13 +327,9 @@ class ExactPlanner:
     def _solve_column_shards(self, task: Task, deadline: float) -> Plan | None:
         """The min-max placement of the column shards of NeuroShard's best layout, merged back into the
         task's tables (None: the search splits nothing, or the shards fit no placement in time)."""
-        searcher = NeuroShardPlanner(self.cost_model, NeuroShardConfig(sharding_moves=0))
         search_s = min(self.config.split_search_s, max(deadline - time.perf_counter(), 0.0) / 2)
-        try:
-            layout, _, _ = searcher.search(task, deadline=time.perf_counter() + search_s)
-        except InfeasibleError:
-            return None
-        if len(layout) == task.num_tables:
+        layout = split_layout(task, self.cost_model, search_s)
+        if layout is None:
             return None
         shards = column_shard_task(task, layout)
         costs = linear_costs(shards, self.cost_model)

@@ -288,6 +288,18 @@ class NeuroShardPlanner:
         return plan
 
 
+def split_layout(task: Task, model: CostModel, seconds: float) -> Layout | None:
+    """The column-split layout NeuroShard's search picks within ``seconds`` (no sharding moves), for a
+    planner that places its shards itself (``rl``, ``ilp``); None when it splits nothing or no layout fits
+    memory."""
+    searcher = NeuroShardPlanner(model, NeuroShardConfig(sharding_moves=0))
+    try:
+        layout, _, _ = searcher.search(task, deadline=time.perf_counter() + seconds)
+    except InfeasibleError:
+        return None
+    return None if len(layout) == task.num_tables else layout
+
+
 def neuroshard_planner(options: PlannerOptions) -> NeuroShardPlanner:
     config = config_from_extra(NeuroShardConfig, planner_settings(options.extra))
     return NeuroShardPlanner(planning_model(options), config)  # type: ignore[arg-type]

@@ -4,7 +4,6 @@ model; and the column shards of NeuroShard's split search the same way, the chea
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from autoshard.planners.column_split import (
     merge_column_shards,
     splits_wanted,
 )
-from autoshard.planners.neuroshard import NeuroShardConfig, NeuroShardPlanner
+from autoshard.planners.neuroshard import split_layout
 from autoshard.planners.pricing import RISK_OPTION, planner_settings
 from autoshard.planners.rl.env import PlacementEnv, TaskContext
 from autoshard.planners.rl.policy import TrainedPolicy, run_episodes
@@ -75,12 +74,8 @@ class RLPlanner:
     def _place_column_shards(self, task: Task) -> Plan | None:
         """The policy's placement of the column shards of NeuroShard's best layout (None: it splits nothing
         or no layout fits memory)."""
-        searcher = NeuroShardPlanner(self.cost_model, NeuroShardConfig(sharding_moves=0))
-        try:
-            layout, _, _ = searcher.search(task, deadline=time.perf_counter() + self.split_search_s)
-        except InfeasibleError:
-            return None
-        if len(layout) == task.num_tables:
+        layout = split_layout(task, self.cost_model, self.split_search_s)
+        if layout is None:
             return None
         shards = column_shard_task(task, layout)
         try:
