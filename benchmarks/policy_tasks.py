@@ -21,10 +21,12 @@ Nothing is measured (the pool's tables are drawn and their access statistics com
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
 from autoshard.bench.suites import get_suite
+from autoshard.errors import AutoshardError
 from autoshard.io import read_json, write_json
 from autoshard.pipeline.context import Context, PipelineConfig
 from autoshard.pipeline.data import stage_pool, stage_split, stage_tasks
@@ -45,7 +47,7 @@ def mixed(base: dict[str, Any], extra: list[dict[str, Any]], note: str) -> dict[
             "tasks": base["tasks"] + extra}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--train", required=True,
@@ -53,18 +55,24 @@ def main() -> None:
     parser.add_argument("--test", required=True, help="DLRM-20 (4) test tasks (autoshard tasks --split test)")
     parser.add_argument("--work", required=True, help="directory for the production suite's first stages")
     parser.add_argument("-o", "--output", default=".", help="where mix_train.json and mix_eval.json go")
-    args = parser.parse_args()
-    train, test = read_json(args.train, kind="autoshard.tasks"), read_json(args.test, kind="autoshard.tasks")
-    production = production_train_tasks(Path(args.work))
-    out = Path(args.output)
-    out.mkdir(parents=True, exist_ok=True)
-    write_json(out / "mix_train.json", mixed(train, production[:PRODUCTION_TRAIN],
-                                             f"{args.train} + production-40-8 train tasks 0-39"))
-    write_json(out / "mix_eval.json", mixed(test, production[PRODUCTION_TRAIN:],
-                                            f"{args.test} + production-40-8 train tasks 40-49"))
+    args = parser.parse_args(argv)
+    try:
+        train = read_json(args.train, kind="autoshard.tasks")
+        test = read_json(args.test, kind="autoshard.tasks")
+        production = production_train_tasks(Path(args.work))
+        out = Path(args.output)
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(out / "mix_train.json", mixed(train, production[:PRODUCTION_TRAIN],
+                                                 f"{args.train} + production-40-8 train tasks 0-39"))
+        write_json(out / "mix_eval.json", mixed(test, production[PRODUCTION_TRAIN:],
+                                                f"{args.test} + production-40-8 train tasks 40-49"))
+    except (AutoshardError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(f"wrote {out / 'mix_train.json'} ({len(train['tasks']) + PRODUCTION_TRAIN} tasks) and "
           f"{out / 'mix_eval.json'} ({len(test['tasks']) + len(production) - PRODUCTION_TRAIN} tasks)")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -54,3 +54,20 @@ def test_benchmark_script_imports(script: Path):
     finally:
         sys.modules.pop(name, None)
     assert callable(getattr(module, "main", None)), f"{script.name}: no main() to run"
+
+
+def test_policy_tasks_refuses_a_file_that_is_not_tasks_in_one_line(tmp_path: Path, capsys):
+    """benchmarks/policy_tasks.py (the shipped policy's tasks, DEFAULTS.md): a missing file or a file of the
+    wrong kind is one line on stderr and exit 2, before any pipeline stage runs or any output is written."""
+    spec = importlib.util.spec_from_file_location("_autoshard_policy_tasks", BENCHMARKS / "policy_tasks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    tables = tmp_path / "tables.json"
+    tables.write_text('{"kind": "autoshard.tables", "version": 1, "tables": []}')
+    for train in (tmp_path / "missing.json", tables):
+        out = tmp_path / "out"
+        assert module.main(["--train", str(train), "--test", str(train), "--work", str(tmp_path / "w"),
+                            "-o", str(out)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: ") and "\n" not in err and str(train) in err
+        assert not out.exists() and not (tmp_path / "w").exists()
