@@ -43,8 +43,8 @@ def _ranks(task, plan) -> np.ndarray:
 @settings(max_examples=40, deadline=None)
 @given(task=small_tasks(), seed=st.integers(0, 3))
 def test_ilp_optimum_never_worse_than_any_heuristic_on_its_objective(task, seed):
-    planner = ExactPlanner(MODEL, ExactConfig(sharding_moves=0, column_splits="off"), time_limit_s=20,
-                           seed=seed)  # the table-wise ILP alone
+    planner = ExactPlanner(MODEL, ExactConfig(sharding_moves=0, column_splits="off", refine_share=0),
+                           time_limit_s=20, seed=seed)  # the table-wise ILP alone
     try:
         plan = run_planner(planner, task)
     except InfeasibleError as e:
@@ -114,6 +114,27 @@ def test_bad_column_splits_setting_is_one_clear_line():
         make_planner("ilp", PlannerOptions(extra={"column_splits": "sometimes"}))
 
 
+def test_descent_after_the_solve_never_makes_the_step_dearer():
+    # 8 devices and dims 16-256: the per-device sum the ILP minimises is well below the step (max fwd + max
+    # bwd + collectives), so the descent on the step has room
+    task = Task(tables=tuple(make_tables(24, seed=5, dims=(16, 64, 256))), device_memory=(10**10,) * 8)
+    costs = {}
+    for share in (0, 0.5):
+        plan = run_planner(make_planner("ilp", PlannerOptions(cost_model=MODEL, time_limit_s=4, extra={
+            "column_splits": "off", "sharding_moves": 0, "refine_share": share})), task)
+        validate(plan, task)
+        costs[share] = plan_cost(MODEL, task, plan).plan_ms
+    assert costs[0.5] <= costs[0] * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("setting, message", [("refine_share=1", r"refine_share=1(\.0)? must be in \[0, 1\)"),
+                                              ("refine_kicks=-1", "refine_kicks=-1 must be at least 0")])
+def test_bad_refine_setting_is_one_clear_line(setting, message):
+    key, value = setting.split("=")
+    with pytest.raises(AutoshardError, match=message):
+        make_planner("ilp", PlannerOptions(extra={key: value}))
+
+
 def test_lower_bound_below_every_planner():
     task = Task(tables=tuple(make_tables(16, seed=8, dims=(16, 32, 64, 128))), device_memory=(10**10,) * 4)
     bound = lower_bound(task, MODEL)
@@ -133,7 +154,7 @@ def test_lower_bound_below_every_planner():
 def test_ilp_plan_validates_and_reports_gap():
     task = Task(tables=tuple(make_tables(30, seed=9, dims=(16, 32, 64))), device_memory=(10**10,) * 4)
     planner = make_planner("ilp", PlannerOptions(cost_model=MODEL, time_limit_s=1,
-                                                 extra={"column_splits": "off"}))
+                                                 extra={"column_splits": "off", "refine_share": 0}))
     plan = run_planner(planner, task)
     validate(plan, task)
     r = planner.last_result

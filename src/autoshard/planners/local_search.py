@@ -241,6 +241,41 @@ def _kick(state: _State, rng: np.random.Generator, size: int) -> None:
             moves += 1
 
 
+@dataclass(frozen=True)
+class Refined:
+    """What ``refine_placement`` did."""
+
+    ranks: np.ndarray
+    """The best placement seen (the model never scores it above the start)."""
+    steps: int
+    """Improving moves/swaps applied."""
+    kicks: int
+    """Perturbation rounds run."""
+    timed_out: bool
+    """Whether the deadline stopped it (the result may then depend on machine speed)."""
+
+
+def refine_placement(task: Task, model: CostModel, layout: Layout, ranks: np.ndarray, deadline: float,
+                     seed: int = 0, swap_samples: int = 256, kicks: int = 0, kick_size: int = 3) -> Refined:
+    """Descend from ``ranks`` on the model's step cost, then up to ``kicks`` perturb-and-descend rounds from
+    the best placement, all before ``deadline`` (steps 2 and 3 of the module docstring); the layout stays."""
+    rng = np.random.default_rng(seed)
+    state = _State(task, model, layout, ranks)
+    steps, timed_out = _descend(state, rng, swap_samples, deadline)
+    best_ranks, best_obj = state.ranks.copy(), state.objective()
+    done = 0
+    while not timed_out and done < kicks:
+        done += 1
+        _kick(state, rng, kick_size)
+        more, timed_out = _descend(state, rng, swap_samples, deadline)
+        steps += more
+        if state.objective() < best_obj:
+            best_ranks, best_obj = state.ranks.copy(), state.objective()
+        else:
+            state.set_ranks(best_ranks)
+    return Refined(best_ranks, steps, done, timed_out)
+
+
 class LocalSearchPlanner:
     """Move/swap descent with kicks from the best of several planners, judged by one cost model."""
 
@@ -282,21 +317,10 @@ class LocalSearchPlanner:
 
     def plan(self, task: Task) -> Plan:
         deadline = time.perf_counter() + self.time_limit_s
-        rng = np.random.default_rng(self.seed)
         start_name, layout, start_ranks, start_ms = self._start(task, deadline)
-        state = _State(task, self.cost_model, layout, start_ranks)
-        steps, timed_out = _descend(state, rng, self.config.swap_samples, deadline)
-        best_ranks, best_obj = state.ranks.copy(), state.objective()
-        kicks = 0
-        while not timed_out and kicks < self.config.kicks:
-            kicks += 1
-            _kick(state, rng, self.config.kick_size)
-            more, timed_out = _descend(state, rng, self.config.swap_samples, deadline)
-            steps += more
-            if state.objective() < best_obj:
-                best_ranks, best_obj = state.ranks.copy(), state.objective()
-            else:
-                state.set_ranks(best_ranks)
+        refined = refine_placement(task, self.cost_model, layout, start_ranks, deadline, self.seed,
+                                   self.config.swap_samples, self.config.kicks, self.config.kick_size)
+        best_ranks, steps, kicks, timed_out = refined.ranks, refined.steps, refined.kicks, refined.timed_out
         final_ms = float(plan_costs(task, self.cost_model, [(layout, best_ranks)])[0])
         if final_ms > start_ms:  # cannot happen by construction; guards the promise against model quirks
             best_ranks, final_ms = start_ranks, start_ms
