@@ -80,7 +80,8 @@ PLANNERS: dict[str, tuple[str, str]] = {
                "local search (moves/swaps off the bottleneck) from the best of neuroshard and heuristics"),
     "ilp": ("autoshard.planners.exact:ilp_planner",
             ("exact min-max placement (CP-SAT) over per-table predicted costs, table-wise and over "
-             "NeuroShard's column shards (extra['column_splits']); reports the gap")),
+             "NeuroShard's column shards (extra['column_splits']), then a descent on the model's step "
+             "(extra['refine_share']); reports the gap")),
     "torchrec": ("autoshard.torchrec.baseline:torchrec_planner",
                  ("TorchRec's EmbeddingShardingPlanner (table/column/row-wise, data-parallel) on the task's "
                   "memory, read back")),

@@ -1,0 +1,59 @@
+"""ilp with and without its descent on the model's step, priced by the model (nothing measured).
+
+Plans every task of a tasks file three ways with ``--algo ilp`` (the guard off, so the planner's own plan is
+compared): ``refine_share=0`` (the solved placement, stop 32's ilp), the descent alone (``refine_kicks=0``),
+and the default (descent and kicks); prints each plan's step cost under the planning model (the cost model
+at mean + k x spread, as the planners see it). What stop 33's
+"ilp descends on the model's step" section in docs/benchmarks.md reports:
+
+    autoshard bench --suite production-40-8 --test-tasks 10 ... -o out/s33/production-40-8   # its tasks
+    .venv/bin/python benchmarks/ilp_refine.py out/s33/production-40-8/test_tasks.json
+
+With a time limit, how far the solve and the descent get depends on the machine's speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from autoshard.costs.base import plan_cost
+from autoshard.costs.loading import load_cost_model, resolve_cost_model
+from autoshard.errors import AutoshardError
+from autoshard.planners.base import PlannerOptions, make_planner, run_planner
+from autoshard.tasks import load_tasks
+
+VARIANTS = {"solved": {"refine_share": 0}, "descent": {"refine_kicks": 0}, "descent+kicks": {}}
+"""ilp settings compared (``--option`` keys)."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("tasks", help="tasks file (autoshard tasks, or a bench's test_tasks.json)")
+    parser.add_argument("--cost-model", default=None, help="cost model checkpoint (default: the shipped one)")
+    parser.add_argument("--time-limit", type=float, default=10.0, help="ilp's time limit per plan (s)")
+    args = parser.parse_args(argv)
+    try:
+        tasks = load_tasks(args.tasks)
+        base = load_cost_model(args.cost_model) if args.cost_model else None  # None: the shipped model
+        model = resolve_cost_model(base)
+    except (AutoshardError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print("| task | " + " | ".join(f"{v} (ms)" for v in VARIANTS) + " | descent+kicks / solved |")
+    print("|---|" + "---|" * (len(VARIANTS) + 1))
+    for task in tasks:
+        costs = []
+        for extra in VARIANTS.values():
+            options = PlannerOptions(cost_model=base, time_limit_s=args.time_limit,
+                                     extra={**extra, "guard": 0})
+            plan = run_planner(make_planner("ilp", options), task)
+            costs.append(plan_cost(model, task, plan).plan_ms)
+        cells = " | ".join(f"{c:.2f}" for c in costs)
+        print(f"| {task.name} | {cells} | {costs[-1] / costs[0]:.3f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
