@@ -248,9 +248,10 @@ def test_planner_best_of_k_and_infeasible(tmp_path):
     path = str(tmp_path / "p.pt")
     TrainedPolicy(untrained(2), normalizer_for(task), {"name": "analytical"}).save(path)
     # best of k is judged by the planning model: the same one that prices the plans below
-    greedy = run_planner(make_planner("rl", PlannerOptions(policy_path=path, cost_model=MODEL)), task)
+    greedy = run_planner(make_planner("rl", PlannerOptions(policy_path=path, cost_model=MODEL,
+                                                           extra={"refine": "off"})), task)
     sampled = run_planner(make_planner("rl", PlannerOptions(policy_path=path, cost_model=MODEL,
-                                                            extra={"samples": 16})), task)
+                                                            extra={"samples": 16, "refine": "off"})), task)
     assert greedy.algorithm == "rl"
     assert plan_cost(MODEL, task, sampled).plan_ms <= plan_cost(MODEL, task, greedy).plan_ms + 1e-9
     # a task in which the last table finds no device with room: InfeasibleError names the table
@@ -301,9 +302,9 @@ def test_rl_tries_row_and_replica_moves_after_its_placement_and_never_raises_the
     path = str(tmp_path / "p.pt")
     TrainedPolicy(untrained(2), normalizer_for(task), {"name": "analytical"}).save(path)
     plain = run_planner(make_planner("rl", PlannerOptions(policy_path=path, cost_model=model, extra={
-        "sharding_moves": 0, "column_splits": "off"})), task)
-    moved = run_planner(make_planner("rl", PlannerOptions(policy_path=path, cost_model=model,
-                                                          extra={"column_splits": "off"})), task)
+        "sharding_moves": 0, "column_splits": "off", "refine": "off"})), task)
+    moved = run_planner(make_planner("rl", PlannerOptions(policy_path=path, cost_model=model, extra={
+        "column_splits": "off", "refine": "off"})), task)
     validate(moved, task)
     assert all(p.sharding_type is ShardingType.TABLE_WISE for p in plain.placements)
     assert moved.placement("hot").sharding_type in (ShardingType.DATA_PARALLEL, ShardingType.ROW_WISE)
@@ -350,7 +351,7 @@ def test_rl_places_neuroshards_column_shards_where_the_model_prices_them_cheaper
     def rl(**extra):
         # the split search's default second is a time budget; this test is about what it finds
         options = PlannerOptions(policy_path=path, cost_model=model,
-                                 extra={"sharding_moves": 0, "split_search_s": 30, **extra})
+                                 extra={"sharding_moves": 0, "split_search_s": 30, "refine": "off", **extra})
         return run_planner(make_planner("rl", options), task)
 
     whole, split = rl(column_splits="off"), rl()
@@ -377,3 +378,29 @@ def test_rl_plans_column_shards_where_whole_tables_do_not_fit(tmp_path):
                                                          extra={"split_search_s": 30})), task)
     validate(plan, task)
     assert any(p.sharding_type.value == "column_wise" for p in plan.placements)
+
+
+def test_descent_after_the_policys_placement_never_makes_the_step_dearer(tmp_path):
+    # an untrained policy places 24 tables on 4 devices badly: the descent on the model's step has room
+    task = make_task(24, 4, seed=12)
+    path = str(tmp_path / "p.pt")
+    TrainedPolicy(untrained(5), normalizer_for(task), {"name": "analytical"}).save(path)
+    costs = {}
+    for refine in ("off", "on"):
+        options = PlannerOptions(policy_path=path, cost_model=MODEL, extra={
+            "refine": refine, "refine_s": 30, "sharding_moves": 0, "column_splits": "off"})
+        plan = run_planner(make_planner("rl", options), task)
+        validate(plan, task)
+        assert plan.algorithm == "rl"
+        costs[refine] = plan_cost(MODEL, task, plan).plan_ms
+    assert costs["on"] < costs["off"]
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("refine=sometimes", "refine='sometimes' must be auto, on or off"),
+    ("refine_s=0", r"refine_s=0(\.0)? must be a positive number of seconds"),
+    ("refine_kicks=-1", "refine_kicks=-1 must be a non-negative integer")])
+def test_bad_refine_setting_is_one_clear_line(setting, message):
+    key, value = setting.split("=")
+    with pytest.raises(AutoshardError, match=message):
+        make_planner("rl", PlannerOptions(extra={key: value}))

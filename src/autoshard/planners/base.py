@@ -73,7 +73,8 @@ PLANNERS: dict[str, tuple[str, str]] = {
                            "largest dim x pooling x log10(rows) first onto the least-loaded device"),
     "rl": ("autoshard.planners.rl.planner:rl_planner",
            ("trained RL policy (--policy), greedy or best of extra['samples'] by the cost model; also "
-            "places NeuroShard's column shards (extra['column_splits'])")),
+            "places NeuroShard's column shards (extra['column_splits']), then a descent on the model's "
+            "step (extra['refine'])")),
     "neuroshard": ("autoshard.planners.neuroshard:neuroshard_planner",
                    "NeuroShard: beam search over column splits x capped greedy, scored by the cost model"),
     "search": ("autoshard.planners.local_search:local_search_planner",
