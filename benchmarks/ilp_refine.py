@@ -47,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
         tasks = load_tasks(args.tasks)
         base = load_cost_model(args.cost_model) if args.cost_model else None  # None: the shipped model
         model = resolve_cost_model(base)
+        # built once (rl loads its policy file here): a bad --policy is one line before anything is planned
+        options = [PlannerOptions(cost_model=base, time_limit_s=args.time_limit, policy_path=args.policy,
+                                  extra={**extra, "guard": 0}) for extra in variants.values()]
+        planners = [make_planner(args.algo, o) for o in options]
     except (AutoshardError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -54,12 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     print("| task | " + " | ".join(f"{v} (ms)" for v in variants) + f" | descent+kicks / {first} |")
     print("|---|" + "---|" * (len(variants) + 1))
     for task in tasks:
-        costs = []
-        for extra in variants.values():
-            options = PlannerOptions(cost_model=base, time_limit_s=args.time_limit, policy_path=args.policy,
-                                     extra={**extra, "guard": 0})
-            plan = run_planner(make_planner(args.algo, options), task)
-            costs.append(plan_cost(model, task, plan).plan_ms)
+        costs = [plan_cost(model, task, run_planner(planner, task)).plan_ms for planner in planners]
         cells = " | ".join(f"{c:.2f}" for c in costs)
         print(f"| {task.name} | {cells} | {costs[-1] / costs[0]:.3f} |", flush=True)
     return 0

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from autoshard.costs.base import CostModel, plan_cost
+from autoshard.costs.base import CostModel
 from autoshard.costs.loading import resolve_cost_model
 from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.plan import COLUMN_SHARD_MULTIPLE, Plan
@@ -47,12 +47,10 @@ from autoshard.planners.base import PlannerOptions, config_from_extra
 from autoshard.planners.column_split import (
     cheaper_by_model,
     column_shard_task,
-    from_plan,
     merge_column_shards,
     splits_wanted,
-    to_plan,
 )
-from autoshard.planners.local_search import refine_placement
+from autoshard.planners.local_search import refine_plan
 from autoshard.planners.neuroshard import split_layout
 from autoshard.planners.pricing import device_overhead_ms, planner_settings, planning_model
 from autoshard.planners.sharding_moves import improve
@@ -326,21 +324,10 @@ class ExactPlanner:
         if plan is None:
             raise whole_tables_error
         if self.config.refine_share > 0:
-            plan = self._refine(task, plan, deadline)
+            plan = refine_plan(task, self.cost_model, plan, deadline, self.seed, self.config.refine_kicks,
+                               self.name)
         plan, _ = improve(task, plan, self.cost_model, self.config.sharding_moves,
                           uneven_rows=self.config.uneven_rows)
-        return plan
-
-    def _refine(self, task: Task, plan: Plan, deadline: float) -> Plan:
-        """The solved placement after a descent on the model's step cost (its layout kept)."""
-        layout, ranks = from_plan(task, plan)
-        before = plan_cost(self.cost_model, task, plan).plan_ms
-        refined = refine_placement(task, self.cost_model, layout, ranks, deadline, self.seed,
-                                   kicks=self.config.refine_kicks)
-        plan = to_plan(task, layout, refined.ranks, self.name)
-        log.info("ilp: descent on the model's step from %.3f ms to %.3f ms in %d steps, %d kicks%s", before,
-                 plan_cost(self.cost_model, task, plan).plan_ms, refined.steps, refined.kicks,
-                 " (stopped by the time limit)" if refined.timed_out else "")
         return plan
 
     def _solve_table_wise(self, task: Task, deadline: float, share: float) -> Plan:

@@ -276,6 +276,20 @@ def refine_placement(task: Task, model: CostModel, layout: Layout, ranks: np.nda
     return Refined(best_ranks, steps, done, timed_out)
 
 
+def refine_plan(task: Task, model: CostModel, plan: Plan, deadline: float, seed: int, kicks: int,
+                who: str) -> Plan:
+    """``plan`` after ``refine_placement`` from its placement (its layout kept), as planner ``who``'s plan;
+    logs the model's step before and after (``ilp`` after its solve, ``rl`` after its policy)."""
+    layout, ranks = from_plan(task, plan)
+    before = plan_cost(model, task, plan).plan_ms
+    refined = refine_placement(task, model, layout, ranks, deadline, seed, kicks=kicks)
+    plan = to_plan(task, layout, refined.ranks, who)
+    log.info("%s: descent on the model's step from %.3f ms to %.3f ms in %d steps, %d kicks%s", who, before,
+             plan_cost(model, task, plan).plan_ms, refined.steps, refined.kicks,
+             " (stopped by the time limit)" if refined.timed_out else "")
+    return plan
+
+
 class LocalSearchPlanner:
     """Move/swap descent with kicks from the best of several planners, judged by one cost model."""
 

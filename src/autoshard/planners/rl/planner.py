@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from autoshard.costs.base import CostModel, plan_cost
+from autoshard.costs.base import CostModel
 from autoshard.costs.loading import SHIPPED_POLICY, load_cost_model, resolve_cost_model
 from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.plan import Plan
@@ -19,12 +19,10 @@ from autoshard.planners.base import PlannerOptions, config_from_extra
 from autoshard.planners.column_split import (
     cheaper_by_model,
     column_shard_task,
-    from_plan,
     merge_column_shards,
     splits_wanted,
-    to_plan,
 )
-from autoshard.planners.local_search import refine_placement
+from autoshard.planners.local_search import refine_plan
 from autoshard.planners.neuroshard import split_layout
 from autoshard.planners.pricing import RISK_OPTION, planner_settings
 from autoshard.planners.rl.env import PlacementEnv, TaskContext
@@ -77,23 +75,12 @@ class RLPlanner:
         if plan is None:
             raise whole_tables_error
         if splits_wanted(self.refine, task):
-            plan = self._refine(task, plan, start + self.refine_s)
+            plan = refine_plan(task, self.cost_model, plan, start + self.refine_s, self.seed,
+                               self.refine_kicks, self.name)
         if self.sharding_moves:
             plan, moves = improve(task, plan, self.cost_model, self.sharding_moves)
             if moves:
                 logger.info("rl: sharding moves %s", ", ".join(moves))
-        return plan
-
-    def _refine(self, task: Task, plan: Plan, deadline: float) -> Plan:
-        """The policy's placement after a descent on the model's step cost (its layout kept)."""
-        layout, ranks = from_plan(task, plan)
-        before = plan_cost(self.cost_model, task, plan).plan_ms
-        refined = refine_placement(task, self.cost_model, layout, ranks, deadline, self.seed,
-                                   kicks=self.refine_kicks)
-        plan = to_plan(task, layout, refined.ranks, self.name)
-        logger.info("rl: descent on the model's step from %.3f ms to %.3f ms in %d steps, %d kicks%s", before,
-                    plan_cost(self.cost_model, task, plan).plan_ms, refined.steps, refined.kicks,
-                    " (stopped by the time limit)" if refined.timed_out else "")
         return plan
 
     def _place_column_shards(self, task: Task) -> Plan | None:
