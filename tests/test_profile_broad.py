@@ -4,6 +4,7 @@ tables generated per sample; records with real and kept rows; resume; old datase
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -297,3 +298,25 @@ def test_train_cost_on_two_profiles_trains_on_both_and_refuses_a_sample_in_both(
     assert main(["train-cost", "--data", str(whole), "--data", str(whole), "-o", str(again)]) == 2
     err = capsys.readouterr().err.strip()
     assert "both hold sample 0-0" in err and "--seed" in err and "\n" not in err and not again.exists()
+
+
+def test_prepare_workers_record_what_the_inline_profile_records(tmp_path: Path, capsys):
+    """Samples drawn in worker processes (the GPU host's prefetch) are the design's samples, in order, with
+    the same tables, rows and row ranges as drawn in the timing process; only the timings may differ."""
+    inline, ahead = tmp_path / "inline", tmp_path / "ahead"
+    argv = ["profile", "--samples", "7", "--row-share", "0.3", *TINY_ARGS]
+    assert main([*argv, "-o", str(inline)]) == 0
+    assert main([*argv, "-o", str(ahead), "--prepare-workers", "2"]) == 0
+    timing = {"fwd_ms", "bwd_ms", "fwd_cv", "bwd_cv", "tries", "host"}
+
+    def drawn(d: Path) -> list[dict]:
+        lines = (d / "shards-rank0.jsonl").read_text().splitlines()
+        return [{k: v for k, v in json.loads(line).items() if k not in timing} for line in lines]
+
+    assert drawn(ahead) == drawn(inline) and len(drawn(inline)) == 7
+    assert not list(Path(tempfile.gettempdir()).glob("autoshard-profile-*"))  # the spilled lookups are gone
+    assert any(r.get("row_ranges") for r in drawn(inline))  # row shards went through the workers too
+    capsys.readouterr()
+    assert main([*argv, "-o", str(tmp_path / "bad"), "--prepare-workers", "-1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "prepare workers -1" in err and "\n" not in err

@@ -109,6 +109,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rank", type=int, default=None, help="this process's share (default $RANK or 0)")
     p.add_argument("--world-size", type=int, default=None,
                    help="processes sharing the work ($WORLD_SIZE or 1)")
+    p.add_argument("--prepare-workers", type=int, default=0,
+                   help="processes that draw the next samples' tables and lookups while this one times "
+                        "(default 0: drawn here, between timings); for a GPU, whose host CPU drew most of a "
+                        "sample's time; on --device cpu they compete with the timed kernels. Not recorded: "
+                        "the records are the same")
     _add_measure_args(p)
     p.set_defaults(func=run_profile)
 
@@ -246,7 +251,8 @@ def run_profile(args: argparse.Namespace) -> int:
             settings=_settings(args))
     if config.settings.device.value == "cuda":
         _use_local_gpu(rank)
-    records = profile(pool, args.output, config, rank, world)  # checks the directory before anything prints
+    # checks the directory before anything prints
+    records = profile(pool, args.output, config, rank, world, prepare_workers=args.prepare_workers)
     mine = len(range(rank, config.samples, world))
     todo = len(pending_samples(args.output, config, rank, world))
     print(f"profiling {mine} samples (rank {rank} of {world}); {mine - todo} already done in {args.output}",

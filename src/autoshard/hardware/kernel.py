@@ -241,11 +241,10 @@ def _check_shards(task: Task, shards: Sequence[ShardRef]) -> None:
                                  "round the dim")
 
 
-def _fused_lookups(task: Task, shards: Sequence[ShardRef], rows: Sequence[int], seed: int) -> tuple[Any, Any]:
+def _fused_lookups(task: Task, shards: Sequence[ShardRef], rows: Sequence[int],
+                   seed: int) -> tuple[np.ndarray, np.ndarray]:
     """One batch for the fused op: per-table index/offset arrays concatenated table-major (FBGEMM's
-    layout). The tables' draws are kept for the next measurement (``lookup_cache``)."""
-    import torch
-
+    layout), int64. The tables' draws are kept for the next measurement (``lookup_cache``)."""
     idx, off, base = [], [np.zeros(1, dtype=np.int64)], 0
     for s, r in zip(shards, rows):
         table = task.tables[s.table]
@@ -266,7 +265,26 @@ def _fused_lookups(task: Task, shards: Sequence[ShardRef], rows: Sequence[int], 
         idx.append(lk.indices)
         off.append(lk.offsets[1:] + base)
         base += int(lk.offsets[-1])
-    return torch.from_numpy(np.concatenate(idx)), torch.from_numpy(np.concatenate(off))
+    return np.concatenate(idx), np.concatenate(off)
+
+
+@dataclass(frozen=True)
+class PreparedLookups:
+    """The CPU side of timing one device's shards (``prepare_lookups``): the rows each shard keeps and the
+    fused lookup batches, plain numpy arrays so they can cross a process boundary. ``autoshard profile
+    --prepare-workers`` builds them for the next samples in worker processes while this one times on the
+    GPU: on the stop-31 H100 host drawing them was most of a broad sample's 1.1 s."""
+
+    rows: tuple[int, ...]
+    batches: tuple[tuple[np.ndarray, np.ndarray], ...]
+
+
+def prepare_lookups(task: Task, shards: Sequence[ShardRef], settings: MeasureSettings) -> PreparedLookups:
+    """What ``measure_shard`` draws on the CPU before timing, for ``shards`` of ``task`` (checked here)."""
+    _check_shards(task, shards)
+    rows = tuple(effective_rows(task, shards, settings))
+    return PreparedLookups(rows, tuple(_fused_lookups(task, shards, rows, settings.lookup_seed * 1000 + k)
+                                       for k in range(settings.num_batches)))
 
 
 def fill_weights(weights: Sequence[Any], low: float, high: float) -> None:
@@ -391,17 +409,25 @@ def _cv(x: np.ndarray) -> float:
     return float(np.std(x) / m) if m > 0 else 0.0
 
 
-def measure_shard(task: Task, shards: Sequence[ShardRef],
-                  settings: MeasureSettings | None = None) -> ShardTiming:
+def measure_shard(task: Task, shards: Sequence[ShardRef], settings: MeasureSettings | None = None,
+                  prepared: PreparedLookups | None = None) -> ShardTiming:
     """Time the fused forward and backward of the shards one device holds, at ``task``'s batch and
-    precision."""
+    precision. ``prepared``: ``prepare_lookups(task, shards, settings)`` made earlier (or elsewhere);
+    default: drawn here."""
     import torch
 
     settings = settings or MeasureSettings()
-    _check_shards(task, shards)
+    if prepared is None:
+        prepared = prepare_lookups(task, shards, settings)
+    else:
+        _check_shards(task, shards)
+        if (prepared.rows != tuple(effective_rows(task, shards, settings))
+                or len(prepared.batches) != settings.num_batches):
+            raise AutoshardError("prepared lookups were drawn for other shards or settings; prepare them "
+                                 "with prepare_lookups(task, shards, settings) for this measurement")
     if settings.device is DeviceKind.CUDA and not torch.cuda.is_available():
         raise AutoshardError("device 'cuda' requested but torch sees no CUDA device; use --device cpu")
-    rows = effective_rows(task, shards, settings)
+    rows = list(prepared.rows)
     old_threads = torch.get_num_threads()
     torch.set_num_threads(settings.threads)
     kernel = timer = None
@@ -411,10 +437,10 @@ def measure_shard(task: Task, shards: Sequence[ShardRef],
         with torch.random.fork_rng(devices=rng_devices):  # seeded init, the caller's RNG state untouched
             torch.manual_seed(settings.lookup_seed)
             kernel = _build_kernel(task, shards, rows, settings)
-            grad = torch.rand(task.batch_size, sum(s.dim for s in shards)).to(dev)
-        batches = [tuple(t.to(dev)
-                         for t in _fused_lookups(task, shards, rows, settings.lookup_seed * 1000 + k))
-                   for k in range(settings.num_batches)]
+            # drawn where it is used: a one-thread CPU draw of 16384 x 4096 floats took 0.56 s on this
+            # project's CPU, more than a GPU sample's timing budget
+            grad = torch.rand(task.batch_size, sum(s.dim for s in shards), device=dev)
+        batches = [tuple(torch.from_numpy(a).to(dev) for a in batch) for batch in prepared.batches]
         timer = _Timer(settings)
 
         def step(k: int) -> tuple[float, float]:

@@ -33,14 +33,24 @@ and none is measured twice.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from autoshard.errors import AutoshardError
 from autoshard.hardware.jsonl import append_jsonl, repair_tail
-from autoshard.hardware.kernel import MeasureSettings, measure_shard
+from autoshard.hardware.kernel import (
+    MeasureSettings,
+    PreparedLookups,
+    ShardTiming,
+    measure_shard,
+    prepare_lookups,
+)
 from autoshard.hardware.profile_dataset import UNBOUNDED_MEMORY, CostDataset, load_dataset, sample_task
 from autoshard.hardware.profile_design import (
     DEFAULT_COLUMN_SHARE,
@@ -169,50 +179,142 @@ def check_rank(rank: int, world_size: int) -> None:
 
 
 def profile(pool: TablePool | None, out_dir: str | Path, config: ProfileConfig, rank: int = 0,
-            world_size: int = 1) -> Iterator[CostRecord]:
+            world_size: int = 1, prepare_workers: int = 0) -> Iterator[CostRecord]:
     """Measure this rank's pending samples, appending each record (fsynced) before yielding it. The broad
     design (``config.design``) generates its tables: pass ``pool=None``. The directory is checked (settings,
-    tables, hardware of its records) here, before anything is measured, not on the first iteration."""
+    tables, hardware of its records) here, before anything is measured, not on the first iteration.
+
+    ``prepare_workers`` > 0 draws the next samples' tables and lookups (``prepare_lookups``) in that many
+    worker processes while this process times: the records are the same, only sooner. For a GPU host,
+    whose CPU side was most of a sample's time; on a CPU device the workers compete with the timed
+    kernels."""
     from autoshard.host import host_info
 
     check_rank(rank, world_size)
+    if prepare_workers < 0:
+        raise AutoshardError(f"prepare workers {prepare_workers} must be >= 0 (0: prepare in this process)")
     prepare_dir(pool, out_dir, config)
     host = {**host_info(config.settings.device.value), "rank": rank, "world_size": world_size}
     check_same_hardware(out_dir, recorded_hosts(out_dir), host)
-    return _measure_pending(pool, out_dir, config, rank, world_size, host)
+    return _measure_pending(pool, out_dir, config, rank, world_size, host, prepare_workers)
+
+
+@dataclass(frozen=True)
+class _Sample:
+    """Sample ``index`` of a profile, ready to time: its one-device task, shards and drawn lookups."""
+
+    index: int
+    task: Task
+    refs: tuple[ShardRef, ...]
+    prepared: PreparedLookups | None
+    """None only between a prefetch worker and the parent (``_worker_sample``)."""
+    broad: BroadSample | None
+    """The broad design's sample (its tables' specs and row ranges go into the record); None: pool design."""
+
+
+def _make_sample(pool: TablePool | None, config: ProfileConfig, index: int) -> _Sample:
+    if config.design is not None:
+        sample = broad_sample(config.design, config.seed, index)
+        task = Task(sample.tables, (UNBOUNDED_MEMORY,), precision=sample.precision,
+                    batch_size=sample.batch_size, name="profile-sample")
+        ranges = sample.row_ranges or ((0, None),) * len(sample.tables)
+        refs = tuple(ShardRef(j, d, r0, r1) for j, (d, (r0, r1)) in enumerate(zip(sample.dims, ranges)))
+    else:
+        assert pool is not None
+        sample = None
+        shards = sample_shards(pool, config.seed, index, config.max_tables, config.column_share)
+        task, ref_list = sample_task(pool, [n for n, _ in shards], [d for _, d in shards], config.batch_size,
+                                     config.precision)
+        refs = tuple(ref_list)
+    return _Sample(index, task, refs, prepare_lookups(task, refs, config.settings), sample)
+
+
+_worker_state: tuple[TablePool | None, ProfileConfig, Path] | None = None
+
+
+def _init_worker(pool: TablePool | None, config: ProfileConfig, spill: Path) -> None:
+    import signal
+
+    global _worker_state
+    _worker_state = (pool, config, spill)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: no worker tracebacks
+
+
+def _worker_sample(index: int) -> tuple[_Sample, Path]:
+    """Sample ``index`` without its lookups, which go to a file in the spill directory: handed back through
+    the pool, hundreds of MB would be unpickled by the parent's result thread, holding the GIL while the
+    parent times (its kernel launches would wait for it); read from the file, they load between timings."""
+    assert _worker_state is not None
+    pool, config, spill = _worker_state
+    sample = _make_sample(pool, config, index)
+    assert sample.prepared is not None
+    path = spill / f"sample-{index}.npz"
+    arrays = {f"b{k}_{j}": a for k, batch in enumerate(sample.prepared.batches) for j, a in enumerate(batch)}
+    np.savez(path, rows=np.asarray(sample.prepared.rows, dtype=np.int64), **arrays)
+    return replace(sample, prepared=None), path
+
+
+def _load_spilled(sample: _Sample, path: Path) -> _Sample:
+    with np.load(path) as z:
+        count = sum(1 for f in z.files if f.endswith("_0"))
+        batches = tuple((z[f"b{k}_0"], z[f"b{k}_1"]) for k in range(count))
+        prepared = PreparedLookups(tuple(int(r) for r in z["rows"]), batches)
+    path.unlink()
+    return replace(sample, prepared=prepared)
+
+
+def _samples(pool: TablePool | None, config: ProfileConfig, indices: list[int],
+             workers: int) -> Iterator[_Sample]:
+    """The samples of ``indices`` in order, made here or ``workers`` processes ahead of the consumer."""
+    if workers == 0:
+        for i in indices:
+            yield _make_sample(pool, config, i)
+        return
+    import multiprocessing
+    import shutil
+    import tempfile
+    from concurrent.futures import Future, ProcessPoolExecutor
+
+    spill = Path(tempfile.mkdtemp(prefix="autoshard-profile-"))
+    # spawn: a fork of a process that has initialised CUDA is not safe; the workers only use numpy
+    executor = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_init_worker, initargs=(pool, config, spill))
+    ahead: deque[Future[tuple[_Sample, Path]]] = deque()
+    todo = iter(indices)
+    try:
+        for i in islice(todo, 2 * workers):  # two per worker: one being drawn, one waiting
+            ahead.append(executor.submit(_worker_sample, i))
+        while ahead:
+            sample = _load_spilled(*ahead.popleft().result())
+            nxt = next(todo, None)
+            if nxt is not None:
+                ahead.append(executor.submit(_worker_sample, nxt))
+            yield sample
+    finally:  # also on Ctrl-C or when the consumer stops early: drop the samples not started
+        executor.shutdown(wait=True, cancel_futures=True)
+        shutil.rmtree(spill, ignore_errors=True)
+
+
+def _record(config: ProfileConfig, sample: _Sample, timing: ShardTiming, host: dict[str, Any]) -> CostRecord:
+    task, sid = sample.task, sample_id(config.seed, sample.index)
+    names = tuple(t.name for t in task.tables)
+    dims = tuple(r.dim for r in sample.refs)
+    if sample.broad is not None:
+        b = sample.broad
+        return CostRecord(sid, names, dims, b.batch_size, timing.fwd_ms, timing.bwd_ms, timing.fwd_cv,
+                          timing.bwd_cv, config.record_settings(b.precision), host, timing.rows, timing.tries,
+                          tuple(t.rows for t in b.tables), tuple(t.to_json() for t in b.tables), b.row_ranges)
+    return CostRecord(sid, names, dims, config.batch_size, timing.fwd_ms, timing.bwd_ms, timing.fwd_cv,
+                      timing.bwd_cv, config.record_settings(), host, timing.rows, timing.tries,
+                      tuple(r.num_rows(task.tables[r.table].rows) for r in sample.refs))
 
 
 def _measure_pending(pool: TablePool | None, out_dir: str | Path, config: ProfileConfig, rank: int,
-                     world_size: int, host: dict[str, Any]) -> Iterator[CostRecord]:
+                     world_size: int, host: dict[str, Any], workers: int) -> Iterator[CostRecord]:
     path = shard_file(out_dir, rank)
     repair_tail(path)  # a torn line from a killed run: the next record must start on a fresh line
-    for i in pending_samples(out_dir, config, rank, world_size):
-        if config.design is not None:
-            rec = _measure_broad(config, config.design, i, host)
-        else:
-            assert pool is not None
-            shards = sample_shards(pool, config.seed, i, config.max_tables, config.column_share)
-            names, dims = [n for n, _ in shards], [d for _, d in shards]
-            task, refs = sample_task(pool, names, dims, config.batch_size, config.precision)
-            timing = measure_shard(task, refs, config.settings)
-            rec = CostRecord(sample_id(config.seed, i), tuple(names), tuple(dims), config.batch_size,
-                             timing.fwd_ms, timing.bwd_ms, timing.fwd_cv, timing.bwd_cv,
-                             config.record_settings(), host, timing.rows, timing.tries,
-                             tuple(s.num_rows(task.tables[s.table].rows) for s in refs))
+    for sample in _samples(pool, config, pending_samples(out_dir, config, rank, world_size), workers):
+        timing = measure_shard(sample.task, sample.refs, config.settings, sample.prepared)
+        rec = _record(config, sample, timing, host)
         append_jsonl(path, rec.to_json())
         yield rec
-
-
-def _measure_broad(config: ProfileConfig, design: BroadDesign, index: int,
-                   host: dict[str, Any]) -> CostRecord:
-    sample = broad_sample(design, config.seed, index)
-    task = Task(sample.tables, (UNBOUNDED_MEMORY,), precision=sample.precision,
-                batch_size=sample.batch_size, name="profile-sample")
-    ranges = sample.row_ranges or ((0, None),) * len(sample.tables)
-    refs = [ShardRef(j, d, r0, r1) for j, (d, (r0, r1)) in enumerate(zip(sample.dims, ranges))]
-    timing = measure_shard(task, refs, config.settings)
-    return CostRecord(sample_id(config.seed, index), tuple(t.name for t in sample.tables), sample.dims,
-                      sample.batch_size, timing.fwd_ms, timing.bwd_ms, timing.fwd_cv, timing.bwd_cv,
-                      config.record_settings(sample.precision), host, timing.rows, timing.tries,
-                      tuple(t.rows for t in sample.tables), tuple(t.to_json() for t in sample.tables),
-                      sample.row_ranges)
