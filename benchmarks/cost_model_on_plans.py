@@ -43,6 +43,7 @@ import torch
 from autoshard.costs.analytical import AnalyticalCostModel
 from autoshard.costs.learned import CostNetConfig, LearnedCostModel, TrainOptions
 from autoshard.costs.metrics import mape, spearman
+from autoshard.io import read_json
 from autoshard.pipeline.results import TaskResult
 from autoshard.planners.heuristics import size_lookup_proxy
 from autoshard.shards import ShardRef
@@ -55,10 +56,19 @@ PREVIOUS_RECIPE = {"lr": 2e-3, "weight_decay": 1e-5, "patience": 40, "val_fracti
 """``TrainOptions`` of autoshard before the refit change (the shipped model of stop 9 was trained so)."""
 
 
-def load_results(out_dir: Path) -> list[TaskResult]:
-    """The per-task results of a finished ``autoshard bench`` output directory."""
-    results = json.loads((out_dir / "bench" / "results.json").read_text())
-    return [TaskResult.from_json(t) for t in results["tasks"]]
+def results_file(run: Path) -> Path:
+    """A finished ``autoshard bench`` output directory's ``bench/results.json``, or ``run`` itself: a results
+    file (plain or gzipped, e.g. ``benchmarks/runs/*.json.gz``)."""
+    return run / "bench" / "results.json" if run.is_dir() else run
+
+
+def run_name(run: Path) -> str:
+    return run.name.removesuffix(".gz").removesuffix(".json") if run.is_file() else run.name
+
+
+def load_results(run: Path) -> list[TaskResult]:
+    """The per-task results of a finished ``autoshard bench`` output directory or results file."""
+    return [TaskResult.from_json(t) for t in read_json(results_file(run))["tasks"]]
 
 
 def remeasure_floor(results: list[TaskResult]) -> dict[str, float] | None:
@@ -133,7 +143,8 @@ def score(model: Any, devices: list[tuple[Task, list[ShardRef], float, float]]) 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--bench", nargs="+", required=True, help="autoshard bench output directories")
+    ap.add_argument("--bench", nargs="+", required=True,
+                    help="autoshard bench output directories, or results files (benchmarks/runs/*.json.gz)")
     ap.add_argument("--model", nargs="*", default=[], help="cost model checkpoints to score")
     ap.add_argument("--train-from", help="profiling dataset: also train the current and the previous recipe")
     ap.add_argument("--seeds", type=int, default=3, help="seeds per recipe with --train-from (default 3)")
@@ -142,11 +153,11 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     runs: dict[str, list[TaskResult]] = {}
     for d in map(Path, args.bench):
-        if not (d / "bench" / "results.json").is_file():
-            print(f"error: {d} is not a finished autoshard bench output (no bench/results.json)",
-                  file=sys.stderr)
+        if not results_file(d).is_file():
+            print(f"error: {d} is neither a finished autoshard bench output (no bench/results.json) nor a "
+                  "results file", file=sys.stderr)
             return 2
-        runs[d.name] = load_results(d)
+        runs[run_name(d)] = load_results(d)
     suites = {name: bench_devices(task_results) for name, task_results in runs.items()}
     models: dict[str, Any] = {p: LearnedCostModel.load(p) for p in args.model}
     if args.train_from:

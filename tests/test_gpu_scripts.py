@@ -150,3 +150,44 @@ def test_the_h100_broad_model_prices_dim_greedy_cheapest_and_the_guard_falls_bac
     assert h_star[1:] == ["1.107", "1.030", "1.014"]  # cheapest, default, always
     search = next(line for line in lines if line.strip().startswith("search")).split()
     assert search[1:] == ["1.107"] * 5  # it returned the model's cheapest heuristic at every margin
+
+
+def test_profile_drift_finds_the_h100_profiles_early_samples_cheaper_than_its_design_explains(capsys) -> None:
+    """Stop 35 (docs/benchmarks.md): in the committed H100 broad profile the first samples (stop 31's and the
+    start of stop 35's sitting) time 0.78-0.80 of the all-record fit in backward, later ones 0.93-1.00, while
+    the design's medians are the same in both halves: re-derived from the committed profile."""
+    module = _script("gpu/profile_drift.py")
+    assert module.main([str(ROOT / "profiles" / "nvidia-h100" / "broad-s31-b16384")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("1984 records")
+    rows = {line.split()[0]: [float(v) for v in line.split()[2:]] for line in lines[2:10]}
+    assert rows["0-249"] == [0.87, 0.78] and rows["250-499"] == [0.93, 0.80]
+    assert all(bwd >= 0.88 for key, (_, bwd) in rows.items() if int(key.split("-")[0]) >= 750)
+    assert "row-cut share 0.273 / 0.267" in lines[10]
+    assert module.main([str(ROOT / "no-such-profile")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("profile_drift: error:") and "\n" not in err
+
+
+def test_cost_model_on_plans_reads_an_archived_results_file(capsys) -> None:
+    """Stop 35: the stop-31 H100 model on the 316 distinct devices its production run measured, 33.4% fwd+bwd
+    MAPE (docs/benchmarks.md), from the archived file (the script took bench directories only before)."""
+    run = ROOT / "benchmarks" / "runs" / "s31-gpu-h100-production-40-8-b16384-broad.json.gz"
+    model = ROOT / "benchmarks" / "gpu" / "cost-h100-broad-s31.pt"
+    assert _script("cost_model_on_plans.py").main(["--bench", str(run), "--model", str(model)]) == 0
+    out = capsys.readouterr().out
+    assert "s31-gpu-h100-production-40-8-b16384-broad (316)" in out and "33.4 / 0.693" in out
+    assert "fwd+bwd MAPE 12.7%" in out
+
+
+def test_prepare_time_times_the_cpu_side_of_a_sample_and_refuses_a_pool_profile(capsys) -> None:
+    module = _script("gpu/prepare_time.py")
+    profile = ROOT / "profiles" / "nvidia-h100" / "broad-s31-b16384"
+    assert module.main([str(profile), "--first", "1", "--count", "1"]) == 0  # sample 1: two small tables
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split()[:2] == ["1", "2"] and lines[-1].endswith("(seconds)")
+    assert all(float(v) >= 0 for v in lines[-1].split()[1:4])
+    pool = ROOT / "profiles" / "nvidia-h200" / "pool-dlrm50-b16384"
+    assert module.main([str(pool)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("prepare_time: error:") and "\n" not in err

@@ -316,7 +316,23 @@ def test_prepare_workers_record_what_the_inline_profile_records(tmp_path: Path, 
     assert drawn(ahead) == drawn(inline) and len(drawn(inline)) == 7
     assert not list(Path(tempfile.gettempdir()).glob("autoshard-profile-*"))  # the spilled lookups are gone
     assert any(r.get("row_ranges") for r in drawn(inline))  # row shards went through the workers too
+    hosts = [json.loads(line)["host"] for line in (ahead / "shards-rank0.jsonl").read_text().splitlines()]
+    assert not any("gpu_state" in h for h in hosts)  # read on CUDA only
     capsys.readouterr()
     assert main([*argv, "-o", str(tmp_path / "bad"), "--prepare-workers", "-1"]) == 2
     err = capsys.readouterr().err.strip()
     assert "prepare workers -1" in err and "\n" not in err
+
+
+def test_gpu_state_reads_nvidia_smi_and_is_none_where_it_cannot(monkeypatch):
+    from autoshard.host import GPU_STATE_QUERY, gpu_state, without_state
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-abc,GPU-def")  # nvidia-smi ignores it: the id is mapped
+    # a stand-in for nvidia-smi that answers only for the mapped id ($0..$2: query, format, id)
+    smi = ("sh", "-c", 'test "$2" = "--id=GPU-def" && echo "1980, 2619, 45, 310.52"')
+    assert gpu_state(1, smi) == dict(zip(GPU_STATE_QUERY, (1980.0, 2619.0, 45.0, 310.52)))
+    assert gpu_state(0, smi) is None  # another GPU's id: the command fails
+    assert gpu_state(0, ("/nonexistent/nvidia-smi",)) is None
+    assert gpu_state(0, ("sh", "-c", 'echo "[N/A], 2619"')) is None  # unparsable output
+    # a model keeps the machine of its records, not one record's moment
+    assert without_state({"gpu": "H100", "gpu_state": gpu_state(1, smi)}) == {"gpu": "H100"}

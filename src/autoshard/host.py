@@ -6,6 +6,8 @@ import os
 import platform
 import re
 import socket
+import subprocess
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -119,3 +121,35 @@ def hardware_slug(host: dict[str, Any] | None = None) -> str:
     name = str(host.get("gpu") or host.get("cpu") or "unknown").lower()
     name = re.sub(r"\((r|tm)\)|\b(processor|cpu)\b", " ", name)
     return re.sub(r"[^a-z0-9]+", "-", name).strip("-") or "unknown"
+
+
+GPU_STATE_QUERY = {"sm_clock_mhz": "clocks.sm", "mem_clock_mhz": "clocks.mem",
+                   "temperature_c": "temperature.gpu", "power_w": "power.draw"}
+"""What ``gpu_state`` reads, by the name it is recorded under (nvidia-smi's query fields)."""
+
+
+def gpu_state(index: int, smi: Sequence[str] = ("nvidia-smi",)) -> dict[str, float] | None:
+    """CUDA device ``index``'s SM and memory clocks, temperature and power draw now (``smi``: nvidia-smi),
+    or None where they cannot be read (no nvidia-smi, a GPU it does not report, output it cannot parse).
+
+    Why: at stop 35 an H100's profile records came out ~20% slower in backward (~10% forward) after its
+    first minutes of sustained profiling, relative to the same design's earlier samples, with nothing in the
+    design to explain it (docs/benchmarks.md, "Stop 35"). A clock or thermal drift is the suspect; GPU
+    records carry this state so the next profile can tell (``autoshard profile`` on CUDA)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
+    ids = [v.strip() for v in visible.split(",") if v.strip()] if visible else []
+    ident = ids[index] if index < len(ids) else str(index)  # nvidia-smi ignores CUDA_VISIBLE_DEVICES
+    try:
+        out = subprocess.run([*smi, f"--query-gpu={','.join(GPU_STATE_QUERY.values())}",
+                              "--format=csv,noheader,nounits", f"--id={ident}"],
+                             capture_output=True, text=True, timeout=5, check=True).stdout
+        values = [float(v) for v in out.strip().split(",")]
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    return dict(zip(GPU_STATE_QUERY, values)) if len(values) == len(GPU_STATE_QUERY) else None
+
+
+def without_state(host: dict[str, Any]) -> dict[str, Any]:
+    """``host`` less what was true only at one record's moment (``gpu_state``): what a model trained on its
+    records keeps as the machine it was trained on."""
+    return {k: v for k, v in host.items() if k != "gpu_state"}

@@ -437,8 +437,8 @@ def measure_shard(task: Task, shards: Sequence[ShardRef], settings: MeasureSetti
         with torch.random.fork_rng(devices=rng_devices):  # seeded init, the caller's RNG state untouched
             torch.manual_seed(settings.lookup_seed)
             kernel = _build_kernel(task, shards, rows, settings)
-            # drawn where it is used: a one-thread CPU draw of 16384 x 4096 floats took 0.56 s on this
-            # project's CPU, more than a GPU sample's timing budget
+            # drawn where it is used: a one-thread CPU draw took 0.01-0.18 s a broad GPU sample on this
+            # project's CPU (benchmarks/gpu/prepare_time.py), up to half of what the GPU then spends timing
             grad = torch.rand(task.batch_size, sum(s.dim for s in shards), device=dev)
         batches = [tuple(torch.from_numpy(a).to(dev) for a in batch) for batch in prepared.batches]
         timer = _Timer(settings)

@@ -47,7 +47,8 @@ class CostRecord:
     """MeasureSettings as JSON plus 'precision': the same MeasureSettings for every record of a dataset; the
     precision too in the ``pool`` design, the sample's own in the ``broad`` one."""
     host: dict[str, Any]
-    """Where it was measured (hostname, CPU/GPU, versions, rank)."""
+    """Where it was measured (hostname, CPU/GPU, versions, rank); a GPU profile's records since stop 35 also
+    carry ``gpu_state`` (clocks, temperature, power: ``autoshard.host.gpu_state``) read when it was timed."""
     rows: tuple[int, ...] = ()
     """Rows each table KEPT for timing (the rows rule of hardware.kernel: min(rows, cap))."""
     tries: int = 1

@@ -33,6 +33,8 @@ and none is measured twice.
 
 from __future__ import annotations
 
+import math
+import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -309,12 +311,38 @@ def _record(config: ProfileConfig, sample: _Sample, timing: ShardTiming, host: d
                       tuple(r.num_rows(task.tables[r.table].rows) for r in sample.refs))
 
 
+GPU_STATE_INTERVAL_S = 5.0
+"""Seconds between two readings of the GPU's state in a profile (records in between carry the last)."""
+
+
+class _GpuState:
+    """The GPU's clocks, temperature and power (``host.gpu_state``) after a sample, read at most every
+    ``GPU_STATE_INTERVAL_S`` (nvidia-smi takes tens of ms; a drift takes minutes); {} off CUDA or where they
+    cannot be read, so records then carry nothing extra."""
+
+    def __init__(self, settings: MeasureSettings) -> None:
+        self.cuda = settings.device.value == "cuda"
+        self.last: dict[str, Any] = {}
+        self.read_at = -math.inf
+
+    def __call__(self) -> dict[str, Any]:
+        if self.cuda and time.monotonic() - self.read_at >= GPU_STATE_INTERVAL_S:
+            import torch
+
+            from autoshard.host import gpu_state
+
+            state = gpu_state(torch.cuda.current_device())
+            self.last, self.read_at = ({"gpu_state": state} if state else {}), time.monotonic()
+        return self.last
+
+
 def _measure_pending(pool: TablePool | None, out_dir: str | Path, config: ProfileConfig, rank: int,
                      world_size: int, host: dict[str, Any], workers: int) -> Iterator[CostRecord]:
     path = shard_file(out_dir, rank)
     repair_tail(path)  # a torn line from a killed run: the next record must start on a fresh line
+    state = _GpuState(config.settings)
     for sample in _samples(pool, config, pending_samples(out_dir, config, rank, world_size), workers):
         timing = measure_shard(sample.task, sample.refs, config.settings, sample.prepared)
-        rec = _record(config, sample, timing, host)
+        rec = _record(config, sample, timing, {**host, **state()})
         append_jsonl(path, rec.to_json())
         yield rec

@@ -55,6 +55,7 @@ from autoshard.costs.learned.splits import record_split_kinds
 from autoshard.costs.learned.training import TrainOptions, select_records, train, validation_split
 from autoshard.costs.metrics import mape
 from autoshard.errors import AutoshardError
+from autoshard.host import without_state
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +132,7 @@ def fine_tune(model: Any, dataset: Any, options: FineTuneOptions = FineTuneOptio
         start = model.with_host_scale(fwd * float(prev.get("fwd", 1.0)), bwd * float(prev.get("bwd", 1.0)),
                                       {"adapted_from": trained_host, "records": len(fit_ids)})
         comm = dataset.comm if dataset.comm is not None else model.comm
-        trained_on = {**model.trained_on, "host": dict(host), "settings": dict(settings)}
+        trained_on = {**model.trained_on, "host": without_state(host), "settings": dict(settings)}
         log.info("adapting a model of %s to %s: level x%.3g forward, x%.3g backward, then fine-tuning",
                  trained_host.get("gpu") or trained_host.get("cpu"), host.get("gpu") or host.get("cpu"),
                  fwd, bwd)

@@ -19,7 +19,7 @@ from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.learned.checkpoint import FALLBACK_KEYS, FALLBACK_OPTIONAL_KEYS
 from autoshard.costs.learned.support import STATS, Support, device_stats
 from autoshard.errors import AutoshardError
-from autoshard.host import hardware_difference
+from autoshard.host import hardware_difference, without_state
 from autoshard.tasks import Task
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ def fit_model(build: Callable[..., Any], dataset: Any, options: Any = None, prog
     result = scored[0]
     first = records[0]
     trained_on: dict[str, Any] = {
-        "host": dict(first.host), "batch_size": batch_size,
+        "host": without_state(first.host), "batch_size": batch_size,
         "precision": None if precision is None else precision.value, "settings": dict(first.settings)}
     if context:
         batches = sorted({int(r.batch_size) for r in records})
