@@ -43,6 +43,7 @@ import torch
 from autoshard.costs.analytical import AnalyticalCostModel
 from autoshard.costs.learned import CostNetConfig, LearnedCostModel, TrainOptions
 from autoshard.costs.metrics import mape, spearman
+from autoshard.errors import AutoshardError
 from autoshard.io import read_json
 from autoshard.pipeline.results import TaskResult
 from autoshard.planners.heuristics import size_lookup_proxy
@@ -153,11 +154,15 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     runs: dict[str, list[TaskResult]] = {}
     for d in map(Path, args.bench):
-        if not results_file(d).is_file():
-            print(f"error: {d} is neither a finished autoshard bench output (no bench/results.json) nor a "
-                  "results file", file=sys.stderr)
+        try:
+            if not results_file(d).is_file():
+                raise AutoshardError(f"{d} is neither a finished autoshard bench output "
+                                     "(no bench/results.json) nor a results file")
+            runs[run_name(d)] = load_results(d)
+        except (AutoshardError, KeyError, TypeError) as e:
+            why = e if isinstance(e, AutoshardError) else f"{d}: not a bench's results ({type(e).__name__})"
+            print(f"error: {why}", file=sys.stderr)
             return 2
-        runs[run_name(d)] = load_results(d)
     suites = {name: bench_devices(task_results) for name, task_results in runs.items()}
     models: dict[str, Any] = {p: LearnedCostModel.load(p) for p in args.model}
     if args.train_from:

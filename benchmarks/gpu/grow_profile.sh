@@ -16,6 +16,8 @@ DEVICE=${4:-cuda}
 for n in "$PROFILE_SECONDS" "$WORKERS"; do
   case $n in ''|*[!0-9]*) echo "grow_profile.sh: '$n' is not a whole number; usage: PROFILE_SECONDS OUTDIR [WORKERS] [DEVICE]" >&2; exit 2;; esac
 done
+# timeout 0 would mean no limit at all
+[ "$PROFILE_SECONDS" -gt 0 ] || { echo "grow_profile.sh: PROFILE_SECONDS must be at least 1" >&2; exit 2; }
 source benchmarks/gpu/host_setup.sh  # PYTHONPATH, $RESULT, what the host has
 WORK=/tmp/grow-profile  # outside the checkout: nothing the next call's copy of the tree could replace
 rm -rf "$WORK" && mkdir -p "$WORK"
@@ -32,7 +34,8 @@ rc=$?
 if [ ! -f "$WORK/broad/shards-rank0.jsonl" ] && grep -q "one profile must not mix hardware" "$RESULT/profile.log"; then
   echo "this host is not the profile's hardware: $(tail -1 "$RESULT/profile.log")"
   rm -rf "$WORK/broad" && mkdir -p "$WORK/broad"
-  profile $((PROFILE_SECONDS - (SECONDS - start))) "$WORK/broad"
+  left=$((PROFILE_SECONDS - (SECONDS - start)))
+  [ "$left" -gt 0 ] && profile "$left" "$WORK/broad"
   rc=$?
   cp "$WORK/broad/profile.json" "$RESULT/" 2>/dev/null
 fi

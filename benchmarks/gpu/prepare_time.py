@@ -23,10 +23,8 @@ import torch
 from autoshard.errors import AutoshardError
 from autoshard.hardware.kernel import MeasureSettings, prepare_lookups
 from autoshard.hardware.lookup_cache import clear_lookup_cache
-from autoshard.hardware.profiler import UNBOUNDED_MEMORY, BroadDesign, broad_sample
+from autoshard.hardware.profiler import BroadDesign, broad_sample, broad_task
 from autoshard.io import read_json
-from autoshard.shards import ShardRef
-from autoshard.tasks import Task
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,9 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         s = broad_sample(design, seed, i)
         t1 = time.perf_counter()
-        task = Task(s.tables, (UNBOUNDED_MEMORY,), precision=s.precision, batch_size=s.batch_size, name="x")
-        ranges = s.row_ranges or ((0, None),) * len(s.tables)
-        refs = [ShardRef(j, d, r0, r1) for j, (d, (r0, r1)) in enumerate(zip(s.dims, ranges))]
+        task, refs = broad_task(s)
         prepared = prepare_lookups(task, refs, settings)
         t2 = time.perf_counter()
         grad = torch.rand(task.batch_size, sum(s.dims))

@@ -273,7 +273,9 @@ class PreparedLookups:
     """The CPU side of timing one device's shards (``prepare_lookups``): the rows each shard keeps and the
     fused lookup batches, plain numpy arrays so they can cross a process boundary. ``autoshard profile
     --prepare-workers`` builds them for the next samples in worker processes while this one times on the
-    GPU: on the stop-31 H100 host drawing them was most of a broad sample's 1.1 s."""
+    GPU: on this project's CPU a broad GPU sample's tables and lookups took 1.6 s to draw
+    (``benchmarks/gpu/prepare_time.py``), and with 4 workers an H100 host profiled 2.5x faster
+    (docs/benchmarks.md, "Stop 35")."""
 
     rows: tuple[int, ...]
     batches: tuple[tuple[np.ndarray, np.ndarray], ...]

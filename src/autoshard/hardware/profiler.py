@@ -89,7 +89,8 @@ __all__ = [  # the loop's own names, and (from the modules it was split into) th
     "DEFAULT_COLUMN_SHARE", "DEFAULT_MAX_TABLES", "DEVICE_AXES", "MANIFEST_FILE", "PACKED_FILE",
     "SHARDS_GLOB",
     "STRATUM_STARTS", "TABLES_FILE", "TABLE_AXES", "UNBOUNDED_MEMORY", "BroadDesign", "BroadSample",
-    "CostDataset", "CostRecord", "ProfileConfig", "broad_sample", "check_rank", "done_sample_ids",
+    "CostDataset", "CostRecord", "ProfileConfig", "broad_sample", "broad_task", "check_rank",
+    "done_sample_ids",
     "load_dataset", "pack_records", "pending_samples", "prepare_dir", "profile", "record_files", "sample_id",
     "sample_shards", "shard_file",
     "tables_strata",
@@ -214,13 +215,18 @@ class _Sample:
     """The broad design's sample (its tables' specs and row ranges go into the record); None: pool design."""
 
 
+def broad_task(sample: BroadSample) -> tuple[Task, tuple[ShardRef, ...]]:
+    """The one-device task (unbounded memory) and shards a broad sample is timed as."""
+    task = Task(sample.tables, (UNBOUNDED_MEMORY,), precision=sample.precision, batch_size=sample.batch_size,
+                name="profile-sample")
+    ranges = sample.row_ranges or ((0, None),) * len(sample.tables)
+    return task, tuple(ShardRef(j, d, r0, r1) for j, (d, (r0, r1)) in enumerate(zip(sample.dims, ranges)))
+
+
 def _make_sample(pool: TablePool | None, config: ProfileConfig, index: int) -> _Sample:
     if config.design is not None:
         sample = broad_sample(config.design, config.seed, index)
-        task = Task(sample.tables, (UNBOUNDED_MEMORY,), precision=sample.precision,
-                    batch_size=sample.batch_size, name="profile-sample")
-        ranges = sample.row_ranges or ((0, None),) * len(sample.tables)
-        refs = tuple(ShardRef(j, d, r0, r1) for j, (d, (r0, r1)) in enumerate(zip(sample.dims, ranges)))
+        task, refs = broad_task(sample)
     else:
         assert pool is not None
         sample = None
