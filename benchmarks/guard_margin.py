@@ -14,7 +14,10 @@ step over the per-task best heuristic's (the bench's ratio) of:
 - margin k: the guard's rule ``mean(P) + k x hypot(s(P), s(H*)) < mean(H*)`` (today k = 1), H* the
   heuristic the model prices cheapest: P's measured step if kept, else H*'s;
 - reference rules (at k = 1): 'cheapest' (today), 'default' (the default heuristic unless another is
-  predicted cheaper by more than the same margin), 'always' (the default heuristic), and H* itself.
+  predicted cheaper by more than the same margin), 'always' (the default heuristic), and H* itself;
+- prices for H* itself (the pick among the heuristic plans, which is all a learned planner returns where
+  its own plan does not beat them): the mean step (today), the step at mean + 1 and + 2 x spread (an upper
+  quantile), and the sum over devices of the mean fwd + bwd (the total work, balance left out).
 
 A planner whose measured plan is already a heuristic's (the guard returned it in the run) keeps that plan
 at every margin: a stricter margin can only return more heuristic plans, so the figures are exact for
@@ -34,6 +37,7 @@ from autoshard.bench.summary import is_heuristic
 from autoshard.costs.base import plan_cost
 from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.learned import LearnedCostModel
+from autoshard.costs.learned.risk import risk_priced
 from autoshard.errors import AutoshardError
 from autoshard.io import read_json
 from autoshard.plan import Plan
@@ -41,6 +45,7 @@ from autoshard.planners.guard import GUARD_HEURISTICS, GUARDED, _leximax, plan_s
 from autoshard.tasks import Task
 
 RULES = ("cheapest", "default", "always")
+PRICES = ("mean", "mean+1s", "mean+2s", "sum")
 
 
 def geomean(values: list[float]) -> float:
@@ -56,8 +61,20 @@ def _guarded(mine: tuple[float, float, float], heuristic: tuple, heuristic_measu
     return measured if keep else heuristic_measured
 
 
+def _price_keys(model: LearnedCostModel, task: Task, plans: dict[str, Plan],
+                leximax: dict[str, tuple]) -> dict[str, dict[str, tuple]]:
+    """Each ``PRICES`` rule's sort key of every heuristic plan (the mean's is the guard's own leximax)."""
+    keys: dict[str, dict[str, tuple]] = {"mean": leximax}
+    for k in (1.0, 2.0):
+        upper = risk_priced(model, k)
+        keys[f"mean+{k:g}s"] = {h: (plan_cost(upper, task, p).plan_ms,) for h, p in plans.items()}
+    keys["sum"] = {h: (sum(d.fwd_ms + d.bwd_ms for d in plan_cost(model, task, p).devices),)
+                   for h, p in plans.items()}
+    return keys
+
+
 def analyse(results: dict, model: LearnedCostModel, ks: list[float], default: str) -> dict:
-    out: dict = {"margin": {}, "rules": {}}
+    out: dict = {"margin": {}, "rules": {}, "prices": {}}
     for t in results["tasks"]:
         task = Task.from_json(t["task"])
         ran = {r["algorithm"]: r for r in t["results"] if r["ok"]}
@@ -69,6 +86,10 @@ def analyse(results: dict, model: LearnedCostModel, ks: list[float], default: st
                 cost = plan_cost(model, task, plan)
                 priced[h] = (cost.plan_ms, _leximax(cost), plan_spread_ms(model, task, plan, cost.plan_ms))
         cheapest = min(priced, key=lambda n: (priced[n][1], n))
+        for price, key in _price_keys(model, task, {h: Plan.from_json(ran[h]["plan"]) for h in priced},
+                                      {h: priced[h][1] for h in priced}).items():
+            pick = min(key, key=lambda n: (key[n], n))
+            out["prices"].setdefault(price, []).append(ran[pick]["measured"]["plan_ms"] / best)
         fixed = default if default in priced else cheapest
         beats = priced[cheapest][0] + math.hypot(priced[cheapest][2], priced[fixed][2]) < priced[fixed][0]
         reference = {"cheapest": cheapest, "default": cheapest if beats else fixed, "always": fixed}
@@ -129,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     for a in ("H*", *GUARDED):
         if (a, RULES[0]) in out["rules"]:
             print(f"  {a:<15}" + "  ".join(f"{geomean(out['rules'][(a, r)]):8.3f}" for r in RULES))
+    print("H* picked by price:           " + "  ".join(f"{p:>8}" for p in PRICES))
+    print("  H*             " + "  ".join(f"{geomean(out['prices'][p]):8.3f}" for p in PRICES))
     return 0
 
 
