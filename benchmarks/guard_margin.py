@@ -30,6 +30,7 @@ import argparse
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -62,14 +63,14 @@ def _guarded(mine: tuple[float, float, float], heuristic: tuple, heuristic_measu
 
 
 def _price_keys(model: LearnedCostModel, task: Task, plans: dict[str, Plan],
-                leximax: dict[str, tuple]) -> dict[str, dict[str, tuple]]:
-    """Each ``PRICES`` rule's sort key of every heuristic plan (the mean's is the guard's own leximax)."""
-    keys: dict[str, dict[str, tuple]] = {"mean": leximax}
+                costs: dict[str, Any]) -> dict[str, dict[str, tuple]]:
+    """Each ``PRICES`` rule's sort key of every heuristic plan, from its mean cost (``costs``, already
+    priced) or priced again at an upper quantile; the mean's key is the guard's own leximax."""
+    keys: dict[str, dict[str, tuple]] = {"mean": {h: _leximax(c) for h, c in costs.items()}}
     for k in (1.0, 2.0):
         upper = risk_priced(model, k)
         keys[f"mean+{k:g}s"] = {h: (plan_cost(upper, task, p).plan_ms,) for h, p in plans.items()}
-    keys["sum"] = {h: (sum(d.fwd_ms + d.bwd_ms for d in plan_cost(model, task, p).devices),)
-                   for h, p in plans.items()}
+    keys["sum"] = {h: (sum(d.fwd_ms + d.bwd_ms for d in c.devices),) for h, c in costs.items()}
     return keys
 
 
@@ -79,15 +80,12 @@ def analyse(results: dict, model: LearnedCostModel, ks: list[float], default: st
         task = Task.from_json(t["task"])
         ran = {r["algorithm"]: r for r in t["results"] if r["ok"]}
         best = min(r["measured"]["plan_ms"] for a, r in ran.items() if is_heuristic(a))
-        priced = {}
-        for h in GUARD_HEURISTICS:
-            if h in ran:
-                plan = Plan.from_json(ran[h]["plan"])
-                cost = plan_cost(model, task, plan)
-                priced[h] = (cost.plan_ms, _leximax(cost), plan_spread_ms(model, task, plan, cost.plan_ms))
+        plans = {h: Plan.from_json(ran[h]["plan"]) for h in GUARD_HEURISTICS if h in ran}
+        costs = {h: plan_cost(model, task, plan) for h, plan in plans.items()}
+        priced = {h: (c.plan_ms, _leximax(c), plan_spread_ms(model, task, plans[h], c.plan_ms))
+                  for h, c in costs.items()}
         cheapest = min(priced, key=lambda n: (priced[n][1], n))
-        for price, key in _price_keys(model, task, {h: Plan.from_json(ran[h]["plan"]) for h in priced},
-                                      {h: priced[h][1] for h in priced}).items():
+        for price, key in _price_keys(model, task, plans, costs).items():
             pick = min(key, key=lambda n: (key[n], n))
             out["prices"].setdefault(price, []).append(ran[pick]["measured"]["plan_ms"] / best)
         fixed = default if default in priced else cheapest
