@@ -101,6 +101,24 @@ def test_plan_task_records_failures_instead_of_stopping():
     assert not bad[0].ok and "give more memory" in bad[0].error
 
 
+
+def test_a_learned_planners_guard_decision_is_recorded_kept_through_measuring_and_counted_in_the_report():
+    from autoshard.bench.report import guard_lines
+
+    task = _task()
+    model = AnalyticalCostModel()
+    planned = plan_task(task, ("lookup_greedy", "search"), PlannerOptions(time_limit_s=0.5), model)
+    heuristic, learned = planned
+    assert heuristic.guard == ""
+    assert learned.guard.startswith("search: kept ") and "uncertainty" in learned.guard
+    assert AlgoResult.from_json(json.loads(json.dumps(learned.to_json()))).guard == learned.guard
+    measured = measure_task(task, planned, CountingModel, rounds=1)
+    assert [r.guard for r in measured] == [r.guard for r in planned]
+    kept = learned.guard.split(": ", 1)[1].split(" (")[0]
+    lines = guard_lines([TaskResult(task, tuple(measured)), TaskResult(task, tuple(measured))])
+    assert lines[0].startswith("Heuristic guard") and f"- search: {kept} on 2 tasks" in lines
+    assert guard_lines([TaskResult(task, (heuristic,))]) == []
+
 @pytest.mark.parametrize("statistic, scale", [("median", 2.0), ("min", 1.0)])
 def test_measure_task_dedupes_devices_interleaves_rounds_and_takes_the_round_statistic(statistic, scale):
     task = _task()

@@ -545,8 +545,11 @@ def test_planners_plan_with_the_risk_priced_model(ensemble, dataset):
     expect = model.device_costs(task, devices) + 1.25 * model.device_costs_spread(task, devices)
     np.testing.assert_allclose(wrapped.device_costs(task, devices), expect)
     assert resolve_cost_model(wrapped) is wrapped and "mean + 1.25 x spread" in wrapped.describe_hardware()
-    # extra['risk'] overrides risk_k; 0 plans with the means
-    assert planning_model(PlannerOptions(cost_model=model, extra={"risk": "0"})) is model
+    # extra['risk'] overrides risk_k; 0 plans with the means (wrapped at k = 0, so that the paths that apply
+    # a bare model's risk_k themselves do not)
+    means = planning_model(PlannerOptions(cost_model=model, extra={"risk": "0"}))
+    assert isinstance(means, RiskPricedModel) and means.risk == 0 and means.base is model
+    np.testing.assert_allclose(means.device_costs(task, devices), model.device_costs(task, devices))
     assert planning_model(PlannerOptions(cost_model=model, extra={"risk": "2"})).risk == 2.0
     with pytest.raises(AutoshardError, match="risk"):
         planning_model(PlannerOptions(cost_model=model, extra={"risk": "-1"}))
@@ -653,6 +656,67 @@ def test_guard_keeps_the_best_heuristic_unless_the_gain_beats_the_uncertainty(en
     assert decision.margin_ms == pytest.approx(1e6 * float(np.hypot(*spread)))
     assert chosen.algorithm == mine.algorithm  # the heuristic's plan, under the planner's name
     assert "within the model's uncertainty" in decision.describe()
+
+
+
+def test_guard_weighs_the_planners_other_plan_only_where_its_own_does_not_clear_the_margin(ensemble, dataset):
+    from autoshard.costs.base import plan_cost
+    from autoshard.planners.base import make_planner
+    from autoshard.planners.guard import GUARD_HEURISTICS, guard_plan
+
+    task = _task(dataset, devices=3)
+    options = PlannerOptions(cost_model=ensemble)
+
+    def step(plan) -> float:
+        return plan_cost(ensemble, task, plan).plan_ms
+
+    # three plans the mean prices apart (the profile is measured, so which is which varies): the middle one
+    # stands for the heuristics, the others for a planner's returned plan and its alternative
+    plans = [make_planner(n, options).plan(task) for n in (*GUARD_HEURISTICS, "round_robin", "random")]
+    by_step = {round(step(p), 9): p for p in plans}
+    assert len(by_step) >= 3
+    better, middle, worse = (by_step[ms] for ms in (min(by_step), sorted(by_step)[1], max(by_step)))
+    heuristics = {"middle": middle}
+    # k = 0 (the mean alone): the returned plan does not clear, its alternative does and is kept, under the
+    # planner's name
+    chosen, decision = guard_plan(task, replace(worse, algorithm="ilp"), heuristics, ensemble, 0.0,
+                                  (("other", better),))
+    assert decision.kept_planner and decision.candidate == "other"
+    assert chosen.placements == better.placements and chosen.algorithm == "ilp"
+    assert decision.planner_ms == pytest.approx(step(better))
+    assert "kept its other plan" in decision.describe()
+    # the returned plan first: kept where it clears, whatever the alternatives
+    chosen, decision = guard_plan(task, better, heuristics, ensemble, 0.0, (("other", worse),))
+    assert decision.kept_planner and decision.candidate == "" and chosen.placements == better.placements
+    # none clears: the heuristic's plan, with the figures of the planner's returned plan
+    chosen, decision = guard_plan(task, worse, heuristics, ensemble, 0.0, (("other", worse),))
+    assert not decision.kept_planner and decision.candidate == "" and decision.heuristic == "middle"
+    assert chosen.placements == middle.placements
+    assert decision.planner_ms == pytest.approx(step(worse))
+    # a huge margin: no candidate clears it
+    _, decision = guard_plan(task, worse, heuristics, ensemble, 1e6, (("other", better),))
+    assert not decision.kept_planner
+
+
+def test_risk_zero_prices_the_mean_on_every_path_whatever_the_models_risk_k(ensemble, dataset):
+    from autoshard.costs.base import plan_cost
+    from autoshard.planners.base import make_planner
+    from autoshard.planners.column_split import from_plan
+    from autoshard.planners.pricing import ShardCosts, plan_costs, planning_model
+
+    cautious, means = ensemble.with_risk_k(2.0), ensemble.with_risk_k(0.0)
+    task = _task(dataset, devices=3)
+    plan = make_planner("size_lookup_greedy", PlannerOptions()).plan(task)
+    mean_ms = plan_cost(means, task, plan).plan_ms
+    for risk, expect_mean in ((None, False), (0, True), ("0", True), (2.0, False)):
+        extra = {} if risk is None else {"risk": risk}
+        model = planning_model(PlannerOptions(cost_model=cautious, extra=extra))
+        batched = float(plan_costs(task, model, [from_plan(task, plan)])[0])
+        assert batched == pytest.approx(plan_cost(model, task, plan).plan_ms)  # the paths agree
+        assert (batched == pytest.approx(mean_ms)) == expect_mean
+        shard = ShardCosts(task, model).load([ShardRef(0, task.tables[0].dim)])
+        assert (shard == pytest.approx(ShardCosts(task, means).load([ShardRef(0, task.tables[0].dim)]))
+                ) == expect_mean
 
 
 def test_guarded_planners_never_predict_worse_than_the_best_heuristic(ensemble, dataset):

@@ -109,6 +109,31 @@ def test_column_splits_never_make_the_plan_dearer_by_the_model():
         validate(plan, task)
 
 
+
+def test_ilp_hands_the_guard_the_solve_it_did_not_keep():
+    from autoshard.costs.comm import AlphaBeta
+    from autoshard.plan import ShardingType
+
+    # one wide, hot table dominates a device unless it is split by columns over the others
+    model = AnalyticalCostModel(comm=AlphaBeta(0.001, 1.0e9, "fast"))
+    tables = (Table("wide", 256, 100_000, 60.0), *make_tables(7, 11))
+    task = Task(tables, (10**10,) * 4, batch_size=4096, name="wide")
+
+    def ilp(mode: str):
+        planner = make_planner("ilp", PlannerOptions(cost_model=model, time_limit_s=4, extra={
+            "column_splits": mode, "sharding_moves": 0}))
+        return planner, run_planner(planner, task)
+
+    planner, plan = ilp("on")
+    assert plan.placement("wide").sharding_type is ShardingType.COLUMN_WISE
+    (label, whole), = planner.last_alternatives
+    validate(whole, task)
+    assert label == "whole-table"
+    assert all(p.sharding_type is ShardingType.TABLE_WISE for p in whole.placements)
+    assert plan_cost(model, task, whole).plan_ms >= plan_cost(model, task, plan).plan_ms
+    planner, _ = ilp("off")  # one solve: nothing else to weigh
+    assert planner.last_alternatives == ()
+
 def test_bad_column_splits_setting_is_one_clear_line():
     with pytest.raises(AutoshardError, match="column_splits='sometimes' must be auto, on or off"):
         make_planner("ilp", PlannerOptions(extra={"column_splits": "sometimes"}))

@@ -348,17 +348,26 @@ def test_rl_places_neuroshards_column_shards_where_the_model_prices_them_cheaper
     path = str(tmp_path / "p.pt")
     TrainedPolicy(untrained(3), normalizer_for(task), {"name": "analytical"}).save(path)
 
+    planners = []
+
     def rl(**extra):
         # the split search's default second is a time budget; this test is about what it finds
         options = PlannerOptions(policy_path=path, cost_model=model,
                                  extra={"sharding_moves": 0, "split_search_s": 30, "refine": "off", **extra})
-        return run_planner(make_planner("rl", options), task)
+        planners.append(make_planner("rl", options))
+        return run_planner(planners[-1], task)
 
     whole, split = rl(column_splits="off"), rl()
     validate(split, task)
     assert all(p.sharding_type is ShardingType.TABLE_WISE for p in whole.placements)
     assert split.placement("wide").sharding_type is ShardingType.COLUMN_WISE
     assert plan_cost(model, task, split).plan_ms < plan_cost(model, task, whole).plan_ms
+    # the placement not kept goes to the guard, which weighs it where the kept one does not clear its margin
+    assert planners[0].last_alternatives == ()
+    (label, other), = planners[1].last_alternatives
+    validate(other, task)
+    assert label == "whole-table"
+    assert all(p.sharding_type is ShardingType.TABLE_WISE for p in other.placements)
     for bad in ({"column_splits": "maybe"}, {"split_search_s": "0"}):
         with pytest.raises(AutoshardError, match="column_splits|split_search_s"):
             make_planner("rl", PlannerOptions(policy_path=path, extra=bad))

@@ -119,6 +119,26 @@ def estimate_lines(results: Sequence[TaskResult]) -> list[str]:
     return lines
 
 
+def guard_lines(results: Sequence[TaskResult]) -> list[str]:
+    """What each learned planner's heuristic guard returned, counted over the tasks (its own plan, another
+    of its plans, or the heuristic plan the model priced cheapest: ``planners.guard``)."""
+    counts: dict[str, dict[str, int]] = {}
+    for tr in results:
+        for r in tr.results:
+            if r.ok and r.guard:
+                kept = r.guard.split(": ", 1)[-1].split(" (", 1)[0]  # "kept its plan", "kept X's plan", ...
+                per = counts.setdefault(r.algorithm, {})
+                per[kept] = per.get(kept, 0) + 1
+    if not counts:
+        return []
+    lines = [f"- {algo}: " + ", ".join(f"{what} on {_tasks(n)}" for what, n in
+                                        sorted(per.items(), key=lambda kv: (-kv[1], kv[0])))
+             for algo, per in counts.items()]
+    head = ("Heuristic guard (a learned planner keeps its plan only for a predicted gain beyond the model's "
+            "uncertainty; results.json has each decision):")
+    return [head, "", *lines, ""]
+
+
 def refresh_lines(rounds: Sequence[dict[str, Any]]) -> list[str]:
     """The refresh loop's table (``pipeline.refresh_stage``): one row per round."""
     if not rounds:
@@ -238,6 +258,7 @@ def markdown(title: str, command: str, summaries: Sequence[AlgoSummary], results
     estimate = estimate_lines(results)
     if estimate:
         out += [*estimate, ""]
+    out += guard_lines(results)
     out += refresh_lines(meta.get("refresh", []))
     verdicts = verdict_lines(summaries)
     if verdicts:

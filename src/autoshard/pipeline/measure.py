@@ -118,11 +118,15 @@ def plan_task(task: Task, algorithms: Sequence[str], options: PlannerOptions,
     ``measure`` and ``comm``: how a measured pick (``<planner>+top<K>``) times its candidates."""
     out = []
     for name in algorithms:
+        guard = ""
         try:
             if parse_measured_pick(name):
                 plan = _measured_pick(task, name, options, cost_model, measure, comm)
             else:
-                plan = run_planner(make_planner(name, options), task)
+                planner = make_planner(name, options)
+                plan = run_planner(planner, task)
+                decision = getattr(planner, "last_decision", None)
+                guard = decision.describe() if decision is not None else ""
         except AutoshardError as e:
             log.info("%s failed on %s: %s", name, task.name, e)
             out.append(AlgoResult(name, ok=False, error=str(e)))
@@ -132,7 +136,7 @@ def plan_task(task: Task, algorithms: Sequence[str], options: PlannerOptions,
             out.append(AlgoResult(name, ok=False, error=f"crashed: {type(e).__name__}: {e}".splitlines()[0]))
             continue
         predicted = plan_cost(cost_model, task, plan) if cost_model is not None else None
-        out.append(AlgoResult(name, ok=True, plan=plan, predicted=predicted))
+        out.append(AlgoResult(name, ok=True, plan=plan, predicted=predicted, guard=guard))
     return out
 
 
@@ -209,8 +213,8 @@ def measure_task(task: Task, results: Sequence[AlgoResult], make_evaluator: Eval
             tuple((float(per_round[rnd, index[k], 0]), float(per_round[rnd, index[k], 1]))
                   if k else (0.0, 0.0) for k in devs) for rnd in range(rounds))
         measured = compose(kernels, steps, source)
-        out.append(AlgoResult(r.algorithm, True, r.error, r.plan.with_cost(measured), r.predicted, measured,
-                              rounds_ms, device_rounds))
+        out.append(replace(r, plan=r.plan.with_cost(measured), measured=measured, rounds_ms=rounds_ms,
+                           device_rounds_ms=device_rounds))
     return out
 
 

@@ -33,6 +33,9 @@ class AlgoResult:
     device_rounds_ms: tuple[tuple[tuple[float, float], ...], ...] = ()
     """Per round, per device: the measured (fwd ms, bwd ms), so a device's repeatability (the floor under any
     cost model's error on it) can be computed from the results."""
+    guard: str = ""
+    """A learned planner's heuristic-guard decision (``planners.guard.GuardDecision.describe``: which plan it
+    kept, by how much its predicted gain cleared or missed the model's uncertainty); "" for the others."""
 
     @property
     def planning_time_s(self) -> float | None:
@@ -47,6 +50,7 @@ class AlgoResult:
             "measured": self.measured.to_json() if self.measured else None,
             "rounds_ms": list(self.rounds_ms),
             "device_rounds_ms": [[list(fb) for fb in rnd] for rnd in self.device_rounds_ms],
+            "guard": self.guard,
         }
 
     @staticmethod
@@ -59,6 +63,7 @@ class AlgoResult:
             rounds_ms=tuple(float(x) for x in d.get("rounds_ms", ())),
             device_rounds_ms=tuple(tuple((float(f), float(b)) for f, b in rnd)
                                    for rnd in d.get("device_rounds_ms", ())),
+            guard=str(d.get("guard", "")),
         )
 
 

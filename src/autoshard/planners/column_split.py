@@ -190,3 +190,14 @@ def cheaper_by_model(model: CostModel, task: Task, whole: Plan | None, split: Pl
     log.info("%s: whole tables %.3f ms, NeuroShard's column shards %.3f ms (%s)", who, whole_ms, split_ms,
              model.name)
     return split if split_ms < whole_ms else whole
+
+
+def unchosen(whole: Plan | None, split: Plan | None, chosen: Plan) -> tuple[str, Plan] | None:
+    """The one of a planner's whole-table and column-shard plans that ``cheaper_by_model`` did not choose,
+    labelled "whole-table" or "column-shard" (None: the planner made only one): the guard weighs it too
+    (``planners.guard``)."""
+    if chosen is whole and split is not None:
+        return "column-shard", split
+    if chosen is split and whole is not None:
+        return "whole-table", whole
+    return None

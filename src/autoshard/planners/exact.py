@@ -27,7 +27,9 @@ tables, kept only when the model's step cost drops), as search and neuroshard do
 over the linearised objective and the placements of a given layout (table-wise, or the split one); the plan
 returned is the descent's, never dearer by the model than the solved one. The planner's plan is
 judged elsewhere with the full cost model; ``ExactPlanner.last_result`` holds the optimality gap and lower
-bound of the table-wise linearised problem, and ``lower_bound`` gives the benchmark a bound.
+bound of the table-wise linearised problem, and ``lower_bound`` gives the benchmark a bound. The solve not
+kept, with its sharding moves (not the descent), is ``last_alternatives``: the heuristic guard weighs it
+too, by its gain beyond the model's uncertainty (``planners.guard``).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from autoshard.planners.column_split import (
     column_shard_task,
     merge_column_shards,
     splits_wanted,
+    unchosen,
 )
 from autoshard.planners.local_search import refine_plan
 from autoshard.planners.neuroshard import split_layout
@@ -307,27 +310,36 @@ class ExactPlanner:
         self.time_limit_s = time_limit_s
         self.seed = seed
         self.last_result: ExactResult | None = None
+        self.last_alternatives: tuple[tuple[str, Plan], ...] = ()
+        """The finished plan the latest ``plan`` call did not return (its other solve, labelled), which the
+        heuristic guard weighs too (``planners.guard``)."""
 
     def plan(self, task: Task) -> Plan:
         start = time.perf_counter()
         deadline = start + self.time_limit_s
         solve_deadline = start + (1 - self.config.refine_share) * self.time_limit_s
         splits = splits_wanted(self.config.column_splits, task)
-        plan: Plan | None = None
+        self.last_alternatives = ()
+        whole: Plan | None = None
         try:
-            plan = self._solve_table_wise(task, solve_deadline, share=0.5 if splits else 1.0)
+            whole = self._solve_table_wise(task, solve_deadline, share=0.5 if splits else 1.0)
         except InfeasibleError as e:
             whole_tables_error = e  # column shards may still fit where whole tables do not
-        if splits:
-            plan = cheaper_by_model(self.cost_model, task, plan,
-                                    self._solve_column_shards(task, solve_deadline), self.name)
+        split = self._solve_column_shards(task, solve_deadline) if splits else None
+        plan = cheaper_by_model(self.cost_model, task, whole, split, self.name)
         if plan is None:
             raise whole_tables_error
+        other = unchosen(whole, split, plan)
         if self.config.refine_share > 0:
             plan = refine_plan(task, self.cost_model, plan, deadline, self.seed, self.config.refine_kicks,
                                self.name)
         plan, _ = improve(task, plan, self.cost_model, self.config.sharding_moves,
                           uneven_rows=self.config.uneven_rows)
+        if other is not None:  # the guard weighs it too; its sharding moves, not the descent's time
+            label, alternative = other
+            alternative, _ = improve(task, alternative, self.cost_model, self.config.sharding_moves,
+                                     uneven_rows=self.config.uneven_rows)
+            self.last_alternatives = ((label, alternative),)
         return plan
 
     def _solve_table_wise(self, task: Task, deadline: float, share: float) -> Plan:

@@ -21,6 +21,18 @@ smaller (two plans share most placements): tried at stop 22, it let through plan
 were all wrong about (3-5-table devices priced at half their time), and DLRM-10 (2)'s learned planners
 went from 1.016-1.022 to 1.045-1.085 of the best heuristic (docs/benchmarks.md, "Stop 22").
 
+A planner may make more than one finished plan (``ilp`` and ``rl`` solve whole tables and column shards and
+return the one their risk-priced model prices cheaper; ``last_alternatives`` holds the other). Where the
+returned plan does not clear its margin, the alternatives are weighed by the same rule, in order, and the
+first that clears its own is kept. Why: the planner's pick does not weigh the guard's margin, and a column-
+shard plan spreads more over the model's errors: on DLRM-10 (8) test-0 at stop 36 ilp returned its
+column-shard plan (gain 1.651 ms, within its margin 1.695 ms), so the guard returned lookup_greedy's, while
+its whole-table plan cleared its own margin (5.742 ms, margin 1.432 ms; docs/benchmarks.md, "Stop 36"). Why
+only as a fallback, not the candidate with the largest gain beyond its margin: that rule would trade the
+planner's pick (which got the descent, and measured 0.74-0.77 of the best heuristic on two DLRM-10 (8)
+tasks) for a whole-table plan wherever the latter's smaller spread outweighs its smaller gain, a second
+selection on the same noisy predictions (the optimiser's curse the guard exists to contain).
+
 A model without spread (the analytical one, a single network without support) has margin 0: the guard then
 only keeps whichever of P and the heuristics the model prices cheapest, which a planner's own search should
 already ensure. ``guard=0`` switches the guard off. Plans that tie on the step (one device, say a hot table
@@ -63,13 +75,17 @@ class GuardDecision:
     heuristic_ms: float
     margin_ms: float
     kept_planner: bool
+    candidate: str = ""
+    """Which of the planner's plans ``planner_ms`` and ``margin_ms`` describe: "" its returned plan, else the
+    label of the one of its ``last_alternatives`` that was kept."""
 
     def describe(self) -> str:
         gain = self.heuristic_ms - self.planner_ms
+        own = f"its {self.candidate} plan" if self.candidate else "its plan"
         if self.kept_planner:
-            return (f"{self.planner}: kept its plan (predicted {gain:.3f} ms below {self.heuristic}'s, more "
+            return (f"{self.planner}: kept {own} (predicted {gain:.3f} ms below {self.heuristic}'s, more "
                     f"than the model's uncertainty {self.margin_ms:.3f} ms)")
-        return (f"{self.planner}: kept {self.heuristic}'s plan (predicted gain {gain:.3f} ms of its own plan "
+        return (f"{self.planner}: kept {self.heuristic}'s plan (predicted gain {gain:.3f} ms of {own} "
                 f"is within the model's uncertainty {self.margin_ms:.3f} ms)")
 
 
@@ -108,25 +124,30 @@ def _leximax(cost: Any) -> tuple[float, ...]:
     return (round(cost.plan_ms, 6), *totals)
 
 
-def guard_plan(task: Task, plan: Plan, heuristics: dict[str, Plan], model: CostModel,
-               k: float) -> tuple[Plan, GuardDecision | None]:
-    """``plan`` or the cheapest heuristic plan (by ``model``'s mean), by the rule of the module docstring."""
+def guard_plan(task: Task, plan: Plan, heuristics: dict[str, Plan], model: CostModel, k: float,
+               alternatives: tuple[tuple[str, Plan], ...] = ()) -> tuple[Plan, GuardDecision | None]:
+    """``plan``, one of the planner's ``alternatives`` ((label, plan) pairs) or the cheapest heuristic plan
+    (by ``model``'s mean), by the rule of the module docstring."""
     if not heuristics:
         return plan, None
     costs = {name: plan_cost(model, task, p) for name, p in heuristics.items()}
     keys = {name: _leximax(c) for name, c in costs.items()}
     best = min(keys, key=lambda n: (keys[n], n))
-    own = plan_cost(model, task, plan)
-    mine_key = _leximax(own)
-    mine, best_ms = own.plan_ms, costs[best].plan_ms
-    margin = k * math.hypot(plan_spread_ms(model, task, plan, mine),
-                            plan_spread_ms(model, task, heuristics[best], best_ms))
-    # strictly cheaper by more than the margin; with no margin, a tie on the step goes to the better-balanced
-    keep = mine_key[0] + margin < keys[best][0] or (margin == 0 and mine_key < keys[best])
-    decision = GuardDecision(plan.algorithm, mine, best, best_ms, margin, keep)
-    if keep:
-        return plan, decision
-    return replace(heuristics[best], algorithm=plan.algorithm), decision
+    best_ms = costs[best].plan_ms
+    best_spread = plan_spread_ms(model, task, heuristics[best], best_ms)
+    weighed: list[tuple[Plan, GuardDecision]] = []
+    for label, candidate in (("", plan), *alternatives):
+        own = plan_cost(model, task, candidate)
+        own_key = _leximax(own)
+        margin = k * math.hypot(plan_spread_ms(model, task, candidate, own.plan_ms), best_spread)
+        # strictly cheaper by more than the margin; with no margin, a tie on the step goes to the better-
+        # balanced
+        keep = own_key[0] + margin < keys[best][0] or (margin == 0 and own_key < keys[best])
+        weighed.append((candidate, GuardDecision(plan.algorithm, own.plan_ms, best, best_ms, margin, keep,
+                                                 label)))
+        if keep:
+            return replace(candidate, algorithm=plan.algorithm), weighed[-1][1]
+    return replace(heuristics[best], algorithm=plan.algorithm), weighed[0][1]
 
 
 class GuardedPlanner:
@@ -156,8 +177,9 @@ class GuardedPlanner:
             except InfeasibleError:
                 continue
         plan = replace(plan, algorithm=plan.algorithm or self.name)
+        alternatives = tuple(getattr(self.inner, "last_alternatives", ()))
         chosen, self.last_decision = guard_plan(task, plan, heuristics, mean_model(self.options.cost_model),
-                                                self.k)
+                                                self.k, alternatives)
         if self.last_decision is not None:
             log.info("guard: %s", self.last_decision.describe())
         return chosen

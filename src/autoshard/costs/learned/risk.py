@@ -111,10 +111,15 @@ class RiskPricedModel:
 
 def risk_priced(model: CostModel, risk: Any = None) -> CostModel:
     """``model`` priced at mean + k x spread (k: ``risk``, else the model's ``risk_k``), or ``model`` itself
-    when k is 0 or it has no spread. A risk-priced model given a new ``risk`` is re-priced from its base."""
+    when k is 0 and so is its risk_k, or it has no spread. A risk-priced model given a new ``risk`` is
+    re-priced from its base."""
     if isinstance(model, RiskPricedModel):
         if risk is None or parse_risk(risk) == model.risk:
             return model
         model = model.base
     k = risk_factor(model, risk)
-    return RiskPricedModel(model, k) if k > 0 else model
+    if k > 0:
+        return RiskPricedModel(model, k)
+    # k = 0 asked of a model whose own risk_k is above 0: wrapped, because the pricing paths handed a bare
+    # model apply its risk_k themselves (planners.pricing); until stop 37 ``--option risk=0`` was lost there
+    return RiskPricedModel(model, 0.0) if risk_factor(model) > 0 else model

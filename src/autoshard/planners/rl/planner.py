@@ -21,6 +21,7 @@ from autoshard.planners.column_split import (
     column_shard_task,
     merge_column_shards,
     splits_wanted,
+    unchosen,
 )
 from autoshard.planners.local_search import refine_plan
 from autoshard.planners.neuroshard import split_layout
@@ -47,7 +48,8 @@ class RLPlanner:
     seconds (``local_search.refine_placement``; never dearer by the model than the policy's placement): the
     policy proposes, the descent fixes what its greedy decoding leaves, as ``ilp``'s descent does after its
     solve. Then, as ``ilp`` does, the ``sharding_moves`` hottest tables are tried as row-wise shards or
-    replicas and kept where the model's step cost drops (``planners.sharding_moves``)."""
+    replicas and kept where the model's step cost drops (``planners.sharding_moves``). The placement not kept,
+with its sharding moves, is ``last_alternatives``, which the heuristic guard weighs too."""
 
     name = "rl"
 
@@ -62,18 +64,23 @@ class RLPlanner:
         self.sharding_moves = sharding_moves
         self.column_splits, self.split_search_s = column_splits, split_search_s
         self.refine, self.refine_s, self.refine_kicks = refine, refine_s, refine_kicks
+        self.last_alternatives: tuple[tuple[str, Plan], ...] = ()
+        """The finished plan the latest ``plan`` call did not return (whole tables or column shards,
+        labelled), which the heuristic guard weighs too (``planners.guard``)."""
 
     def plan(self, task: Task) -> Plan:
         start = time.perf_counter()
-        plan: Plan | None = None
+        self.last_alternatives = ()
+        whole: Plan | None = None
         try:
-            plan = self._place(task)
+            whole = self._place(task)
         except InfeasibleError as e:
             whole_tables_error = e  # column shards may still fit where whole tables do not
-        if splits_wanted(self.column_splits, task):
-            plan = cheaper_by_model(self.cost_model, task, plan, self._place_column_shards(task), self.name)
+        split = self._place_column_shards(task) if splits_wanted(self.column_splits, task) else None
+        plan = cheaper_by_model(self.cost_model, task, whole, split, self.name)
         if plan is None:
             raise whole_tables_error
+        other = unchosen(whole, split, plan)
         if splits_wanted(self.refine, task):
             plan = refine_plan(task, self.cost_model, plan, start + self.refine_s, self.seed,
                                self.refine_kicks, self.name)
@@ -81,6 +88,11 @@ class RLPlanner:
             plan, moves = improve(task, plan, self.cost_model, self.sharding_moves)
             if moves:
                 logger.info("rl: sharding moves %s", ", ".join(moves))
+        if other is not None:  # the guard weighs it too; its sharding moves, not the descent's time
+            label, alternative = other
+            if self.sharding_moves:
+                alternative, _ = improve(task, alternative, self.cost_model, self.sharding_moves)
+            self.last_alternatives = ((label, alternative),)
         return plan
 
     def _place_column_shards(self, task: Task) -> Plan | None:
