@@ -28,6 +28,7 @@ from autoshard.bench.summary import (
 from autoshard.hardware.evaluator import UNRECORDED_ROUND_STATISTIC
 from autoshard.io import ARTEFACT_VERSION, atomic_write_bytes, write_json
 from autoshard.pipeline.results import TaskResult
+from autoshard.planners.guard import kept_in
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +127,7 @@ def guard_lines(results: Sequence[TaskResult]) -> list[str]:
     for tr in results:
         for r in tr.results:
             if r.ok and r.guard:
-                kept = r.guard.split(": ", 1)[-1].split(" (", 1)[0]  # "kept its plan", "kept X's plan", ...
+                kept = kept_in(r.guard)  # "kept its plan", "kept X's plan", ...
                 per = counts.setdefault(r.algorithm, {})
                 per[kept] = per.get(kept, 0) + 1
     if not counts:

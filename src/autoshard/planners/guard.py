@@ -79,14 +79,26 @@ class GuardDecision:
     """Which of the planner's plans ``planner_ms`` and ``margin_ms`` describe: "" its returned plan, else the
     label of the one of its ``last_alternatives`` that was kept."""
 
-    def describe(self) -> str:
-        gain = self.heuristic_ms - self.planner_ms
+    @property
+    def kept(self) -> str:
+        """The plan returned, in words: "kept its plan", "kept its whole-table plan", "kept X's plan"."""
         own = f"its {self.candidate} plan" if self.candidate else "its plan"
+        return f"kept {own}" if self.kept_planner else f"kept {self.heuristic}'s plan"
+
+    def describe(self) -> str:
+        """``"<planner>: <kept> (<why>)"``; ``kept_in`` reads ``kept`` back from it."""
+        gain = self.heuristic_ms - self.planner_ms
         if self.kept_planner:
-            return (f"{self.planner}: kept {own} (predicted {gain:.3f} ms below {self.heuristic}'s, more "
+            return (f"{self.planner}: {self.kept} (predicted {gain:.3f} ms below {self.heuristic}'s, more "
                     f"than the model's uncertainty {self.margin_ms:.3f} ms)")
-        return (f"{self.planner}: kept {self.heuristic}'s plan (predicted gain {gain:.3f} ms of {own} "
+        own = f"its {self.candidate} plan" if self.candidate else "its plan"
+        return (f"{self.planner}: {self.kept} (predicted gain {gain:.3f} ms of {own} "
                 f"is within the model's uncertainty {self.margin_ms:.3f} ms)")
+
+
+def kept_in(description: str) -> str:
+    """``GuardDecision.kept`` of a decision stored as its ``describe()`` text (bench results)."""
+    return description.split(": ", 1)[-1].split(" (", 1)[0]
 
 
 def parse_guard(value: Any) -> float:
@@ -135,7 +147,7 @@ def guard_plan(task: Task, plan: Plan, heuristics: dict[str, Plan], model: CostM
     best = min(keys, key=lambda n: (keys[n], n))
     best_ms = costs[best].plan_ms
     best_spread = plan_spread_ms(model, task, heuristics[best], best_ms)
-    weighed: list[tuple[Plan, GuardDecision]] = []
+    refused: GuardDecision | None = None  # the returned plan's, reported when no candidate clears
     for label, candidate in (("", plan), *alternatives):
         own = plan_cost(model, task, candidate)
         own_key = _leximax(own)
@@ -143,11 +155,11 @@ def guard_plan(task: Task, plan: Plan, heuristics: dict[str, Plan], model: CostM
         # strictly cheaper by more than the margin; with no margin, a tie on the step goes to the better-
         # balanced
         keep = own_key[0] + margin < keys[best][0] or (margin == 0 and own_key < keys[best])
-        weighed.append((candidate, GuardDecision(plan.algorithm, own.plan_ms, best, best_ms, margin, keep,
-                                                 label)))
+        decision = GuardDecision(plan.algorithm, own.plan_ms, best, best_ms, margin, keep, label)
         if keep:
-            return replace(candidate, algorithm=plan.algorithm), weighed[-1][1]
-    return replace(heuristics[best], algorithm=plan.algorithm), weighed[0][1]
+            return replace(candidate, algorithm=plan.algorithm), decision
+        refused = refused or decision
+    return replace(heuristics[best], algorithm=plan.algorithm), refused
 
 
 class GuardedPlanner:

@@ -48,8 +48,8 @@ class RLPlanner:
     seconds (``local_search.refine_placement``; never dearer by the model than the policy's placement): the
     policy proposes, the descent fixes what its greedy decoding leaves, as ``ilp``'s descent does after its
     solve. Then, as ``ilp`` does, the ``sharding_moves`` hottest tables are tried as row-wise shards or
-    replicas and kept where the model's step cost drops (``planners.sharding_moves``). The placement not kept,
-with its sharding moves, is ``last_alternatives``, which the heuristic guard weighs too."""
+    replicas and kept where the model's step cost drops (``planners.sharding_moves``). The placement not
+    kept, with its sharding moves, is ``last_alternatives``, which the heuristic guard weighs too."""
 
     name = "rl"
 
