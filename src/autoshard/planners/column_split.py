@@ -16,7 +16,6 @@ from dataclasses import replace
 
 import numpy as np
 
-from autoshard.costs.base import CostModel, plan_cost
 from autoshard.errors import AutoshardError, PlanError
 from autoshard.plan import COLUMN_SHARD_MULTIPLE, Plan, ShardingType, TablePlacement
 from autoshard.shards import ShardRef
@@ -177,27 +176,3 @@ def splits_wanted(mode: str, task: Task) -> bool:
     ``task``."""
     return task.num_devices > 1 and (mode == "on" or (
         mode == "auto" and task.num_tables * task.num_devices <= AUTO_SPLIT_PAIRS))
-
-
-def cheaper_by_model(model: CostModel, task: Task, whole: Plan | None, split: Plan | None,
-                     who: str) -> Plan | None:
-    """Of a planner's whole-table plan and its column-shard plan (either may be None: it did not fit or
-    split nothing), the one ``model`` prices cheaper; the whole-table plan on a tie."""
-    if split is None:
-        return whole
-    split_ms = plan_cost(model, task, split).plan_ms
-    whole_ms = plan_cost(model, task, whole).plan_ms if whole is not None else np.inf
-    log.info("%s: whole tables %.3f ms, NeuroShard's column shards %.3f ms (%s)", who, whole_ms, split_ms,
-             model.name)
-    return split if split_ms < whole_ms else whole
-
-
-def unchosen(whole: Plan | None, split: Plan | None, chosen: Plan) -> tuple[str, Plan] | None:
-    """The one of a planner's whole-table and column-shard plans that ``cheaper_by_model`` did not choose,
-    labelled "whole-table" or "column-shard" (None: the planner made only one): the guard weighs it too
-    (``planners.guard``)."""
-    if chosen is whole and split is not None:
-        return "column-shard", split
-    if chosen is split and whole is not None:
-        return "whole-table", whole
-    return None

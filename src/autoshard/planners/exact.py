@@ -19,17 +19,17 @@ model's own additive view of the tables (a model with fused-kernel savings, like
 With ``column_splits`` (on tasks of at most ``AUTO_SPLIT_PAIRS`` tables x devices by default), the same
 problem is solved a second time over the column shards of the layout NeuroShard's split search picks (which
 tables to halve, how often), each shard a table of its own and a table's shards that meet on a device merged,
-as ``rl`` places them; the plan the full cost model prices cheaper is kept. The time limit covers both
-solves and the split search. The kept placement then gets a descent (moves and swaps, then kicks) on the
-model's own step cost, which the linearised objective only approximates (``refine_share`` of the time limit;
-``local_search.refine_placement``), and ``sharding_moves`` (replicas and row-wise shards for the hottest
-tables, kept only when the model's step cost drops), as search and neuroshard do. So the ILP's optimality is
-over the linearised objective and the placements of a given layout (table-wise, or the split one); the plan
-returned is the descent's, never dearer by the model than the solved one. The planner's plan is
-judged elsewhere with the full cost model; ``ExactPlanner.last_result`` holds the optimality gap and lower
-bound of the table-wise linearised problem, and ``lower_bound`` gives the benchmark a bound. The solve not
-kept, with its sharding moves (not the descent), is ``last_alternatives``: the heuristic guard weighs it
-too, by its gain beyond the model's uncertainty (``planners.guard``).
+as ``rl`` places them. The time limit covers both solves and the split search. Then ``planners.finish``:
+each solve gets ``sharding_moves`` (replicas and row-wise shards for the hottest tables, kept only when the
+model's step cost drops), the one the full cost model prices cheaper *after* the moves is kept, its placement
+gets a descent (moves and swaps, then kicks) on the model's own step cost, which the linearised objective
+only approximates (``refine_share`` of the time limit; ``local_search.refine_placement``), and the moves
+again. So the ILP's optimality is over the linearised objective and the placements of a given layout
+(table-wise, or the split one); the plan returned is never dearer by the model than the moved solve. The
+planner's plan is judged elsewhere with the full cost model; ``ExactPlanner.last_result`` holds the
+optimality gap and lower bound of the table-wise linearised problem, and ``lower_bound`` gives the benchmark
+a bound. The solve not kept, with its sharding moves (not the descent), is ``last_alternatives``: the
+heuristic guard weighs it too, by its gain beyond the model's uncertainty (``planners.guard``).
 """
 
 from __future__ import annotations
@@ -46,17 +46,10 @@ from autoshard.costs.loading import resolve_cost_model
 from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.plan import COLUMN_SHARD_MULTIPLE, Plan
 from autoshard.planners.base import PlannerOptions, config_from_extra
-from autoshard.planners.column_split import (
-    cheaper_by_model,
-    column_shard_task,
-    merge_column_shards,
-    splits_wanted,
-    unchosen,
-)
-from autoshard.planners.local_search import refine_plan
+from autoshard.planners.column_split import column_shard_task, merge_column_shards, splits_wanted
+from autoshard.planners.finish import Descent, finish
 from autoshard.planners.neuroshard import split_layout
 from autoshard.planners.pricing import device_overhead_ms, planner_settings, planning_model
-from autoshard.planners.sharding_moves import improve
 from autoshard.shards import ShardRef
 from autoshard.tasks import Task
 
@@ -299,7 +292,8 @@ def lower_bound(task: Task, cost_model: CostModel | None = None, *, column_wise:
 
 class ExactPlanner:
     """Min-max placement by CP-SAT over the cost model's per-table predicted costs: table-wise, and over
-    NeuroShard's column shards (``ExactConfig.column_splits``), the cheaper by the model kept."""
+    NeuroShard's column shards (``ExactConfig.column_splits``), the cheaper by the model after the sharding
+    moves kept (``planners.finish``)."""
 
     name = "ilp"
 
@@ -326,21 +320,14 @@ class ExactPlanner:
         except InfeasibleError as e:
             whole_tables_error = e  # column shards may still fit where whole tables do not
         split = self._solve_column_shards(task, solve_deadline) if splits else None
-        plan = cheaper_by_model(self.cost_model, task, whole, split, self.name)
-        if plan is None:
+        if whole is None and split is None:
             raise whole_tables_error
-        other = unchosen(whole, split, plan)
-        if self.config.refine_share > 0:
-            plan = refine_plan(task, self.cost_model, plan, deadline, self.seed, self.config.refine_kicks,
-                               self.name)
-        plan, _ = improve(task, plan, self.cost_model, self.config.sharding_moves,
-                          uneven_rows=self.config.uneven_rows)
-        if other is not None:  # the guard weighs it too; its sharding moves, not the descent's time
-            label, alternative = other
-            alternative, _ = improve(task, alternative, self.cost_model, self.config.sharding_moves,
-                                     uneven_rows=self.config.uneven_rows)
-            self.last_alternatives = ((label, alternative),)
-        return plan
+        descent = (Descent(deadline, self.seed, self.config.refine_kicks)
+                   if self.config.refine_share > 0 else None)
+        finished = finish(task, self.cost_model, whole, split, self.name, moves=self.config.sharding_moves,
+                          uneven_rows=self.config.uneven_rows, descent=descent)
+        self.last_alternatives = finished.alternatives
+        return finished.plan
 
     def _solve_table_wise(self, task: Task, deadline: float, share: float) -> Plan:
         """The min-max table-wise placement, solved within ``share`` of the time left before ``deadline``

@@ -29,6 +29,7 @@ from __future__ import annotations
 import bisect
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -37,7 +38,7 @@ from autoshard.costs.base import CostModel, plan_cost
 from autoshard.costs.loading import resolve_cost_model
 from autoshard.costs.step import device_volumes
 from autoshard.errors import AutoshardError, InfeasibleError
-from autoshard.plan import Plan
+from autoshard.plan import Plan, ShardingType
 from autoshard.planners.base import PlannerOptions, config_from_extra, make_planner
 from autoshard.planners.column_split import Layout, from_plan, shard_memory, to_plan
 from autoshard.planners.neuroshard import NeuroShardConfig, NeuroShardPlanner
@@ -47,6 +48,9 @@ from autoshard.shards import ShardRef
 from autoshard.tasks import Task
 
 log = logging.getLogger(__name__)
+
+MOVABLE = (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE)
+"""The placements the descent moves (a layout holds these; ``column_split.from_plan``)."""
 
 IMPROVEMENT_RTOL = 1e-9
 """A candidate must lower the objective by this relative margin: float noise never counts as progress."""
@@ -103,12 +107,16 @@ class LocalSearchResult:
 
 class _State:
     """A placement of a fixed layout: ranks, each device's shards (sorted positions), memory and model
-    totals."""
+    totals. ``fixed``: shards each device holds besides the layout's, which never move (row-wise shards and
+    replicas the sharding moves made); they take memory and are priced with the device."""
 
-    def __init__(self, task: Task, model: CostModel, layout: Layout, ranks: np.ndarray) -> None:
+    def __init__(self, task: Task, model: CostModel, layout: Layout, ranks: np.ndarray,
+                 fixed: Sequence[Sequence[ShardRef]] | None = None) -> None:
         self.task, self.model, self.layout = task, model, layout
         self.memory = shard_memory(task, layout)
-        self.capacity = np.array(task.device_memory, dtype=np.int64)
+        self.fixed = [list(f) for f in fixed] if fixed is not None else [[] for _ in range(task.num_devices)]
+        self.capacity = np.array(task.device_memory, dtype=np.int64) - np.array(
+            [sum(task.shard_memory(s) for s in f) for f in self.fixed], dtype=np.int64)
         self.set_ranks(ranks)
 
     def set_ranks(self, ranks: np.ndarray) -> None:
@@ -119,7 +127,7 @@ class _State:
             self.devices[r].append(p)
         self.used = np.bincount(self.ranks, weights=self.memory, minlength=d).astype(np.int64)
         self.tables_on = [{self.layout[p].table for p in dev} for dev in self.devices]
-        contents = [self.shards(dev) for dev in self.devices]
+        contents = [self.contents(r, dev) for r, dev in enumerate(self.devices)]
         self.costs = np.asarray(self.model.device_costs(self.task, contents), dtype=np.float64)
         self.volumes = device_volumes(self.task, contents)
 
@@ -128,8 +136,13 @@ class _State:
         """(D,) each device's predicted fwd + bwd + own comm."""
         return self.costs.sum(axis=1)
 
-    def shards(self, positions: list[int]) -> list[ShardRef]:
-        return [self.layout[p] for p in positions]
+    def contents(self, r: int, positions: list[int]) -> list[ShardRef]:
+        """What device ``r`` holds with the layout's shards ``positions``: those and its fixed shards, in
+        table order (``Plan.device_shards``' order, so the model sees the plan's own input)."""
+        shards = [self.layout[p] for p in positions]
+        if not self.fixed[r]:
+            return shards
+        return sorted(shards + self.fixed[r], key=lambda s: s.table)
 
     def objective(self) -> tuple[float, float]:
         """(step cost, sum of squared device totals): the second key lets the search leave ties."""
@@ -157,7 +170,7 @@ class _State:
         for r in changed:
             self.tables_on[r] = {self.layout[p].table for p in self.devices[r]}
         changed_list = sorted(changed)
-        contents = [self.shards(self.devices[r]) for r in changed_list]
+        contents = [self.contents(r, self.devices[r]) for r in changed_list]
         self.costs = self.costs.copy()
         self.costs[changed_list] = self.model.device_costs(self.task, contents)
         self.volumes = self.volumes.copy()
@@ -206,7 +219,8 @@ def _descend(state: _State, rng: np.random.Generator, samples: int, deadline: fl
                                   _with(state.devices[r], add=p, remove=q)))
         if not cands:
             return steps, False
-        devices = [state.shards(c[1]) for c in cands] + [state.shards(c[3]) for c in cands]
+        devices = ([state.contents(b, c[1]) for c in cands]
+                   + [state.contents(c[2], c[3]) for c in cands])
         n = len(cands)
         costs = price_devices(state.task, state.model, devices).reshape(2, n, 3)
         volumes = device_volumes(state.task, devices).reshape(2, n, -1)
@@ -256,11 +270,13 @@ class Refined:
 
 
 def refine_placement(task: Task, model: CostModel, layout: Layout, ranks: np.ndarray, deadline: float,
-                     seed: int = 0, swap_samples: int = 256, kicks: int = 0, kick_size: int = 3) -> Refined:
+                     seed: int = 0, swap_samples: int = 256, kicks: int = 0, kick_size: int = 3,
+                     fixed: Sequence[Sequence[ShardRef]] | None = None) -> Refined:
     """Descend from ``ranks`` on the model's step cost, then up to ``kicks`` perturb-and-descend rounds from
-    the best placement, all before ``deadline`` (steps 2 and 3 of the module docstring); the layout stays."""
+    the best placement, all before ``deadline`` (steps 2 and 3 of the module docstring); the layout stays,
+    and so do the ``fixed`` shards of each device (priced with it, never moved)."""
     rng = np.random.default_rng(seed)
-    state = _State(task, model, layout, ranks)
+    state = _State(task, model, layout, ranks, fixed)
     steps, timed_out = _descend(state, rng, swap_samples, deadline)
     best_ranks, best_obj = state.ranks.copy(), state.objective()
     done = 0
@@ -279,11 +295,18 @@ def refine_placement(task: Task, model: CostModel, layout: Layout, ranks: np.nda
 def refine_plan(task: Task, model: CostModel, plan: Plan, deadline: float, seed: int, kicks: int,
                 who: str) -> Plan:
     """``plan`` after ``refine_placement`` from its placement (its layout kept), as planner ``who``'s plan;
-    logs the model's step before and after (``ilp`` after its solve, ``rl`` after its policy)."""
-    layout, ranks = from_plan(task, plan)
+    logs the model's step before and after (``ilp`` and ``rl`` after their solves). Its table- and
+    column-wise placements move; the others (row-wise shards, replicas, pieces of tables larger than a
+    device) stay where they are and are priced with their devices."""
+    movable = replace(plan, placements=tuple(p for p in plan.placements if p.sharding_type in MOVABLE))
+    kept = tuple(p for p in plan.placements if p.sharding_type not in MOVABLE)
+    layout, ranks = from_plan(task, movable)
+    fixed = replace(plan, placements=kept).device_shards(task)
     before = plan_cost(model, task, plan).plan_ms
-    refined = refine_placement(task, model, layout, ranks, deadline, seed, kicks=kicks)
-    plan = to_plan(task, layout, refined.ranks, who)
+    refined = refine_placement(task, model, layout, ranks, deadline, seed, kicks=kicks, fixed=fixed)
+    order = {t.name: i for i, t in enumerate(task.tables)}
+    placements = to_plan(task, layout, refined.ranks, who).placements + kept
+    plan = Plan(tuple(sorted(placements, key=lambda p: order[p.table])), task.num_devices, who, task.name)
     log.info("%s: descent on the model's step from %.3f ms to %.3f ms in %d steps, %d kicks%s", who, before,
              plan_cost(model, task, plan).plan_ms, refined.steps, refined.kicks,
              " (stopped by the time limit)" if refined.timed_out else "")

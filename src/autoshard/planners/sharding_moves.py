@@ -62,9 +62,11 @@ def lookup_balanced_row_wise(table: Table, num_devices: int) -> TablePlacement |
 
 
 def improve(task: Task, plan: Plan, model: CostModel, tries: int = 8, min_gain: float = 1e-3,
-            deadline: float | None = None, uneven_rows: bool = False) -> tuple[Plan, list[str]]:
+            deadline: float | None = None, uneven_rows: bool = False,
+            who: str = "search") -> tuple[Plan, list[str]]:
     """``plan`` with the row-wise and data-parallel moves that lower the step cost, and what was changed
-    (``uneven_rows``: also try lookup-balanced uneven row ranges, which TorchRec cannot export)."""
+    (``uneven_rows``: also try lookup-balanced uneven row ranges, which TorchRec cannot export; ``who``:
+    the planner the log line names)."""
     if task.num_devices <= 1 or tries <= 0:
         return plan, []
     cost = plan_cost(model, task, plan).plan_ms
@@ -98,5 +100,5 @@ def improve(task: Task, plan: Plan, model: CostModel, tries: int = 8, min_gain: 
             changes.append(f"{t.name} -> {best[2]} ({cost:.3f} -> {best[0]:.3f} ms)")
             cost, plan = best[0], best[1]
     if changes:
-        log.info("search: sharding moves %s", "; ".join(changes))
+        log.info("%s: sharding moves %s", who, "; ".join(changes))
     return plan, changes

@@ -1,6 +1,6 @@
 """``--algo rl``: place tables with a trained policy, greedy, or best of k samples picked by the cost
-model; and the column shards of NeuroShard's split search the same way, the cheaper of the two kept; then a
-short descent on the model's step from the policy's placement."""
+model; and the column shards of NeuroShard's split search the same way; then the sharding moves on both, the
+cheaper of the two kept, and a short descent on the model's step (``planners.finish``)."""
 
 from __future__ import annotations
 
@@ -16,19 +16,12 @@ from autoshard.costs.loading import SHIPPED_POLICY, load_cost_model, resolve_cos
 from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.plan import Plan
 from autoshard.planners.base import PlannerOptions, config_from_extra
-from autoshard.planners.column_split import (
-    cheaper_by_model,
-    column_shard_task,
-    merge_column_shards,
-    splits_wanted,
-    unchosen,
-)
-from autoshard.planners.local_search import refine_plan
+from autoshard.planners.column_split import column_shard_task, merge_column_shards, splits_wanted
+from autoshard.planners.finish import Descent, finish
 from autoshard.planners.neuroshard import split_layout
 from autoshard.planners.pricing import RISK_OPTION, planner_settings
 from autoshard.planners.rl.env import PlacementEnv, TaskContext
 from autoshard.planners.rl.policy import TrainedPolicy, run_episodes
-from autoshard.planners.sharding_moves import improve
 from autoshard.tasks import Task
 
 logger = logging.getLogger(__name__)
@@ -41,15 +34,16 @@ class RLPlanner:
     The policy places whole tables (DreamShard's MDP). With ``column_splits`` ("on", or "auto" on tasks of at
     most ``AUTO_SPLIT_PAIRS`` tables x devices), it also places the column shards of the layout NeuroShard's
     beam search picks (``planners.neuroshard``: which tables to halve, how often), each shard a table of its
-    own, a table's shards that meet on a device merged; the plan the model prices cheaper is kept (so the
-    splits never make it worse by the model), and the shards' plan stands alone where whole tables do not
-    fit. With ``refine`` ("on", or "auto" on the same tasks as the splits), the policy's placement then gets
-    the bottleneck moves, swaps and kicks ``search`` runs, on the model's step, for up to ``refine_s``
-    seconds (``local_search.refine_placement``; never dearer by the model than the policy's placement): the
-    policy proposes, the descent fixes what its greedy decoding leaves, as ``ilp``'s descent does after its
-    solve. Then, as ``ilp`` does, the ``sharding_moves`` hottest tables are tried as row-wise shards or
-    replicas and kept where the model's step cost drops (``planners.sharding_moves``). The placement not
-    kept, with its sharding moves, is ``last_alternatives``, which the heuristic guard weighs too."""
+    own, a table's shards that meet on a device merged; the shards' plan stands alone where whole tables do
+    not fit. Then, as ``ilp`` does (``planners.finish``): each placement's ``sharding_moves`` hottest tables
+    are tried as row-wise shards or replicas and kept where the model's step cost drops
+    (``planners.sharding_moves``), and the placement whose moved plan the model prices cheaper is kept (so
+    the splits never make it worse by the model). With ``refine`` ("on", or "auto" on the same tasks as the
+    splits), the kept placement then gets the bottleneck moves, swaps and kicks ``search`` runs, on the
+    model's step, for up to ``refine_s`` seconds from the start of planning
+    (``local_search.refine_placement``), and the sharding moves again, kept where the model prices the
+    result cheaper: the policy proposes, the descent fixes what its greedy decoding leaves. The placement
+    not kept, with its sharding moves, is ``last_alternatives``, which the heuristic guard weighs too."""
 
     name = "rl"
 
@@ -77,23 +71,14 @@ class RLPlanner:
         except InfeasibleError as e:
             whole_tables_error = e  # column shards may still fit where whole tables do not
         split = self._place_column_shards(task) if splits_wanted(self.column_splits, task) else None
-        plan = cheaper_by_model(self.cost_model, task, whole, split, self.name)
-        if plan is None:
+        if whole is None and split is None:
             raise whole_tables_error
-        other = unchosen(whole, split, plan)
-        if splits_wanted(self.refine, task):
-            plan = refine_plan(task, self.cost_model, plan, start + self.refine_s, self.seed,
-                               self.refine_kicks, self.name)
-        if self.sharding_moves:
-            plan, moves = improve(task, plan, self.cost_model, self.sharding_moves)
-            if moves:
-                logger.info("rl: sharding moves %s", ", ".join(moves))
-        if other is not None:  # the guard weighs it too; its sharding moves, not the descent's time
-            label, alternative = other
-            if self.sharding_moves:
-                alternative, _ = improve(task, alternative, self.cost_model, self.sharding_moves)
-            self.last_alternatives = ((label, alternative),)
-        return plan
+        descent = (Descent(start + self.refine_s, self.seed, self.refine_kicks)
+                   if splits_wanted(self.refine, task) else None)
+        finished = finish(task, self.cost_model, whole, split, self.name, moves=self.sharding_moves,
+                          descent=descent)
+        self.last_alternatives = finished.alternatives
+        return finished.plan
 
     def _place_column_shards(self, task: Task) -> Plan | None:
         """The policy's placement of the column shards of NeuroShard's best layout (None: it splits nothing
