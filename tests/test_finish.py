@@ -13,8 +13,8 @@ from autoshard.costs.analytical import AnalyticalCostModel
 from autoshard.costs.base import plan_cost
 from autoshard.costs.comm import AlphaBeta
 from autoshard.plan import Plan, ShardingType, TablePlacement, validate
-from autoshard.planners.finish import Descent, finish
-from autoshard.planners.local_search import refine_plan
+from autoshard.planners.descent import refine_plan
+from autoshard.planners.finish import Descent, finish, whole_and_split
 from autoshard.planners.row_split import torchrec_row_wise
 from autoshard.planners.sharding_moves import improve
 from autoshard.tables import Table
@@ -48,7 +48,7 @@ def test_the_solve_kept_is_the_one_cheaper_after_the_sharding_moves():
     moved_whole = improve(task, whole, MODEL, 8)[0]
     moved_split = improve(task, split, MODEL, 8)[0]
     assert _ms(task, moved_whole) < _ms(task, moved_split)  # after them, whole tables are
-    finished = finish(task, MODEL, whole, split, "ilp", moves=8)
+    finished = finish(task, MODEL, whole_and_split(whole, split), "ilp", moves=8)
     validate(finished.plan, task)
     assert finished.plan.placement("hot").sharding_type is not ShardingType.COLUMN_WISE
     assert _ms(task, finished.plan) == pytest.approx(_ms(task, moved_whole))
@@ -57,17 +57,18 @@ def test_the_solve_kept_is_the_one_cheaper_after_the_sharding_moves():
     assert other.placement("hot").sharding_type is ShardingType.COLUMN_WISE
     assert _ms(task, other) == pytest.approx(_ms(task, moved_split))
     # without moves the order before them stands
-    assert finish(task, MODEL, whole, split, "ilp", moves=0).plan == split
+    assert finish(task, MODEL, whole_and_split(whole, split), "ilp", moves=0).plan == split
     # one solve: nothing else to weigh
-    assert finish(task, MODEL, whole, None, "ilp", moves=8).alternatives == ()
+    assert finish(task, MODEL, whole_and_split(whole, None), "ilp", moves=8).alternatives == ()
 
 
 def test_the_descent_after_the_moves_keeps_their_shards_and_never_makes_the_step_dearer():
     task = _hot_task()
     whole, split = _solves(task)
-    moved = finish(task, MODEL, whole, split, "ilp", moves=8).plan
-    descended = finish(task, MODEL, whole, split, "ilp", moves=8,
-                       descent=Descent(time.perf_counter() + 30, seed=0, kicks=5)).plan
+    solves = whole_and_split(whole, split)
+    moved = finish(task, MODEL, solves, "ilp", moves=8).plan
+    finished = finish(task, MODEL, solves, "ilp", moves=8, descent=Descent(time.perf_counter() + 30, 0, 5))
+    descended = finished.plan
     validate(descended, task)
     assert descended.algorithm == "ilp"
     assert _ms(task, descended) <= _ms(task, moved) * (1 + 1e-9)
@@ -81,8 +82,17 @@ def test_refine_plan_moves_whole_tables_around_row_wise_shards_it_leaves_in_plac
     rows = torchrec_row_wise(tables[0].name, tables[0].rows, tables[0].dim, 4)
     start = Plan((rows, *Plan.from_ranks(task, [0] * 12, "rl").placements[1:]), 4, "rl", task.name)
     validate(start, task)
-    refined = refine_plan(task, MODEL, start, time.perf_counter() + 30, seed=0, kicks=0, who="rl")
+    refined, _ = refine_plan(task, MODEL, start, time.perf_counter() + 30, seed=0, kicks=0, who="rl")
     validate(refined, task)
     assert refined.placement(tables[0].name) == rows
     assert _ms(task, refined) < _ms(task, start)
     assert len({p.shards[0].rank for p in refined.placements[1:]}) > 1
+
+
+def test_refine_plan_with_nothing_to_move_returns_the_plan_as_it_is():
+    tables = tuple(make_tables(3, seed=2))
+    task = Task(tables, (10**10,) * 2, batch_size=512, name="replicas")
+    plan = Plan(tuple(TablePlacement.data_parallel(t.name, range(2), t.dim) for t in tables), 2, "search",
+                task.name)
+    refined, what = refine_plan(task, MODEL, plan, time.perf_counter() + 5, seed=0, kicks=3, who="search")
+    assert refined.placements == plan.placements and what.steps == 0 and what.kicks == 0

@@ -23,7 +23,7 @@ as ``rl`` places them. The time limit covers both solves and the split search. T
 each solve gets ``sharding_moves`` (replicas and row-wise shards for the hottest tables, kept only when the
 model's step cost drops), the one the full cost model prices cheaper *after* the moves is kept, its placement
 gets a descent (moves and swaps, then kicks) on the model's own step cost, which the linearised objective
-only approximates (``refine_share`` of the time limit; ``local_search.refine_placement``), and the moves
+only approximates (``refine_share`` of the time limit; ``descent.refine_placement``), and the moves
 again. So the ILP's optimality is over the linearised objective and the placements of a given layout
 (table-wise, or the split one); the plan returned is never dearer by the model than the moved solve. The
 planner's plan is judged elsewhere with the full cost model; ``ExactPlanner.last_result`` holds the
@@ -47,7 +47,7 @@ from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.plan import COLUMN_SHARD_MULTIPLE, Plan
 from autoshard.planners.base import PlannerOptions, config_from_extra
 from autoshard.planners.column_split import column_shard_task, merge_column_shards, splits_wanted
-from autoshard.planners.finish import Descent, finish
+from autoshard.planners.finish import Descent, finish, whole_and_split
 from autoshard.planners.neuroshard import split_layout
 from autoshard.planners.pricing import device_overhead_ms, planner_settings, planning_model
 from autoshard.shards import ShardRef
@@ -130,7 +130,7 @@ class ExactConfig:
     two solves)."""
     refine_share: float = 0.3
     """Share of the time limit kept for a descent on the model's own step cost from the solved placement
-    (``local_search.refine_placement``; the solves get the rest, the descent also what they leave). Why: the
+    (``descent.refine_placement``; the solves get the rest, the descent also what they leave). Why: the
     ILP minimises the linearised per-device sum, which on production-40-8 sat 4-28% below the model's step
     for the same plan (the step waits at each collective: max fwd + max bwd + collectives). 0 = the solved
     placement as it is."""
@@ -324,8 +324,9 @@ class ExactPlanner:
             raise whole_tables_error
         descent = (Descent(deadline, self.seed, self.config.refine_kicks)
                    if self.config.refine_share > 0 else None)
-        finished = finish(task, self.cost_model, whole, split, self.name, moves=self.config.sharding_moves,
-                          uneven_rows=self.config.uneven_rows, descent=descent)
+        finished = finish(task, self.cost_model, whole_and_split(whole, split), self.name,
+                          moves=self.config.sharding_moves, uneven_rows=self.config.uneven_rows,
+                          descent=descent)
         self.last_alternatives = finished.alternatives
         return finished.plan
 

@@ -1,12 +1,13 @@
-"""The common last stage of ``ilp`` and ``rl``: from their two solves (whole tables, and the column shards of
-NeuroShard's split search) to one plan and the guard's alternative.
+"""The common last stage of ``ilp``, ``rl`` and ``search``: from their solves (``ilp`` and ``rl``: whole
+tables, and the column shards of NeuroShard's split search; ``search``: its start planners' plans) to one
+plan and the guard's alternatives.
 
 Top to bottom: give each solve the sharding moves (``planners.sharding_moves``: the hottest tables tried as
-row-wise shards or replicas); keep the solve whose *moved* plan the model prices cheaper (the whole-table
-one on a tie); descend from the moved plan on the model's step (``local_search.refine_plan``: its table- and
+row-wise shards or replicas); keep the solve whose *moved* plan the model prices cheapest (the first on a
+tie); descend from the moved plan on the model's step (``descent.refine_plan``: its table- and
 column-wise shards move, the row-wise shards and replicas stay) and try the moves again on what is still
-table-wise, keeping the result only where the model prices it below the moved plan; the other solve's moved
-plan is the alternative the heuristic guard weighs (``planners.guard``).
+table-wise, keeping the result only where the model prices it below the moved plan; the other solves' moved
+plans are the alternatives the heuristic guard weighs (``planners.guard``; ilp and rl hand them over).
 
 Why choose after the moves: a move can change which solve is cheaper. On DLRM-10 (4)'s held-out task 1
 (stop 37, docs/benchmarks.md) ilp's whole-table plan priced 29.6 ms against its column-shard plan's 26.3,
@@ -19,11 +20,12 @@ over every device afterwards no longer pays (on that task the moves then found n
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from autoshard.costs.base import CostModel, plan_cost
 from autoshard.plan import Plan
-from autoshard.planners.local_search import refine_plan
+from autoshard.planners.descent import Refined, refine_plan
 from autoshard.planners.sharding_moves import improve
 from autoshard.tasks import Task
 
@@ -32,47 +34,75 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Descent:
-    """How long and how hard to descend from the kept moved plan (``local_search.refine_plan``)."""
+    """How long and how hard to descend from the kept moved plan (``descent.refine_plan``)."""
 
     deadline: float
     """``time.perf_counter()`` value the descent stops at."""
     seed: int
-    """Seed of the descent's kicks."""
+    """Seed of the descent's swap samples and kicks."""
     kicks: int
     """Perturb-and-descend rounds after the first descent (0 = descent only)."""
+    swap_samples: int = 256
+    """Swaps priced per descent step (``descent.refine_placement``)."""
+    kick_size: int = 3
+    """Random shard moves per kick."""
 
 
 @dataclass(frozen=True)
 class Finished:
-    """A planner's returned plan and the finished plans it did not return (labelled), for the guard."""
+    """A planner's returned plan, how it got there, and the finished plans it did not return (labelled),
+    for the guard."""
 
     plan: Plan
     alternatives: tuple[tuple[str, Plan], ...]
+    kept: str
+    """Label of the solve the plan comes from."""
+    moved_ms: float
+    """The model's step of that solve after its sharding moves (before the descent)."""
+    final_ms: float
+    """The model's step of ``plan`` (never above ``moved_ms``)."""
+    refined: Refined | None
+    """What the descent did (None: no descent)."""
+    moves: tuple[str, ...]
+    """The sharding moves in ``plan``: those after the descent where it was kept, else the solve's."""
 
 
-def finish(task: Task, model: CostModel, whole: Plan | None, split: Plan | None, who: str, *,
-           moves: int, uneven_rows: bool = False, descent: Descent | None = None) -> Finished:
-    """The plan ``who`` returns from its whole-table and column-shard solves (either may be None: it did not
-    fit or split nothing; not both), chosen after each gets ``moves`` sharding moves, then descended
-    (``descent``; None = no descent) and moved again where that prices cheaper; never dearer by ``model``
-    than the cheaper moved solve."""
-    solves = [(label, p) for label, p in (("whole-table", whole), ("column-shard", split)) if p is not None]
+def whole_and_split(whole: Plan | None, split: Plan | None) -> list[tuple[str, Plan]]:
+    """``ilp``'s and ``rl``'s two solves as ``finish`` takes them, labelled as the guard reports them
+    ("whole-table", "column-shard"); a None (did not fit, or split nothing) left out."""
+    return [(label, p) for label, p in (("whole-table", whole), ("column-shard", split)) if p is not None]
+
+
+def finish(task: Task, model: CostModel, solves: Sequence[tuple[str, Plan]], who: str, *, moves: int,
+           uneven_rows: bool = False, descent: Descent | None = None,
+           moves_deadline: float | None = None) -> Finished:
+    """The plan ``who`` returns from its labelled ``solves`` (at least one), chosen after each gets ``moves``
+    sharding moves (the first on a tie), then descended (``descent``; None = no descent) and moved again
+    where that prices cheaper; never dearer by ``model`` than the cheapest moved solve. The moves stop
+    between tables at ``moves_deadline`` (None: no deadline)."""
     if not solves:
         raise ValueError("finish needs at least one solve")
-    moved = [improve(task, p, model, moves, uneven_rows=uneven_rows, who=who)[0] for _, p in solves]
-    costs = [plan_cost(model, task, p).plan_ms for p in moved]
-    pick = min(range(len(solves)), key=costs.__getitem__)  # first (whole tables) on a tie
+
+    def moved_of(plan: Plan) -> tuple[Plan, list[str]]:
+        return improve(task, plan, model, moves, deadline=moves_deadline, uneven_rows=uneven_rows, who=who)
+
+    moved = [moved_of(p) for _, p in solves]
+    costs = [plan_cost(model, task, p).plan_ms for p, _ in moved]
+    pick = min(range(len(solves)), key=costs.__getitem__)
     if len(solves) > 1:
-        log.info("%s: after the sharding moves, whole tables %.3f ms, NeuroShard's column shards %.3f ms "
-                 "(%s)", who, costs[0], costs[1], model.name)
-    plan, cost = moved[pick], costs[pick]
+        log.info("%s: after the sharding moves, %s (%s)", who,
+                 ", ".join(f"{label} {c:.3f} ms" for (label, _), c in zip(solves, costs)), model.name)
+    (plan, changes), cost = moved[pick], costs[pick]
+    refined = None
     if descent is not None:
-        descended = refine_plan(task, model, plan, descent.deadline, descent.seed, descent.kicks, who)
-        descended, _ = improve(task, descended, model, moves, uneven_rows=uneven_rows, who=who)
+        descended, refined = refine_plan(task, model, plan, descent.deadline, descent.seed, descent.kicks,
+                                         who, descent.swap_samples, descent.kick_size)
+        descended, more = moved_of(descended)
         descended_ms = plan_cost(model, task, descended).plan_ms
         if descended_ms < cost:
-            plan = descended
+            plan, changes, cost = descended, changes + more, descended_ms
         else:
             log.info("%s: the descent did not lower the moved plan's step (%.3f ms)", who, cost)
-    alternatives = tuple((label, moved[k]) for k, (label, _) in enumerate(solves) if k != pick)
-    return Finished(plan, alternatives)
+    alternatives = tuple((label, moved[k][0]) for k, (label, _) in enumerate(solves) if k != pick)
+    return Finished(replace(plan, algorithm=who), alternatives, solves[pick][0], costs[pick], cost, refined,
+                    tuple(changes))

@@ -1,59 +1,44 @@
 """Local search: refine the best plan of NeuroShard and the heuristics by moving and swapping shards.
 
-Top to bottom:
+Top to bottom (``planners.finish``, as ``ilp`` and ``rl`` end):
 
-1. **Start.** Run every planner in ``starts`` (infeasible ones are skipped) and start from the plan the cost
-   model scores cheapest (plan cost = the training step's: max fwd + max bwd + the step's collectives,
-   ``autoshard.costs.step``).
-2. **Descent.** Repeatedly take the bottleneck device ``b`` (the largest fwd + bwd + own comm) and price,
-   in one batched ``device_costs`` call, every move of one of its shards to another device and a seeded
-   sample of swaps of one of its shards with a shard elsewhere (memory respected; column shards of a table
-   stay on distinct devices). Apply the candidate with the lowest (plan cost, sum of squared device costs)
-   if it is lower than the current one; the second key lets the search leave ties between bottleneck
-   devices. Stop when no
-   candidate improves.
-3. **Kicks.** Until ``kicks`` rounds or the time limit: from the best plan, move ``kick_size`` random shards
-   to random devices with room, descend again, and keep the result if the model scores it better.
+1. **Starts.** Run every planner in ``starts`` (infeasible ones are skipped).
+2. **Sharding moves.** Give each start plan the sharding moves (``planners.sharding_moves``: its hottest
+   tables tried as replicas and row-wise shards) and start from the moved plan the cost model scores
+   cheapest (plan cost = the training step's: max fwd + max bwd + the step's collectives,
+   ``autoshard.costs.step``). The moves come first because they change which start is best: a hot table
+   made row-wise takes the place of the balance a descent would have built around it whole.
+3. **Descent and kicks** (``planners.descent``): move and swap the start's table- and column-wise shards
+   off the bottleneck device, the row-wise shards and replicas held where they are, then perturb and
+   descend again, keeping the best placement the model sees; then the moves once more on what is still
+   table-wise, kept where the model's step drops.
 
 Column shards move like whole tables; the layout (which tables are split, and how) is the start plan's. The
-result is the best plan seen, so the model never scores it worse than the start. The time limit covers
-everything: NeuroShard's start gets what is left of it (it stops between beam levels), then the descent and
-kicks (they stop between steps), and the sharding moves of the result and of the start plans, which may
-run a tenth of the limit past it (they stop between tables). With the same seed the search is
-deterministic as long as it finishes within ``time_limit_s``; when the limit cuts it short, how far it got
-depends on the machine's speed.
+result is never dearer by the model than any start plan with its moves. The time limit covers everything:
+NeuroShard's start gets what is left of it (it stops between beam levels), then the descent and kicks (they
+stop between steps); the sharding moves may run a tenth of the limit past it (they stop between tables).
+With the same seed the search is deterministic as long as it finishes within ``time_limit_s``; when the
+limit cuts it short, how far it got depends on the machine's speed.
 """
 
 from __future__ import annotations
 
-import bisect
 import logging
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-import numpy as np
-
-from autoshard.costs.base import CostModel, plan_cost
+from autoshard.costs.base import CostModel
 from autoshard.costs.loading import resolve_cost_model
-from autoshard.costs.step import device_volumes
 from autoshard.errors import AutoshardError, InfeasibleError
-from autoshard.plan import Plan, ShardingType
+from autoshard.plan import Plan
 from autoshard.planners.base import PlannerOptions, config_from_extra, make_planner
-from autoshard.planners.column_split import Layout, from_plan, shard_memory, to_plan
+from autoshard.planners.column_split import to_plan
+from autoshard.planners.finish import Descent, finish
 from autoshard.planners.neuroshard import NeuroShardConfig, NeuroShardPlanner
-from autoshard.planners.pricing import plan_costs, planner_settings, planning_model, price_devices, step_ms
-from autoshard.planners.sharding_moves import improve
-from autoshard.shards import ShardRef
+from autoshard.planners.pricing import planner_settings, planning_model
 from autoshard.tasks import Task
 
 log = logging.getLogger(__name__)
-
-MOVABLE = (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE)
-"""The placements the descent moves (a layout holds these; ``column_split.from_plan``)."""
-
-IMPROVEMENT_RTOL = 1e-9
-"""A candidate must lower the objective by this relative margin: float noise never counts as progress."""
 
 
 @dataclass(frozen=True)
@@ -62,7 +47,8 @@ class LocalSearchConfig:
 
     starts: tuple[str, ...] = ("neuroshard", "size_lookup_greedy", "lookup_greedy", "dim_greedy",
                                "size_greedy")
-    """Registered planners whose plans may seed the search; it starts from the one the model scores best."""
+    """Registered planners whose plans may seed the search; it starts from the one the model scores best
+    after its sharding moves."""
     swap_samples: int = 256
     """Swaps (bottleneck shard x shard elsewhere) priced per step, sampled with the seed when there are
     more."""
@@ -91,7 +77,7 @@ class LocalSearchResult:
 
     start_algorithm: str
     start_ms: float
-    """Model plan cost of the start plan."""
+    """Model plan cost of the start plan after its sharding moves."""
     final_ms: float
     """Model plan cost of the returned plan (never above start_ms)."""
     steps: int
@@ -101,216 +87,8 @@ class LocalSearchResult:
     timed_out: bool
     """Whether the time limit stopped the search (the result may then depend on machine speed)."""
     sharding_moves: tuple[str, ...] = ()
-    """Tables turned into replicas or row shards after the placement search, with the step cost saved
+    """Tables turned into replicas or row shards (``planners.sharding_moves``), with the step cost saved
     (``final_ms`` includes them)."""
-
-
-class _State:
-    """A placement of a fixed layout: ranks, each device's shards (sorted positions), memory and model
-    totals. ``fixed``: shards each device holds besides the layout's, which never move (row-wise shards and
-    replicas the sharding moves made); they take memory and are priced with the device."""
-
-    def __init__(self, task: Task, model: CostModel, layout: Layout, ranks: np.ndarray,
-                 fixed: Sequence[Sequence[ShardRef]] | None = None) -> None:
-        self.task, self.model, self.layout = task, model, layout
-        self.memory = shard_memory(task, layout)
-        self.fixed = [list(f) for f in fixed] if fixed is not None else [[] for _ in range(task.num_devices)]
-        self.capacity = np.array(task.device_memory, dtype=np.int64) - np.array(
-            [sum(task.shard_memory(s) for s in f) for f in self.fixed], dtype=np.int64)
-        self.set_ranks(ranks)
-
-    def set_ranks(self, ranks: np.ndarray) -> None:
-        d = self.task.num_devices
-        self.ranks = np.array(ranks, dtype=np.int64)
-        self.devices: list[list[int]] = [[] for _ in range(d)]
-        for p, r in enumerate(self.ranks.tolist()):
-            self.devices[r].append(p)
-        self.used = np.bincount(self.ranks, weights=self.memory, minlength=d).astype(np.int64)
-        self.tables_on = [{self.layout[p].table for p in dev} for dev in self.devices]
-        contents = [self.contents(r, dev) for r, dev in enumerate(self.devices)]
-        self.costs = np.asarray(self.model.device_costs(self.task, contents), dtype=np.float64)
-        self.volumes = device_volumes(self.task, contents)
-
-    @property
-    def totals(self) -> np.ndarray:
-        """(D,) each device's predicted fwd + bwd + own comm."""
-        return self.costs.sum(axis=1)
-
-    def contents(self, r: int, positions: list[int]) -> list[ShardRef]:
-        """What device ``r`` holds with the layout's shards ``positions``: those and its fixed shards, in
-        table order (``Plan.device_shards``' order, so the model sees the plan's own input)."""
-        shards = [self.layout[p] for p in positions]
-        if not self.fixed[r]:
-            return shards
-        return sorted(shards + self.fixed[r], key=lambda s: s.table)
-
-    def objective(self) -> tuple[float, float]:
-        """(step cost, sum of squared device totals): the second key lets the search leave ties."""
-        step = float(step_ms(self.task, self.model, self.costs, self.volumes))
-        return step, float((self.totals**2).sum())
-
-    def can_move(self, p: int, r: int, leaving: int | None = None) -> bool:
-        """Whether shard ``p`` fits on device ``r`` (optionally after shard ``leaving`` leaves ``r``)."""
-        free = self.capacity[r] - self.used[r] + (self.memory[leaving] if leaving is not None else 0)
-        if self.memory[p] > free:
-            return False
-        return self.layout[p].table not in self.tables_on[r]  # callers never swap two shards of one table
-
-    def apply(self, moves: list[tuple[int, int]]) -> None:
-        """Move shard p to device r for each (p, r), then re-price the changed devices."""
-        changed = set()
-        for p, r in moves:
-            old = int(self.ranks[p])
-            self.devices[old].remove(p)
-            bisect.insort(self.devices[r], p)
-            self.ranks[p] = r
-            self.used[old] -= self.memory[p]
-            self.used[r] += self.memory[p]
-            changed.update((old, r))
-        for r in changed:
-            self.tables_on[r] = {self.layout[p].table for p in self.devices[r]}
-        changed_list = sorted(changed)
-        contents = [self.contents(r, self.devices[r]) for r in changed_list]
-        self.costs = self.costs.copy()
-        self.costs[changed_list] = self.model.device_costs(self.task, contents)
-        self.volumes = self.volumes.copy()
-        self.volumes[changed_list] = device_volumes(self.task, contents)
-
-
-def _with(positions: list[int], add: int | None = None, remove: int | None = None) -> list[int]:
-    out = [x for x in positions if x != remove]
-    if add is not None:
-        bisect.insort(out, add)
-    return out
-
-
-def _descend(state: _State, rng: np.random.Generator, samples: int, deadline: float) -> tuple[int, bool]:
-    """Steepest descent from the bottleneck device; returns (steps applied, stopped by the deadline)."""
-    steps = 0
-    d = state.task.num_devices
-    last = 0.0  # duration of the last step: don't start one that would end past the deadline
-    while True:
-        began = time.perf_counter()
-        if began + last > deadline:
-            return steps, True
-        b = int(np.argmax(state.totals))
-        on_b = state.devices[b]
-        # candidate = (list of (shard, new device), new contents of b, other device, its new contents)
-        cands: list[tuple[list[tuple[int, int]], list[int], int, list[int]]] = []
-        for p in on_b:
-            without = _with(on_b, remove=p)
-            for r in range(d):
-                if r != b and state.can_move(p, r):
-                    cands.append(([(p, r)], without, r, _with(state.devices[r], add=p)))
-        others = np.flatnonzero(state.ranks != b)
-        pairs = len(on_b) * len(others)
-        if pairs and samples:
-            if pairs <= samples:
-                chosen = np.arange(pairs)
-            else:
-                chosen = np.sort(rng.choice(pairs, size=samples, replace=False))
-            for k in chosen.tolist():
-                p, q = on_b[k // len(others)], int(others[k % len(others)])
-                r = int(state.ranks[q])
-                if state.layout[p].table == state.layout[q].table:
-                    continue
-                if state.can_move(p, r, leaving=q) and state.can_move(q, b, leaving=p):
-                    cands.append(([(p, r), (q, b)], _with(on_b, add=q, remove=p), r,
-                                  _with(state.devices[r], add=p, remove=q)))
-        if not cands:
-            return steps, False
-        devices = ([state.contents(b, c[1]) for c in cands]
-                   + [state.contents(c[2], c[3]) for c in cands])
-        n = len(cands)
-        costs = price_devices(state.task, state.model, devices).reshape(2, n, 3)
-        volumes = device_volumes(state.task, devices).reshape(2, n, -1)
-        other = np.array([c[2] for c in cands])
-        grid = np.tile(state.costs, (n, 1, 1))
-        grid[:, b], grid[np.arange(n), other] = costs[0], costs[1]
-        vgrid = np.tile(state.volumes, (n, 1, 1))
-        vgrid[:, b], vgrid[np.arange(n), other] = volumes[0], volumes[1]
-        maxes = step_ms(state.task, state.model, grid, vgrid)
-        squares = (grid.sum(axis=2)**2).sum(axis=1)
-        best = int(np.lexsort((squares, maxes))[0])
-        cur_max, cur_sq = state.objective()
-        better = maxes[best] < cur_max * (1 - IMPROVEMENT_RTOL) or (
-            maxes[best] <= cur_max and squares[best] < cur_sq * (1 - IMPROVEMENT_RTOL))
-        if not better:
-            return steps, False
-        state.apply(cands[best][0])
-        steps += 1
-        last = time.perf_counter() - began
-
-
-def _kick(state: _State, rng: np.random.Generator, size: int) -> None:
-    """Move ``size`` random shards to random devices with room (fewer if nothing can move)."""
-    moves = 0
-    for _ in range(size * 10):
-        if moves == size:
-            break
-        p = int(rng.integers(len(state.layout)))
-        room = [r for r in range(state.task.num_devices) if r != state.ranks[p] and state.can_move(p, r)]
-        if room:
-            state.apply([(p, int(rng.choice(room)))])
-            moves += 1
-
-
-@dataclass(frozen=True)
-class Refined:
-    """What ``refine_placement`` did."""
-
-    ranks: np.ndarray
-    """The best placement seen (the model never scores it above the start)."""
-    steps: int
-    """Improving moves/swaps applied."""
-    kicks: int
-    """Perturbation rounds run."""
-    timed_out: bool
-    """Whether the deadline stopped it (the result may then depend on machine speed)."""
-
-
-def refine_placement(task: Task, model: CostModel, layout: Layout, ranks: np.ndarray, deadline: float,
-                     seed: int = 0, swap_samples: int = 256, kicks: int = 0, kick_size: int = 3,
-                     fixed: Sequence[Sequence[ShardRef]] | None = None) -> Refined:
-    """Descend from ``ranks`` on the model's step cost, then up to ``kicks`` perturb-and-descend rounds from
-    the best placement, all before ``deadline`` (steps 2 and 3 of the module docstring); the layout stays,
-    and so do the ``fixed`` shards of each device (priced with it, never moved)."""
-    rng = np.random.default_rng(seed)
-    state = _State(task, model, layout, ranks, fixed)
-    steps, timed_out = _descend(state, rng, swap_samples, deadline)
-    best_ranks, best_obj = state.ranks.copy(), state.objective()
-    done = 0
-    while not timed_out and done < kicks:
-        done += 1
-        _kick(state, rng, kick_size)
-        more, timed_out = _descend(state, rng, swap_samples, deadline)
-        steps += more
-        if state.objective() < best_obj:
-            best_ranks, best_obj = state.ranks.copy(), state.objective()
-        else:
-            state.set_ranks(best_ranks)
-    return Refined(best_ranks, steps, done, timed_out)
-
-
-def refine_plan(task: Task, model: CostModel, plan: Plan, deadline: float, seed: int, kicks: int,
-                who: str) -> Plan:
-    """``plan`` after ``refine_placement`` from its placement (its layout kept), as planner ``who``'s plan;
-    logs the model's step before and after (``ilp`` and ``rl`` after their solves). Its table- and
-    column-wise placements move; the others (row-wise shards, replicas, pieces of tables larger than a
-    device) stay where they are and are priced with their devices."""
-    movable = replace(plan, placements=tuple(p for p in plan.placements if p.sharding_type in MOVABLE))
-    kept = tuple(p for p in plan.placements if p.sharding_type not in MOVABLE)
-    layout, ranks = from_plan(task, movable)
-    fixed = replace(plan, placements=kept).device_shards(task)
-    before = plan_cost(model, task, plan).plan_ms
-    refined = refine_placement(task, model, layout, ranks, deadline, seed, kicks=kicks, fixed=fixed)
-    order = {t.name: i for i, t in enumerate(task.tables)}
-    placements = to_plan(task, layout, refined.ranks, who).placements + kept
-    plan = Plan(tuple(sorted(placements, key=lambda p: order[p.table])), task.num_devices, who, task.name)
-    log.info("%s: descent on the model's step from %.3f ms to %.3f ms in %d steps, %d kicks%s", who, before,
-             plan_cost(model, task, plan).plan_ms, refined.steps, refined.kicks,
-             " (stopped by the time limit)" if refined.timed_out else "")
-    return plan
 
 
 class LocalSearchPlanner:
@@ -327,11 +105,10 @@ class LocalSearchPlanner:
         self.seed = seed
         self.time_limit_s = time_limit_s
         self.last_result: LocalSearchResult | None = None
-        self._start_plans: list[tuple[str, Plan]] = []
 
-    def _start(self, task: Task, deadline: float) -> tuple[str, Layout, np.ndarray, float]:
+    def _starts(self, task: Task, deadline: float) -> list[tuple[str, Plan]]:
+        """The start planners' plans (the infeasible ones skipped; none feasible: InfeasibleError)."""
         plans: list[tuple[str, Plan]] = []
-        self._start_plans = plans
         for name in self.config.starts:
             try:
                 if name == "neuroshard":  # gets what is left of the budget, level by level
@@ -347,41 +124,25 @@ class LocalSearchPlanner:
             raise InfeasibleError(f"search: none of the start planners {list(self.config.starts)} "
                                   "found a plan within the devices' memory; "
                                   "give more memory or more devices")
-        flat = [from_plan(task, p) for _, p in plans]
-        scores = plan_costs(task, self.cost_model, flat)
-        i = int(np.argmin(scores))
-        return plans[i][0], flat[i][0], flat[i][1], float(scores[i])
+        return plans
 
     def plan(self, task: Task) -> Plan:
         deadline = time.perf_counter() + self.time_limit_s
-        start_name, layout, start_ranks, start_ms = self._start(task, deadline)
-        refined = refine_placement(task, self.cost_model, layout, start_ranks, deadline, self.seed,
-                                   self.config.swap_samples, self.config.kicks, self.config.kick_size)
-        best_ranks, steps, kicks, timed_out = refined.ranks, refined.steps, refined.kicks, refined.timed_out
-        final_ms = float(plan_costs(task, self.cost_model, [(layout, best_ranks)])[0])
-        if final_ms > start_ms:  # cannot happen by construction; guards the promise against model quirks
-            best_ranks, final_ms = start_ranks, start_ms
+        starts = self._starts(task, deadline)
+        c = self.config
         # the moves get a tenth of the limit past it: a search cut short still tries them
-        moves_deadline = deadline + 0.1 * self.time_limit_s
-        plan, moves = improve(task, to_plan(task, layout, best_ranks, self.name), self.cost_model,
-                              self.config.sharding_moves, deadline=moves_deadline,
-                              uneven_rows=self.config.uneven_rows)
-        if moves:
-            final_ms = plan_cost(self.cost_model, task, plan).plan_ms
-        if self.config.sharding_moves:
-            # a start plan with its own moves may beat the moved search result (the moves are greedy): the
-            # search returns the cheapest, so it is never worse than any start planner with its moves
-            for _, start in self._start_plans:
-                other, other_moves = improve(task, start, self.cost_model, self.config.sharding_moves,
-                                             deadline=moves_deadline, uneven_rows=self.config.uneven_rows)
-                other_ms = plan_cost(self.cost_model, task, other).plan_ms
-                if other_moves and other_ms < final_ms:
-                    plan, moves, final_ms = replace(other, algorithm=self.name), other_moves, other_ms
-        self.last_result = LocalSearchResult(start_name, start_ms, final_ms, steps, kicks, timed_out,
-                                             tuple(moves))
-        log.info("search: from %s at %.3f ms to %.3f ms in %d steps, %d kicks%s", start_name, start_ms,
-                 final_ms, steps, kicks, " (stopped by the time limit)" if timed_out else "")
-        return plan
+        finished = finish(task, self.cost_model, starts, self.name, moves=c.sharding_moves,
+                          uneven_rows=c.uneven_rows,
+                          descent=Descent(deadline, self.seed, c.kicks, c.swap_samples, c.kick_size),
+                          moves_deadline=deadline + 0.1 * self.time_limit_s)
+        refined = finished.refined
+        assert refined is not None  # finish descends when given a descent
+        self.last_result = LocalSearchResult(finished.kept, finished.moved_ms, finished.final_ms,
+                                             refined.steps, refined.kicks, refined.timed_out, finished.moves)
+        log.info("search: from %s at %.3f ms to %.3f ms in %d steps, %d kicks%s", finished.kept,
+                 finished.moved_ms, finished.final_ms, refined.steps, refined.kicks,
+                 " (stopped by the time limit)" if refined.timed_out else "")
+        return finished.plan
 
 
 def local_search_planner(options: PlannerOptions) -> LocalSearchPlanner:

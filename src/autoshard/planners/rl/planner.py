@@ -17,7 +17,7 @@ from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.plan import Plan
 from autoshard.planners.base import PlannerOptions, config_from_extra
 from autoshard.planners.column_split import column_shard_task, merge_column_shards, splits_wanted
-from autoshard.planners.finish import Descent, finish
+from autoshard.planners.finish import Descent, finish, whole_and_split
 from autoshard.planners.neuroshard import split_layout
 from autoshard.planners.pricing import RISK_OPTION, planner_settings
 from autoshard.planners.rl.env import PlacementEnv, TaskContext
@@ -41,7 +41,7 @@ class RLPlanner:
     the splits never make it worse by the model). With ``refine`` ("on", or "auto" on the same tasks as the
     splits), the kept placement then gets the bottleneck moves, swaps and kicks ``search`` runs, on the
     model's step, for up to ``refine_s`` seconds from the start of planning
-    (``local_search.refine_placement``), and the sharding moves again, kept where the model prices the
+    (``descent.refine_placement``), and the sharding moves again, kept where the model prices the
     result cheaper: the policy proposes, the descent fixes what its greedy decoding leaves. The placement
     not kept, with its sharding moves, is ``last_alternatives``, which the heuristic guard weighs too."""
 
@@ -75,8 +75,8 @@ class RLPlanner:
             raise whole_tables_error
         descent = (Descent(start + self.refine_s, self.seed, self.refine_kicks)
                    if splits_wanted(self.refine, task) else None)
-        finished = finish(task, self.cost_model, whole, split, self.name, moves=self.sharding_moves,
-                          descent=descent)
+        finished = finish(task, self.cost_model, whole_and_split(whole, split), self.name,
+                          moves=self.sharding_moves, descent=descent)
         self.last_alternatives = finished.alternatives
         return finished.plan
 
@@ -130,7 +130,7 @@ class RLPlanConfig:
     """Seconds the split search may take (its table-wise level always runs; ``neuroshard``'s deadline)."""
     refine: str = "auto"
     """"on": descend on the model's step from the policy's placement (moves, swaps, kicks: what ``search``
-    runs after its start, ``local_search.refine_placement``) and keep the result, never dearer by the model;
+    runs after its start, ``descent.refine_placement``) and keep the result, never dearer by the model;
     "off": the policy's placement as it is; "auto": on for the tasks ``column_splits="auto"`` splits, so 856
     tables on 128 devices keep the policy's speed. Why: on production-40-8 at stop 33 the policy's plans
     were the one learned planner not resolved below the best heuristic (0.977 [0.943, 1.013]), while ``ilp``'s
