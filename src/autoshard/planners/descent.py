@@ -1,5 +1,6 @@
 """The descent on the model's step: move and swap the shards of a fixed layout between devices, from a start
-placement, keeping what lowers the step (``search``'s steps 2 and 3; ``ilp`` and ``rl`` after their solves).
+placement, keeping what lowers the step (``search``, ``ilp`` and ``rl`` after their sharding moves,
+``planners.finish``).
 
 1. **Descent.** Repeatedly take the bottleneck device ``b`` (the largest fwd + bwd + own comm) and price,
    in one batched ``device_costs`` call, every move of one of its shards to another device and a seeded
@@ -38,6 +39,13 @@ log = logging.getLogger(__name__)
 
 MOVABLE = (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE)
 """The placements the descent moves (a layout holds these; ``column_split.from_plan``)."""
+
+SWAP_SAMPLES = 256
+"""Swaps (bottleneck shard x shard elsewhere) priced per descent step by default, sampled with the seed when
+there are more."""
+
+KICK_SIZE = 3
+"""Random shard moves per kick by default."""
 
 IMPROVEMENT_RTOL = 1e-9
 """A candidate must lower the objective by this relative margin: float noise never counts as progress."""
@@ -208,10 +216,11 @@ class Refined:
 
 
 def refine_placement(task: Task, model: CostModel, layout: Layout, ranks: np.ndarray, deadline: float,
-                     seed: int = 0, swap_samples: int = 256, kicks: int = 0, kick_size: int = 3,
+                     seed: int = 0, swap_samples: int = SWAP_SAMPLES, kicks: int = 0,
+                     kick_size: int = KICK_SIZE,
                      fixed: Sequence[Sequence[ShardRef]] | None = None) -> Refined:
     """Descend from ``ranks`` on the model's step cost, then up to ``kicks`` perturb-and-descend rounds from
-    the best placement, all before ``deadline`` (steps 2 and 3 of the module docstring); the layout stays,
+    the best placement, all before ``deadline`` (steps 1 and 2 of the module docstring); the layout stays,
     and so do the ``fixed`` shards of each device (priced with it, never moved)."""
     if not layout:  # every table row-wise or replicated: nothing moves
         return Refined(np.zeros(0, dtype=np.int64), 0, 0, False)
@@ -233,7 +242,7 @@ def refine_placement(task: Task, model: CostModel, layout: Layout, ranks: np.nda
 
 
 def refine_plan(task: Task, model: CostModel, plan: Plan, deadline: float, seed: int, kicks: int, who: str,
-                swap_samples: int = 256, kick_size: int = 3) -> tuple[Plan, Refined]:
+                swap_samples: int = SWAP_SAMPLES, kick_size: int = KICK_SIZE) -> tuple[Plan, Refined]:
     """``plan`` after ``refine_placement`` from its placement (its layout kept), as planner ``who``'s plan;
     logs the model's step before and after (``ilp`` and ``rl`` after their solves). Its table- and
     column-wise placements move; the others (row-wise shards, replicas) stay where they are and are priced

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 from autoshard.costs.base import CostModel, plan_cost
 from autoshard.plan import Plan
-from autoshard.planners.descent import Refined, refine_plan
+from autoshard.planners.descent import KICK_SIZE, SWAP_SAMPLES, Refined, refine_plan
 from autoshard.planners.sharding_moves import improve
 from autoshard.tasks import Task
 
@@ -42,9 +42,9 @@ class Descent:
     """Seed of the descent's swap samples and kicks."""
     kicks: int
     """Perturb-and-descend rounds after the first descent (0 = descent only)."""
-    swap_samples: int = 256
+    swap_samples: int = SWAP_SAMPLES
     """Swaps priced per descent step (``descent.refine_placement``)."""
-    kick_size: int = 3
+    kick_size: int = KICK_SIZE
     """Random shard moves per kick."""
 
 

@@ -33,6 +33,7 @@ from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.plan import Plan
 from autoshard.planners.base import PlannerOptions, config_from_extra, make_planner
 from autoshard.planners.column_split import to_plan
+from autoshard.planners.descent import KICK_SIZE, SWAP_SAMPLES
 from autoshard.planners.finish import Descent, finish
 from autoshard.planners.neuroshard import NeuroShardConfig, NeuroShardPlanner
 from autoshard.planners.pricing import planner_settings, planning_model
@@ -49,16 +50,16 @@ class LocalSearchConfig:
                                "size_greedy")
     """Registered planners whose plans may seed the search; it starts from the one the model scores best
     after its sharding moves."""
-    swap_samples: int = 256
+    swap_samples: int = SWAP_SAMPLES
     """Swaps (bottleneck shard x shard elsewhere) priced per step, sampled with the seed when there are
     more."""
     kicks: int = 20
     """Perturbation rounds after the first descent (each: random moves, then descent)."""
-    kick_size: int = 3
+    kick_size: int = KICK_SIZE
     """Random shard moves per perturbation."""
     sharding_moves: int = 8
-    """Tables (hottest first) tried as data-parallel replicas or row-wise shards after the placement search
-    (``sharding_moves``); 0 = table- and column-wise only."""
+    """Tables (hottest first) tried as data-parallel replicas or row-wise shards on every start plan and
+    after the descent (``sharding_moves``); 0 = table- and column-wise only."""
     uneven_rows: bool = False
     """Also try row-wise ranges of equal lookup shares for skewed tables (``sharding_moves``): cheaper where
     a few rows take most lookups, but TorchRec's DMP cannot run them (it bucketises by even blocks), so off

@@ -284,7 +284,7 @@ class NeuroShardPlanner:
     def plan(self, task: Task) -> Plan:
         layout, ranks, _ = self.search(task)
         plan, _ = improve(task, to_plan(task, layout, ranks, self.name), self.cost_model,
-                          self.config.sharding_moves, uneven_rows=self.config.uneven_rows)
+                          self.config.sharding_moves, uneven_rows=self.config.uneven_rows, who=self.name)
         return plan
 
 
