@@ -244,9 +244,9 @@ def refine_placement(task: Task, model: CostModel, layout: Layout, ranks: np.nda
 def refine_plan(task: Task, model: CostModel, plan: Plan, deadline: float, seed: int, kicks: int, who: str,
                 swap_samples: int = SWAP_SAMPLES, kick_size: int = KICK_SIZE) -> tuple[Plan, Refined]:
     """``plan`` after ``refine_placement`` from its placement (its layout kept), as planner ``who``'s plan;
-    logs the model's step before and after (``ilp`` and ``rl`` after their solves). Its table- and
-    column-wise placements move; the others (row-wise shards, replicas) stay where they are and are priced
-    with their devices."""
+    logs the model's step before and after (``planners.finish``: ``ilp``, ``rl`` and ``search`` after their
+    sharding moves). Its table- and column-wise placements move; the others (row-wise shards, replicas) stay
+    where they are and are priced with their devices."""
     movable = replace(plan, placements=tuple(p for p in plan.placements if p.sharding_type in MOVABLE))
     kept = tuple(p for p in plan.placements if p.sharding_type not in MOVABLE)
     layout, ranks = from_plan(task, movable)
