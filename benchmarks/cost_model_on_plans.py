@@ -164,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {why}", file=sys.stderr)
             return 2
     suites = {name: bench_devices(task_results) for name, task_results in runs.items()}
-    models: dict[str, Any] = {p: LearnedCostModel.load(p) for p in args.model}
+    # scores models on archived runs' devices, nothing timed here: any host
+    models: dict[str, Any] = {p: LearnedCostModel.load(p, allow_other_hardware=True) for p in args.model}
     if args.train_from:
         from autoshard.hardware.profiler import load_dataset
 

@@ -134,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         except (AutoshardError, ValueError, KeyError, IndexError, TypeError) as e:
             raise AutoshardError(f"{path}: not a finished bench's results.json ({type(e).__name__}: {e}); "
                                  "re-run 'autoshard bench' to finish it") from None
-        model = LearnedCostModel.load(args.cost_model).with_comm(comm)
+        # re-prices an archived run's plans, nothing timed here: any host
+        model = LearnedCostModel.load(args.cost_model, allow_other_hardware=True).with_comm(comm)
         out = analyse(results, model, ks, args.default_heuristic)
     except AutoshardError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -61,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     r = json.loads(results_path.read_text())
     comm = AlphaBeta.load(str(comm_path))
     settings = MeasureSettings.from_json(r["measure_settings"])
-    model = LearnedCostModel.load(args.cost_model).with_comm(comm)
+    # re-prices an archived run's plans, nothing timed here: any host
+    model = LearnedCostModel.load(args.cost_model, allow_other_hardware=True).with_comm(comm)
     members = model.member_models()
     policy = "src/autoshard/data/default_policy.pt" if args.algo == "rl" else None
     options = PlannerOptions(seed=r["suite"]["seed"], cost_model=model,

@@ -111,7 +111,9 @@ def run(args: argparse.Namespace) -> None:
         model, records = train_in_box(data, parse_box(args.train_box), args.ensemble, args.max_epochs)
         args.cost_model = f"trained inside {args.train_box}"
     else:
-        model = LearnedCostModel.load(args.cost_model) if args.cost_model else default_cost_model()
+        # scored on a profile's records, nothing timed here: this host's hardware does not matter
+        model = (LearnedCostModel.load(args.cost_model, allow_other_hardware=True) if args.cost_model
+                 else default_cost_model())
     if not isinstance(model, LearnedCostModel) or not model.prices_fallback:
         raise SystemExit("error: this model records no support and fallback; use one trained since stop 14")
     measured = np.array([float(r.fwd_ms) + float(r.bwd_ms) for r in records])

@@ -45,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     variants = VARIANTS[args.algo]
     try:
         tasks = load_tasks(args.tasks)
-        base = load_cost_model(args.cost_model) if args.cost_model else None  # None: the shipped model
+        # priced by the model, nothing timed here (any host); None: the shipped model
+        base = load_cost_model(args.cost_model, allow_other_hardware=True) if args.cost_model else None
         model = resolve_cost_model(base)
         # built once (rl loads its policy file here): a bad --policy is one line before anything is planned
         options = [PlannerOptions(cost_model=base, time_limit_s=args.time_limit, policy_path=args.policy,

@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
         if not (run / "train_tasks.json").is_file() or not (run / "cost_model.pt").is_file():
             raise AutoshardError(f"{run}: no train_tasks.json and cost_model.pt; give a bench or quickstart "
                                  "output directory")
-        model = load_cost_model(str(run / "cost_model.pt"))
+        # the policy trains against the model, nothing timed but the training: any host
+        model = load_cost_model(str(run / "cost_model.pt"), allow_other_hardware=True)
         tasks = load_tasks(str(run / "train_tasks.json"))
         for load in ("idle", "one busy process"):
             busy = None

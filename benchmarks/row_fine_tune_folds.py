@@ -77,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--epochs", type=int, default=40, help="most fine-tuning epochs per member (default 40)")
     args = p.parse_args(argv)
     try:
-        model = LearnedCostModel.load(args.model)
+        # fine-tunes on archived runs' devices, nothing timed here: any host
+        model = LearnedCostModel.load(args.model, allow_other_hardware=True)
         suites: dict[str, list[CostRecord]] = {}
         for i, path in enumerate(args.runs):
             raw = read_json(path)

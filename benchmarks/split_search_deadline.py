@@ -38,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.count < 1 or args.budget <= 0:
             raise AutoshardError("--tasks must be >= 1 and --budget > 0")
         tasks = load_tasks(args.tasks)[: args.count]
-        given = load_cost_model(args.cost_model) if args.cost_model else None
+        # priced by the model, nothing timed here: any host
+        given = load_cost_model(args.cost_model, allow_other_hardware=True) if args.cost_model else None
         model = planning_model(PlannerOptions(cost_model=given))
     except AutoshardError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -240,6 +242,23 @@ def test_bad_policy_files(tmp_path):
 def test_rl_without_policy_uses_the_shipped_one():
     task = make_task(10, 3, seed=6)
     plan = run_planner(make_planner("rl", PlannerOptions()), task)
+    assert plan.algorithm == "rl" and len(plan.placements) == 10
+
+
+def test_shipped_policy_plans_on_other_hardware(monkeypatch):
+    """With no model given, rl plans with the shipped model its policy was trained against on any host, as
+    every other planner does, while that model named explicitly is still refused there."""
+    from autoshard.costs.learned import LearnedCostModel, checkpoint
+    from autoshard.costs.loading import SHIPPED_COST_MODEL, SHIPPED_POLICY
+
+    trained_on = LearnedCostModel.load(SHIPPED_COST_MODEL, allow_other_hardware=True).trained_on["host"]
+    other = {**trained_on, "cpu": f"not {trained_on.get('cpu')}"}  # a host the shipped model never saw
+    monkeypatch.setattr(checkpoint, "host_info", lambda device="cpu": other)
+    with pytest.raises(AutoshardError, match="allow-other-hardware"):
+        LearnedCostModel.load(SHIPPED_COST_MODEL)
+    monkeypatch.chdir(Path(__file__).resolve().parent.parent)  # the policy names its model relative to here
+    assert TrainedPolicy.load(str(SHIPPED_POLICY)).cost_model.get("spec")
+    plan = run_planner(make_planner("rl", PlannerOptions()), make_task(10, 3, seed=6))
     assert plan.algorithm == "rl" and len(plan.placements) == 10
 
 

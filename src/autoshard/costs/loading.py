@@ -29,14 +29,28 @@ SHIPPED_POLICY = SHIPPED_DIR / "default_policy.pt"
 """RL policy trained against SHIPPED_COST_MODEL on DLRM-20 (4) train tasks (DEFAULTS.md)."""
 
 
-def load_cost_model(spec: str) -> CostModel:
-    """``'analytical'`` gives the roofline estimator; anything else is a learned checkpoint path. The real
-    kernels (``'measured'``) are ``autoshard.pipeline.models.load_cost_model``'s."""
+def load_cost_model(spec: str, allow_other_hardware: bool = False) -> CostModel:
+    """``'analytical'`` gives the roofline estimator; anything else is a learned checkpoint path, refused when
+    trained on other hardware unless allowed (where nothing is timed on this host, e.g. re-pricing archived
+    runs). The real kernels (``'measured'``) are ``autoshard.pipeline.models.load_cost_model``'s."""
     if spec == "analytical":
         return AnalyticalCostModel()
     from autoshard.costs.learned import LearnedCostModel
 
-    return LearnedCostModel.load(spec)
+    return LearnedCostModel.load(spec, allow_other_hardware=allow_other_hardware)
+
+
+def load_recorded_model(spec: str | None) -> CostModel | None:
+    """The cost model a checkpoint records it was trained against (a policy's ``cost_model.spec``), if that
+    file is still there: the shipped model as ``default_cost_model`` loads it, on any host, since the user
+    named no model and the shipped one is the default everywhere; any other checkpoint as
+    ``load_cost_model`` does, refused on other hardware. None for ``'analytical'``, no spec or a missing
+    file (the caller falls back to the default)."""
+    if not spec or spec == "analytical" or not Path(spec).is_file():
+        return None
+    if SHIPPED_COST_MODEL.is_file() and Path(spec).resolve() == SHIPPED_COST_MODEL.resolve():
+        return default_cost_model()
+    return load_cost_model(spec)
 
 
 @functools.lru_cache(maxsize=1)

@@ -7,12 +7,11 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from autoshard.costs.base import CostModel
-from autoshard.costs.loading import SHIPPED_POLICY, load_cost_model, resolve_cost_model
+from autoshard.costs.loading import SHIPPED_POLICY, load_recorded_model, resolve_cost_model
 from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.plan import Plan
 from autoshard.planners.base import PlannerOptions, config_from_extra
@@ -166,10 +165,9 @@ def rl_planner(options: PlannerOptions) -> RLPlanner:
         logger.info("using the shipped policy (%s)", SHIPPED_POLICY)
     policy = TrainedPolicy.load(policy_path)
     model = options.cost_model
-    spec = policy.cost_model.get("spec")
-    if model is None and spec and spec != "analytical" and Path(spec).is_file():
+    if model is None:
         # no model given: plan with the one the policy was trained against, if it is still there
-        model = load_cost_model(spec)
+        model = load_recorded_model(policy.cost_model.get("spec"))
     model = resolve_cost_model(model, options.extra.get(RISK_OPTION))
     trained_on = policy.cost_model.get("name")
     if trained_on and trained_on != model.name:
