@@ -48,7 +48,7 @@ def load_recorded_model(spec: str | None) -> CostModel | None:
     file (the caller falls back to the default)."""
     if not spec or spec == "analytical" or not Path(spec).is_file():
         return None
-    if SHIPPED_COST_MODEL.is_file() and Path(spec).resolve() == SHIPPED_COST_MODEL.resolve():
+    if Path(spec).resolve() == SHIPPED_COST_MODEL.resolve():  # spec is a file, so the shipped one is there
         return default_cost_model()
     return load_cost_model(spec)
 
