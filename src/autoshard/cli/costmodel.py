@@ -58,6 +58,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--working-set", choices=["auto", "on", "off"], default="auto",
                    help="also give a context network each shard's working set at its batch (distinct rows "
                         "touched and their bytes, from the access bins; auto: on with --context)")
+    p.add_argument("--kernel-groups", choices=["auto", "on", "off"], default="auto",
+                   help="add a learned cost per distinct shard dim on a device, which the torch backend runs "
+                        "as its own kernels (auto: on when the records were timed with --backend torch)")
     p.set_defaults(func=run_train)
 
     f = sub.add_parser("fine-tune-cost",
@@ -171,11 +174,16 @@ def run_train(args: argparse.Namespace) -> int:
                    or len({record_precision(r) for r in chosen}) > 1)
     else:
         context = args.context == "on"
+    additive = args.target == "log" and not args.no_additive
+    if args.kernel_groups == "auto":
+        kernel_groups = additive and any(r.settings.get("backend") == "torch" for r in dataset.records)
+    else:
+        kernel_groups = args.kernel_groups == "on"
     config = CostNetConfig(hidden=args.hidden, embed=args.embed, target=args.target,
-                           interaction=args.interaction,
-                           additive=args.target == "log" and not args.no_additive,
+                           interaction=args.interaction, additive=additive,
                            table_mlp=not args.linear_table_cost, context=context,
-                           reuse=context if args.working_set == "auto" else args.working_set == "on")
+                           reuse=context if args.working_set == "auto" else args.working_set == "on",
+                           kernel_groups=kernel_groups)
     given = {"max_epochs": args.epochs, "patience": args.patience, "lr": args.lr,
              "weight_decay": args.weight_decay}
     options = TrainOptions(seed=args.seed, test_fraction=args.test_fraction, refit=not args.no_refit,

@@ -5,9 +5,11 @@ tables, and feeds the sum to heads for forward, backward and communication cost;
 device representations feeds a head for the overall cost. This module keeps that shape and makes the pooled
 state an explicit additive *accumulator* so planners can update it table by table:
 
-    table vector  v_i = [e_i, e_i**2 (interaction only), c_i (additive only), 1, dim_i]
+    table vector  v_i = [e_i, e_i**2 (interaction only), c_i (additive only), onehot(dim class) (kernel
+                         groups only), 1, dim_i]
     device state  a_d = sum of v_i over the device's shards          (segment sum; empty device = 0)
-    device cost   = heads(device_mlp([sum e, pairwise interaction]))  (+ log(launch + sum c_i), additive only)
+    device cost   = heads(device_mlp([sum e, pairwise interaction]))  (+ log(launch + sum c_i
+                    + groups x group cost), additive only)
 
 Options (compared in ``benchmarks/cost_model_accuracy.py``):
 - ``target``: "linear" predicts milliseconds (DreamShard's MSE on costs), "log" predicts log-milliseconds so
@@ -47,6 +49,15 @@ NUM_COMPUTE_HEADS = 2
 LAUNCH_LOG_INIT = -2.0
 """Initial log launch cost, in units of the mean device cost: exp(-2) ~ 14%, the share of one small table's
 cost on a device seen in the CPU profiles; it is learned."""
+
+
+KERNEL_GROUP_CHANNELS = 64
+"""Accumulator channels of a ``kernel_groups`` network: a shard of dim d adds 1 to channel
+(ceil(d / 4) - 1) mod 64, so the channels above zero count a device's distinct shard dims, exactly for the
+dims 4-256 in steps of 4 (the profile designs' and the suites' dims) and with a rare collision beyond."""
+
+GROUP_LOG_INIT = -3.0
+"""Initial log cost of one kernel group, in units of the mean device cost (exp(-3) ~ 5%); it is learned."""
 
 
 CORRECTION_BOUND = 0.5
@@ -96,6 +107,13 @@ class CostNetConfig:
     """``context`` networks only: also give every shard its batch's working set (``features.reuse_features``:
     the distinct rows the device's batch touches, estimated from the access bins, and their bytes). Off in
     checkpoints before stop 19."""
+    kernel_groups: bool = False
+    """Additive head only: also add a learned cost per kernel group, a device's distinct shard dims
+    (``KERNEL_GROUP_CHANNELS``). Why: the torch backend (``hardware.torch_backend``) runs one embedding bag,
+    and one sort, segment sum and update in the backward, per distinct dim, so on a GPU a device of 15
+    tables of 15 dims costs about twice one of 15 tables of 4 dims (docs/benchmarks.md, "Stop 41"), a
+    difference no per-table feature carries. FBGEMM's TBE runs every dim in one kernel: off in models of
+    its timings and in checkpoints before stop 41."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "target", Target(self.target))
@@ -109,6 +127,9 @@ class CostNetConfig:
                                  "use --target log or drop --additive")
         if self.reuse and not self.context:
             raise AutoshardError("working-set features need the device context; use --context on")
+        if self.kernel_groups and not self.additive:
+            raise AutoshardError("the kernel-group cost is a term of the additive head; "
+                                 "drop --no-additive or use --kernel-groups off")
 
     @property
     def input_width(self) -> int:
@@ -120,10 +141,12 @@ class CostNetConfig:
     @property
     def acc_width(self) -> int:
         """Width of a table vector / device accumulator (last two channels: shard count, dim sum)."""
-        width = self.embed * (2 if self.interaction else 1)
-        if self.additive:
-            width += NUM_COMPUTE_HEADS
-        return width + 2
+        return self.group_offset + (KERNEL_GROUP_CHANNELS if self.kernel_groups else 0) + 2
+
+    @property
+    def group_offset(self) -> int:
+        """First kernel-group channel of an accumulator (after the encodings and the additive costs)."""
+        return self.embed * (2 if self.interaction else 1) + (NUM_COMPUTE_HEADS if self.additive else 0)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -164,6 +187,9 @@ class CostNet(nn.Module):
             self.table_cost_linear = nn.Linear(c.input_width, NUM_COMPUTE_HEADS)
             # log of a per-device launch cost added to sum c_i (the roofline's fixed kernel overhead)
             self.launch_log = nn.Parameter(torch.full((NUM_COMPUTE_HEADS,), LAUNCH_LOG_INIT))
+        if c.kernel_groups:
+            # log of the cost one more kernel group adds (the torch backend's per-dim launches)
+            self.group_log = nn.Parameter(torch.full((NUM_COMPUTE_HEADS,), GROUP_LOG_INIT))
             nn.init.zeros_(self.compute_head.weight)  # start as the pure sum of per-table costs
             nn.init.zeros_(self.compute_head.bias)
         # std of the log-ms targets per compute head (set by the trainer): the additive term log(sum c_i) is
@@ -188,6 +214,10 @@ class CostNet(nn.Module):
             if c.table_mlp:
                 log_c = log_c + out[:, c.embed:]
             parts.append(torch.exp(log_c.clamp(-30.0, 30.0)))
+        if c.kernel_groups:
+            channel = torch.remainder(torch.div(dims.to(torch.int64) + 3, 4, rounding_mode="floor") - 1,
+                                      KERNEL_GROUP_CHANNELS)
+            parts.append(nn.functional.one_hot(channel, KERNEL_GROUP_CHANNELS).to(feats.dtype))
         ones = torch.ones_like(dims, dtype=feats.dtype)
         parts += [ones[:, None], dims.to(feats.dtype)[:, None]]
         return torch.cat(parts, dim=1)
@@ -208,6 +238,11 @@ class CostNet(nn.Module):
         if c.additive:
             lo = c.embed * (2 if c.interaction else 1)
             total = acc[..., lo: lo + NUM_COMPUTE_HEADS] + torch.exp(self.launch_log)
+            if c.kernel_groups:
+                # a channel above zero is a dim the device holds (a planner's scaled state stays above zero)
+                g = c.group_offset
+                groups = (acc[..., g: g + KERNEL_GROUP_CHANNELS] > 1e-3).sum(dim=-1, keepdim=True)
+                total = total + groups.to(acc.dtype) * torch.exp(self.group_log)
             # a bounded correction: on devices with more tables than any training record, the summed encodings
             # leave the training range and an unbounded head extrapolates wildly; the additive part does not
             b = c.correction_bound
