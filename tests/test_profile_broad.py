@@ -336,3 +336,30 @@ def test_gpu_state_reads_nvidia_smi_and_is_none_where_it_cannot(monkeypatch):
     assert gpu_state(0, ("sh", "-c", 'echo "[N/A], 2619"')) is None  # unparsable output
     # a model keeps the machine of its records, not one record's moment
     assert without_state({"gpu": "H100", "gpu_state": gpu_state(1, smi)}) == {"gpu": "H100"}
+
+
+def test_dim_choices_draw_few_dims_and_leave_range_profiles_as_they_were(tmp_path: Path, capsys):
+    assert "dim_choices" not in TINY.to_json()  # the manifests of profiles made before the option
+    chosen = BroadDesign(**{**{k: getattr(TINY, k) for k in TINY.__dataclass_fields__},
+                            "dim_choices": (16, 8, 4)})
+    assert chosen.dims == (4, 16) and chosen.dim_choices == (4, 8, 16)
+    assert BroadDesign.from_json(chosen.to_json()) == chosen
+    drawn = [t.dim for i in range(40) for t in broad_sample(chosen, 0, i, bins=False).tables]
+    assert set(drawn) == {4, 8, 16}  # each choice drawn, nothing else
+    # a device of several tables holds at most as many dims as there are choices
+    many = [broad_sample(chosen, 0, i, bins=False) for i in range(40)]
+    assert max(len(s.tables) - len({t.dim for t in s.tables}) for s in many) >= 2
+    for kw, match in [({"dim_choices": (4, 4)}, "distinct"), ({"dim_choices": (4, 30)}, "multiples of 4")]:
+        with pytest.raises(AutoshardError, match=match):
+            BroadDesign(**kw)
+    costs = tmp_path / "costs"
+    assert main(["profile", "--samples", "3", "-o", str(costs), *TINY_ARGS, "--dims", "4,16"]) == 0
+    manifest = json.loads((costs / "profile.json").read_text())
+    assert manifest["design"]["dim_choices"] == [4, 16]
+    dims = {d["dim"] for line in next(costs.glob("shards-*.jsonl")).read_text().splitlines()
+            for d in json.loads(line)["table_specs"]}
+    assert dims <= {4, 16}
+    capsys.readouterr()
+    assert main(["profile", "--samples", "1", "-o", str(tmp_path / "e"), *TINY_ARGS, "--dims", "4,x"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--dims" in err and "\n" not in err

@@ -12,6 +12,8 @@
 # Run from the repo root on the GPU host, carrying .whl (OR-Tools for ilp) and WORKDIR:
 #   bash benchmarks/gpu/broad_then_bench.sh PROFILE_SECONDS DEADLINE OUTDIR [WORKDIR] [DEVICE] [BATCH] [TASKS]
 # Dry run on a CPU host: NO_WHEELS=1 ENSEMBLE=2 bash benchmarks/gpu/broad_then_bench.sh 40 120 OUT DIR cpu 1024 2
+# A committed model instead of step 1-2 (stop 41's, the next GPU session): prepare WORKDIR/SUITE as above, copy
+# it to WORKDIR/bench, then MODEL=benchmarks/gpu/cost-h100-s41.pt bash benchmarks/gpu/broad_then_bench.sh 0 560 OUT WORKDIR
 set -u
 SUITE=${SUITE:-production-40-8}
 COMM=${COMM:-benchmarks/gpu/comm-h100-1x8-nvlink.json}
@@ -29,7 +31,7 @@ for n in "$PROFILE_SECONDS" "$DEADLINE" "$BATCH" "$TASKS"; do
 done
 source benchmarks/gpu/host_setup.sh  # wheels, PYTHONPATH, $RESULT, what the host has
 PROFILE=$WORK/broad-$DEVICE-b$BATCH
-MODEL=$WORK/cost-$DEVICE-broad-b$BATCH.pt
+MODEL=${MODEL:-$WORK/cost-$DEVICE-broad-b$BATCH.pt}  # MODEL=<a committed GPU model> with PROFILE_SECONDS 0
 if [ "$PROFILE_SECONDS" -gt 0 ]; then  # 0: the profile and model of an earlier call on this machine
   start=$SECONDS
   timeout -s INT "$PROFILE_SECONDS" python3 -m autoshard.cli.main profile --design broad --samples 3000 \

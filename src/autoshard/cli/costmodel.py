@@ -210,6 +210,9 @@ def run_train(args: argparse.Namespace) -> int:
           f"({split['test_records']} test records). Hardware: {model.describe_hardware()}")
     print_metrics(model.info["metrics"], model.comm.source)
     print_uncertainty(model.info["held_out"], model.ensemble_size)
+    if config.kernel_groups:
+        print("kernel groups: on (a learned cost per distinct shard dim on a device, which the torch backend "
+              "runs as its own kernels; --kernel-groups off leaves it out)")
     refit = model.info.get("refit")
     if refit:
         seen = (f"{len(refit['train_tables'])} tables" if "train_tables" in refit

@@ -89,7 +89,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="probability a table of a sample is a column shard (default 0.2)")
     p.add_argument("--seed", type=int, default=0)
     b = p.add_argument_group("broad design (--design broad): ranges LO:HI, inclusive; one value fixes it")
-    b.add_argument("--dims", default="4:256", help="table dims, multiples of 4, log-uniform (default 4:256)")
+    b.add_argument("--dims", default="4:256",
+                   help="table dims, multiples of 4: LO:HI log-uniform (default 4:256), or a list such as "
+                        "32,64,128,256, each equally often (devices then hold few dims, as users' do)")
     b.add_argument("--rows", default="1e2:1e8", help="table rows, log-uniform (default 1e2:1e8)")
     b.add_argument("--pooling", default="0:200", help="mean bag size, uniform in log(1+p) (default 0:200)")
     b.add_argument("--pooling-cv", default="0:2", help="bag-size coefficient of variation (default 0:2)")
@@ -200,7 +202,15 @@ def broad_design(args: argparse.Namespace) -> Any:
     from autoshard.hardware.profiler import DEFAULT_COLUMN_SHARE, BroadDesign
 
     precisions = tuple(p.strip() for p in args.precisions.split(",") if p.strip())
-    return BroadDesign(dims=_int_span(args.dims, "dims"), rows=_int_span(args.rows, "rows"),
+    choices: tuple[int, ...] = ()
+    if "," in args.dims:
+        try:
+            choices = tuple(int(x) for x in args.dims.split(",") if x.strip())
+        except ValueError:
+            raise AutoshardError(f"--dims {args.dims!r} must be LO:HI or a comma-separated list of whole "
+                                 "numbers, e.g. 32,64,128,256") from None
+    dims = (choices[0], choices[0]) if choices else _int_span(args.dims, "dims")
+    return BroadDesign(dims=dims, dim_choices=choices, rows=_int_span(args.rows, "rows"),
                        pooling=_span(args.pooling, "pooling"),
                        pooling_cv=_span(args.pooling_cv, "pooling-cv"), alpha=_span(args.alpha, "alpha"),
                        vocab_log_fraction=_span(args.vocab_log_fraction, "vocab-log-fraction"),

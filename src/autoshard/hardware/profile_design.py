@@ -106,11 +106,24 @@ class BroadDesign:
     and the same samples: the cut draws from its own generator, not the Sobol points."""
     row_parts: tuple[int, int] = (2, 64)
     """Row ranges a cut table is split into (the devices a row-wise table spans), log-uniform."""
+    dim_choices: tuple[int, ...] = ()
+    """When set, a table's dim is one of these, each equally often (from the same Sobol coordinate), and
+    ``dims`` is their (smallest, largest); empty (every profile before stop 41): log-uniform over ``dims``.
+    Why: users' tables come in a few dims (32, 64, 128, 256), so their devices hold many tables of few
+    dims, while 57 log-uniform values give a sample nearly one dim a table; the torch backend runs one
+    kernel group per distinct dim, on a GPU up to half a device's cost (docs/benchmarks.md, "Stop 41")."""
 
     def __post_init__(self) -> None:
+        choices = tuple(sorted(int(x) for x in self.dim_choices))
+        if choices:
+            if len(set(choices)) != len(choices):
+                raise AutoshardError(f"broad design dim choices {choices} must be distinct")
+            object.__setattr__(self, "dims", (choices[0], choices[-1]))
+        object.__setattr__(self, "dim_choices", choices)
         dims = tuple(int(x) for x in _range(self.dims, "dims"))
-        if dims[0] < COLUMN_SHARD_MULTIPLE or any(d % COLUMN_SHARD_MULTIPLE for d in dims):
-            raise AutoshardError(f"broad design dims {dims} must be multiples of {COLUMN_SHARD_MULTIPLE}")
+        if dims[0] < COLUMN_SHARD_MULTIPLE or any(d % COLUMN_SHARD_MULTIPLE for d in dims + choices):
+            raise AutoshardError(f"broad design dims {choices or dims} must be multiples of "
+                                 f"{COLUMN_SHARD_MULTIPLE}")
         rows = tuple(int(x) for x in _range(self.rows, "rows"))
         tables = tuple(int(x) for x in _range(self.tables_per_device, "tables per device"))
         batch = tuple(int(x) for x in _range(self.batch_sizes, "batch sizes"))
@@ -159,7 +172,8 @@ class BroadDesign:
                 "stats_batch": self.stats_batch,
                 # only where used: the manifests of profiles made before row cuts stay as they were
                 **({"row_share": self.row_share, "row_parts": list(self.row_parts)}
-                   if self.row_share else {})}
+                   if self.row_share else {}),
+                **({"dim_choices": list(self.dim_choices)} if self.dim_choices else {})}
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> BroadDesign:
@@ -274,7 +288,11 @@ def broad_sample(design: BroadDesign, seed: int, index: int, bins: bool = True) 
     n, batch, precision, first = sampler.composition(stratum, k)
     u = sampler.tables[stratum].take(first, n)
     m = COLUMN_SHARD_MULTIPLE
-    dims = np.clip(m * np.rint(_log_uniform(u[:, 0], *d.dims) / m), *d.dims).astype(np.int64)
+    if d.dim_choices:
+        choice = np.minimum((u[:, 0] * len(d.dim_choices)).astype(np.int64), len(d.dim_choices) - 1)
+        dims = np.asarray(d.dim_choices, dtype=np.int64)[choice]
+    else:
+        dims = np.clip(m * np.rint(_log_uniform(u[:, 0], *d.dims) / m), *d.dims).astype(np.int64)
     rows = np.clip(np.rint(_log_uniform(u[:, 1], *d.rows)), *d.rows).astype(np.int64)
     lp0, lp1 = np.log1p(d.pooling[0]), np.log1p(d.pooling[1])
     pooling = np.clip(np.expm1(lp0 + u[:, 2] * (lp1 - lp0)), *d.pooling)
