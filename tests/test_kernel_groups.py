@@ -47,6 +47,9 @@ def test_each_distinct_dim_adds_one_group_cost_and_a_scaled_state_keeps_its_grou
 
 
 def test_kernel_groups_widen_the_accumulator_need_the_additive_head_and_default_off():
+    for config in (CostNetConfig(), CostNetConfig(kernel_groups=True)):  # with or without the option, an
+        head = CostNet(config).compute_head  # additive network starts as the pure sum of per-table costs
+        assert not head.weight.any() and not head.bias.any()
     assert CostNetConfig(kernel_groups=True).acc_width == CostNetConfig().acc_width + KERNEL_GROUP_CHANNELS
     with pytest.raises(AutoshardError, match="additive head"):
         CostNetConfig(kernel_groups=True, additive=False, target="linear")

@@ -187,11 +187,11 @@ class CostNet(nn.Module):
             self.table_cost_linear = nn.Linear(c.input_width, NUM_COMPUTE_HEADS)
             # log of a per-device launch cost added to sum c_i (the roofline's fixed kernel overhead)
             self.launch_log = nn.Parameter(torch.full((NUM_COMPUTE_HEADS,), LAUNCH_LOG_INIT))
+            nn.init.zeros_(self.compute_head.weight)  # start as the pure sum of per-table costs
+            nn.init.zeros_(self.compute_head.bias)
         if c.kernel_groups:
             # log of the cost one more kernel group adds (the torch backend's per-dim launches)
             self.group_log = nn.Parameter(torch.full((NUM_COMPUTE_HEADS,), GROUP_LOG_INIT))
-            nn.init.zeros_(self.compute_head.weight)  # start as the pure sum of per-table costs
-            nn.init.zeros_(self.compute_head.bias)
         # std of the log-ms targets per compute head (set by the trainer): the additive term log(sum c_i) is
         # in log-ms, the outputs are normalised log-ms, so it is divided by this to keep sum c_i
         # additive in ms
