@@ -73,11 +73,12 @@ def profiles(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.mark.parametrize(("backend", "flag", "expected"), [
     ("torch", "auto", True), ("fbgemm", "auto", False), ("torch", "off", False), ("fbgemm", "on", True)])
-def test_train_cost_turns_kernel_groups_on_for_torch_backend_records(profiles, tmp_path, backend, flag,
-                                                                    expected):
+def test_train_cost_turns_kernel_groups_on_for_torch_backend_records(profiles, tmp_path, capsys, backend,
+                                                                    flag, expected):
     model = tmp_path / "m.pt"
     assert main(["train-cost", "--data", str(profiles[backend]), "--epochs", "2", "--kernel-groups", flag,
                  "-o", str(model)]) == 0
+    assert ("kernel groups: on" in capsys.readouterr().out) is expected  # the user is told
     loaded = LearnedCostModel.load(model)
     assert loaded.config.kernel_groups is expected
     task, shards = _a_device(profiles[backend])

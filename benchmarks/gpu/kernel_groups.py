@@ -15,10 +15,13 @@ measured / predicted falls as collisions rise at a fixed table count.
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 import numpy as np
 
 from autoshard.costs.loading import load_cost_model
+from autoshard.errors import AutoshardError
 from autoshard.hardware.profile_dataset import load_dataset
 
 BANDS = ((1, 3), (4, 6), (7, 10), (11, 16), (17, 10**6))
@@ -69,4 +72,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        raise SystemExit(main())
+    except (AutoshardError, OSError) as e:  # a missing or unreadable input: one line, not a traceback
+        print(f"{Path(__file__).name}: {e}", file=sys.stderr)
+        raise SystemExit(2) from None

@@ -36,23 +36,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/ (cost_model_on_plans)
 
-from cost_model_on_plans import bench_devices, load_results
+from cost_model_on_plans import TABLE_BANDS, bench_devices, load_results
 
+from autoshard.errors import AutoshardError
 from autoshard.hardware.kernel import MeasureSettings, measure_shard, prepare_lookups
-from autoshard.hardware.profile_dataset import load_dataset
+from autoshard.hardware.profile_dataset import load_dataset, spread_evenly
 from autoshard.hardware.profile_records import sample_index
 from autoshard.io import read_json
-
-TABLE_BANDS = ((1, 2), (3, 5), (6, 9), (10, 14), (15, 10**6))
-
-
-def pick_spread(items: list[Any], count: int, key: Any) -> list[Any]:
-    """``count`` of ``items`` spread evenly over their order by ``key`` (all when fewer)."""
-    ordered = sorted(items, key=key)
-    if count >= len(ordered):
-        return ordered
-    picks = {round(i * (len(ordered) - 1) / max(count - 1, 1)) for i in range(count)}
-    return [ordered[k] for k in sorted(picks)]
 
 
 def bench_items(run: Path, count: int) -> list[dict[str, Any]]:
@@ -60,7 +50,7 @@ def bench_items(run: Path, count: int) -> list[dict[str, Any]]:
     bias was largest), the rest spread over the measured fwd + bwd of the others."""
     devices = bench_devices(load_results(run))
     many = [d for d in devices if len(d[1]) >= 10][:count]
-    rest = pick_spread([d for d in devices if len(d[1]) < 10], count - len(many), key=lambda d: d[2] + d[3])
+    rest = spread_evenly([d for d in devices if len(d[1]) < 10], count - len(many), key=lambda d: d[2] + d[3])
     return [{"source": "bench", "key": f"{task.name}:{i}", "task": task, "shards": shards,
              "recorded": [fwd, bwd]}
             for i, (task, shards, fwd, bwd) in enumerate(many + rest)]
@@ -71,8 +61,8 @@ def profile_items(directory: Path, count: int) -> list[dict[str, Any]]:
     last 500 (stop 35's second call), each half spread over the recorded fwd + bwd."""
     ds = load_dataset(directory)
     first, last = ds.records[:235], ds.records[-500:]
-    chosen = (pick_spread(first, count // 2, key=lambda r: r.fwd_ms + r.bwd_ms)
-              + pick_spread(last, count - count // 2, key=lambda r: r.fwd_ms + r.bwd_ms))
+    chosen = (spread_evenly(first, count // 2, key=lambda r: r.fwd_ms + r.bwd_ms)
+              + spread_evenly(last, count - count // 2, key=lambda r: r.fwd_ms + r.bwd_ms))
     out = []
     for r in chosen:
         task, shards = ds.task_of(r)
@@ -179,4 +169,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        raise SystemExit(main())
+    except (AutoshardError, OSError) as e:  # a missing or unreadable input: one line, not a traceback
+        print(f"{Path(__file__).name}: {e}", file=sys.stderr)
+        raise SystemExit(2) from None

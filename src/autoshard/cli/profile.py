@@ -207,9 +207,11 @@ def broad_design(args: argparse.Namespace) -> Any:
         try:
             choices = tuple(int(x) for x in args.dims.split(",") if x.strip())
         except ValueError:
+            choices = ()
+        if not choices:
             raise AutoshardError(f"--dims {args.dims!r} must be LO:HI or a comma-separated list of whole "
-                                 "numbers, e.g. 32,64,128,256") from None
-    dims = (choices[0], choices[0]) if choices else _int_span(args.dims, "dims")
+                                 "numbers, e.g. 32,64,128,256")
+    dims = (min(choices), max(choices)) if choices else _int_span(args.dims, "dims")
     return BroadDesign(dims=dims, dim_choices=choices, rows=_int_span(args.rows, "rows"),
                        pooling=_span(args.pooling, "pooling"),
                        pooling_cv=_span(args.pooling_cv, "pooling-cv"), alpha=_span(args.alpha, "alpha"),

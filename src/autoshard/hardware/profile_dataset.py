@@ -4,10 +4,10 @@ sample order, and the comm model (``CostDataset``), what the cost models are tra
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from autoshard.costs.comm import AlphaBeta
 from autoshard.errors import AutoshardError
@@ -24,6 +24,8 @@ from autoshard.io import read_json
 from autoshard.shards import ShardRef
 from autoshard.tables.table import FeatureNormalizer, Precision, Table, TablePool
 from autoshard.tasks import Task
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -50,17 +52,23 @@ class CostDataset:
     def spread(self, count: int, max_ms: float = float("inf")) -> list[CostRecord]:
         """``count`` records spread evenly over the recorded fwd+bwd range up to ``max_ms`` (fewer when
         fewer qualify): what re-measurement benchmarks time."""
-        pool = sorted((r for r in self.records if r.fwd_ms + r.bwd_ms <= max_ms),
-                      key=lambda r: r.fwd_ms + r.bwd_ms)
-        if not pool or count <= 0:
-            return []
-        picks = {round(i * (len(pool) - 1) / max(count - 1, 1)) for i in range(count)}
-        return [pool[k] for k in sorted(picks)]
+        return spread_evenly([r for r in self.records if r.fwd_ms + r.bwd_ms <= max_ms], count,
+                             key=lambda r: r.fwd_ms + r.bwd_ms)
 
     @property
     def design(self) -> str:
         """'broad' (tables generated per sample) or 'pool' (tables of tables.json)."""
         return "broad" if isinstance(self.settings.get("design"), dict) else "pool"
+
+
+def spread_evenly(items: Sequence[T], count: int, key: Callable[[T], float]) -> list[T]:
+    """``count`` of ``items`` spread evenly over their order by ``key`` (all when fewer, none for
+    ``count`` <= 0)."""
+    ordered = sorted(items, key=key)
+    if not ordered or count <= 0:
+        return []
+    picks = {round(i * (len(ordered) - 1) / max(count - 1, 1)) for i in range(count)}
+    return [ordered[k] for k in sorted(picks)]
 
 
 def sample_task(pool: TablePool, names: Sequence[str], dims: Sequence[int], batch_size: int,
