@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import numpy as np
 
@@ -43,9 +42,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("profiles", nargs="+", help="GPU profile directories")
     p.add_argument("--model", required=True, help="the cost model to price the records with")
     args = p.parse_args(argv)
-    # a model of GPU kernels prices on any host; this script times nothing
-    model = load_cost_model(args.model, allow_other_hardware=True)
-    per = {d: rows_of(model, d) for d in args.profiles}
+    try:  # a model of GPU kernels prices on any host; this script times nothing
+        model = load_cost_model(args.model, allow_other_hardware=True)
+        per = {d: rows_of(model, d) for d in args.profiles}
+    except AutoshardError as e:  # a missing model or profile: one line, not a traceback
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     a = np.concatenate(list(per.values()))
     n, ratio = a[:, 0], a[:, 3] / a[:, 2]
     collisions = (a[:, 0] - a[:, 1]).astype(int)
@@ -72,8 +74,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        raise SystemExit(main())
-    except (AutoshardError, OSError) as e:  # a missing or unreadable input: one line, not a traceback
-        print(f"{Path(__file__).name}: {e}", file=sys.stderr)
-        raise SystemExit(2) from None
+    raise SystemExit(main())

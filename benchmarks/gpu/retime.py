@@ -161,16 +161,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="cpu: a dry run")
     p.add_argument("-o", "--output", type=Path, help="JSON lines, appended")
     args = p.parse_args(argv)
-    if args.summary:
-        return summary(args.summary)
-    if not (args.bench and args.profile and args.output):
+    if not (args.summary or (args.bench and args.profile and args.output)):
         p.error("--bench, --profile and -o are needed to re-time (or --summary FILE)")
-    return retime(args)
+    try:
+        return summary(args.summary) if args.summary else retime(args)
+    except (AutoshardError, OSError) as e:  # a missing or unreadable input: one line, not a traceback
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
-    try:
-        raise SystemExit(main())
-    except (AutoshardError, OSError) as e:  # a missing or unreadable input: one line, not a traceback
-        print(f"{Path(__file__).name}: {e}", file=sys.stderr)
-        raise SystemExit(2) from None
+    raise SystemExit(main())
