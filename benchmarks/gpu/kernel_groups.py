@@ -27,13 +27,16 @@ BANDS = ((1, 3), (4, 6), (7, 10), (11, 16), (17, 10**6))
 
 
 def rows_of(model, directory: str) -> np.ndarray:
-    """(records, 4): tables, distinct shard dims, predicted and measured fwd + bwd ms."""
+    """(records, 6): tables, distinct shard dims, predicted and measured fwd + bwd ms, and the GPU's SM clock
+    and temperature when the record was timed (NaN where it carries none: records before stop 35)."""
     ds = load_dataset(directory)
     out = []
     for r in ds.records:
         task, shards = ds.task_of(r)
         pred = model.device_costs(task, [shards])[0, :2].sum()
-        out.append((len(shards), len({s.dim for s in shards}), pred, r.fwd_ms + r.bwd_ms))
+        state = r.host.get("gpu_state") or {}
+        out.append((len(shards), len({s.dim for s in shards}), pred, r.fwd_ms + r.bwd_ms,
+                    state.get("sm_clock_mhz", np.nan), state.get("temperature_c", np.nan)))
     return np.array(out)
 
 
@@ -70,6 +73,10 @@ def main(argv: list[str] | None = None) -> int:
             if s.any():
                 parts.append(f"{lo}-{hi if hi < 10**6 else ''}: x{np.median(rows[s, 3] / rows[s, 2]):.3f}")
         print(f"{d} ({len(rows)}): measured / predicted by tables a device: " + ", ".join(parts))
+        clock, temp = rows[:, 4], rows[:, 5]
+        if np.isfinite(clock).any():
+            print(f"  GPU state of {int(np.isfinite(clock).sum())} records: SM clock {np.nanmin(clock):.0f}-"
+                  f"{np.nanmax(clock):.0f} MHz, temperature {np.nanmin(temp):.0f}-{np.nanmax(temp):.0f} C")
     return 0
 
 

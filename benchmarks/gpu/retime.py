@@ -121,7 +121,9 @@ def summary(path: Path) -> int:
         ben = np.array([x["bench"] for x in sel])
         pro = np.array([x["profile"] for x in sel])
         tables = np.array([x["tables"] for x in sel])
-        print(f"{source} ({len(sel)} items)")
+        rounds = np.array([[sum(r) for r in x["bench_rounds"]] for x in sel])
+        print(f"{source} ({len(sel)} items; the bench protocol's first round against its second, median "
+              f"|r1 / r2 - 1|: {np.median(np.abs(rounds[:, 0] / rounds[:, -1] - 1)):.3f})")
         for name, a, b in (("profile protocol / bench protocol", pro, ben),
                            ("bench protocol / recorded", ben, rec),
                            ("profile protocol / recorded", pro, rec)):

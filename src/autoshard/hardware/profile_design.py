@@ -111,7 +111,7 @@ class BroadDesign:
     ``dims`` is their (smallest, largest); empty (every profile before stop 41): log-uniform over ``dims``.
     Why: users' tables come in a few dims (32, 64, 128, 256), so their devices hold many tables of few
     dims, while 57 log-uniform values give a sample nearly one dim a table; the torch backend runs one
-    kernel group per distinct dim, on a GPU up to half a device's cost (docs/benchmarks.md, "Stop 41")."""
+    kernel group per distinct dim, which a GPU model must learn (docs/benchmarks.md, "Stop 41")."""
 
     def __post_init__(self) -> None:
         choices = tuple(sorted(int(x) for x in self.dim_choices))

@@ -110,10 +110,10 @@ class CostNetConfig:
     kernel_groups: bool = False
     """Additive head only: also add a learned cost per kernel group, a device's distinct shard dims
     (``KERNEL_GROUP_CHANNELS``). Why: the torch backend (``hardware.torch_backend``) runs one embedding bag,
-    and one sort, segment sum and update in the backward, per distinct dim, so on a GPU a device of 15
-    tables of 15 dims costs about twice one of 15 tables of 4 dims (docs/benchmarks.md, "Stop 41"), a
-    difference no per-table feature carries. FBGEMM's TBE runs every dim in one kernel: off in models of
-    its timings and in checkpoints before stop 41."""
+    and one sort, segment sum and update in the backward, per distinct dim; on an H100 a model blind to
+    it, trained on samples of nearly one dim a table, priced devices of 15+ tables of at most 4 dims 2x too
+    high (docs/benchmarks.md, "Stop 41"), a difference no per-table feature carries. FBGEMM's TBE runs
+    every dim in one kernel: off in models of its timings and in checkpoints before stop 41."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "target", Target(self.target))
