@@ -4,8 +4,8 @@
 #     records of the broad H100 profile, re-timed under the bench's protocol and the profile's, with the GPU's
 #     clocks (OUTDIR/retime.jsonl);
 #  B. for PROFILE_SECONDS, stop 31's broad design with one change, every table's vocabulary its full rows
-#     (--vocab-log-fraction 0; the design's range -3:0 almost never draws it, and every table of the
-#     production suite has it), into a fresh profile written where the call's files come back from
+#     (--vocab-log-fraction 0; the design's range -3:0 almost never draws it, and 232 of the 400
+#     tables of stop 31's production run have it), into a fresh profile written where the call's files come back from
 #     (OUTDIR/fullvocab: on the CPU host `autoshard profile-pack` a copy of it).
 # Run from the repo root on the GPU host:
 #   bash benchmarks/gpu/retime_then_profile.sh RETIME_SECONDS PROFILE_SECONDS OUTDIR [WORKERS] [DEVICE]
