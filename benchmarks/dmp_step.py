@@ -1,20 +1,26 @@
 """Check the step model against a real step: plans priced by ``autoshard.costs.step`` vs the same plans
-trained in TorchRec DistributedModelParallel on D=2 processes (gloo on 127.0.0.1).
+trained in TorchRec DistributedModelParallel on D processes (``--devices``, default 2; gloo on 127.0.0.1).
 
 One task (``--tables`` synthetic DLRM-like tables from ``synthesize_pool``, rows capped at ``--rows-cap`` in
 the task itself, so the kernel timings and DMP use the very same tables and lookups, no folding) and six
-strongly different plans on 2 ranks:
+strongly different plans on D ranks:
 
-- ``all_on_rank0``: every table on rank 0, rank 1 idle;
+- ``all_on_rank0``: every table on rank 0, the other ranks idle;
 - ``balanced``: ``--balanced-planner`` (size_lookup_greedy), table-wise;
-- ``imbalanced``: the heaviest tables (pooling x dim) on rank 0 until it holds ``--imbalance`` of the load;
-- ``col_split_hot``: ``balanced`` with the ``--hot`` heaviest tables split column-wise in halves over both
-  ranks;
-- ``col_split_all``: every table split column-wise in halves (every id is sent to both ranks);
-- ``row_split_hot``: ``balanced`` with the ``--hot`` heaviest tables split row-wise over both ranks, at
-  TorchRec's own row boundary (``ceil(rows / 2)``: TorchRec 1.8's training input dist bucketises ids by
+- ``imbalanced``: the heaviest tables (pooling x dim) on rank 0 until it holds ``--imbalance`` of the load,
+  the rest greedily on the least loaded of the other ranks;
+- ``col_split_hot``: ``balanced`` with the ``--hot`` heaviest tables split column-wise into min(D, dim / 4)
+  shards of multiples of 4 columns, on consecutive ranks (each table starting where the last one ended);
+- ``col_split_all``: every table split so (every id is sent to every shard's rank);
+- ``row_split_hot``: ``balanced`` with the ``--hot`` heaviest tables split row-wise over the ranks, at
+  TorchRec's own row blocks (``ceil(rows / D)``: TorchRec 1.8's training input dist bucketises ids by
   blocks of ``ceil(rows / D)`` whatever the plan's shard sizes, so another split sends ids to the wrong
-  shard).
+  shard); a table too small for D blocks stays whole.
+
+With ``--pin-cpus`` every rank (of the all-to-all sweep, the per-plan collectives and DMP) is pinned to a
+physical core of its own (``hardware.multiprocess.rank_cpus``; an error where the host has fewer cores than
+ranks): on a host with a core per rank, each rank then computes alone, as on a device of its own, and DMP's
+step can rank plans. Without it (and on the 2-vCPU hosts) it cannot; see the CAVEAT below.
 
 For every plan:
 
@@ -27,7 +33,8 @@ For every plan:
 3. a real step: ``verify_plan`` with ``sync_steps`` (DMP, fused kernel, SGD fused into backward, 1 thread per
    rank, identical weights checked against an unsharded module first), a barrier before every step, each
    rank timing its own; the step's time is the slowest rank's, median over ``--steps`` steps after
-   ``--warmup``. With ``--overhead-batch`` the DMP step is also run at that tiny global batch: nearly all
+   ``--warmup``. Kernels are timed on the CPU and DMP runs gloo CPU ranks, on a host with GPUs too. With
+   ``--overhead-batch`` the DMP step is also run at that tiny global batch: nearly all
    of it is then fixed cost (Python, the KJT input dist's splits/lengths/values all-to-alls per sharding
    type, the output dist, autograd), which the step model has no term for.
 
@@ -53,6 +60,7 @@ ordering is noise and neither confirms nor refutes the model.
 
     .venv/bin/python benchmarks/dmp_step.py --json dmp_step.json
     .venv/bin/python benchmarks/dmp_step.py --tables 8 --steps 20 --overhead-batch 0
+    python3 benchmarks/dmp_step.py --devices 8 --tables 24 --pin-cpus --overhead-batch 0   # a 16-core host
 """
 
 from __future__ import annotations
@@ -75,17 +83,19 @@ from autoshard.costs.step import compose
 from autoshard.hardware.comm import fit_alpha_beta, measure_all_to_all
 from autoshard.hardware.evaluator import SOURCE, evaluate_plan, measure_plan_collectives
 from autoshard.hardware.kernel import MeasureSettings
+from autoshard.hardware.multiprocess import physical_cores
 from autoshard.host import host_info
 from autoshard.io import write_json
-from autoshard.plan import Plan, TablePlacement, validate
+from autoshard.plan import COLUMN_SHARD_MULTIPLE, Plan, TablePlacement, validate
 from autoshard.planners.base import PlannerOptions, make_planner, run_planner
+from autoshard.planners.column_split import even_split
 from autoshard.tables.synth import synthesize_pool
+from autoshard.tables.table import Table
 from autoshard.tasks import Task
 from autoshard.torchrec.verify import VerifyResult, VerifySettings, verify_plan
 
-DEVICES = 2
 DIMS = (16, 32, 64)
-"""Dims of the synthetic tables (multiples of 8, so every table halves into column shards of 4k columns)."""
+"""Dims of the synthetic tables (multiples of 8: on 2 ranks every table halves into shards of 4k columns)."""
 MEMORY = 10**12
 """Bytes per device: no plan here is limited by memory (the rows are capped in the task)."""
 PLANS = ("all_on_rank0", "balanced", "imbalanced", "col_split_hot", "col_split_all", "row_split_hot")
@@ -103,12 +113,12 @@ def loadavg() -> str:
         return "unknown"
 
 
-def make_task(num_tables: int, seed: int, batch_size: int, rows_cap: int) -> Task:
+def make_task(num_tables: int, devices: int, seed: int, batch_size: int, rows_cap: int) -> Task:
     """Synthetic tables with rows capped in the tables themselves (lookups drawn over the capped rows)."""
     pool = synthesize_pool(num_tables, seed=seed, dims=DIMS, stats_batch_size=1024)
     tables = tuple(replace(t, rows=min(t.rows, rows_cap)) for t in pool.tables)
-    return Task(tables, (MEMORY,) * DEVICES, batch_size=batch_size,
-                name=f"synth-{num_tables}x{DEVICES}-s{seed}-b{batch_size}")
+    return Task(tables, (MEMORY,) * devices, batch_size=batch_size,
+                name=f"synth-{num_tables}x{devices}-s{seed}-b{batch_size}")
 
 
 def load(task: Task) -> np.ndarray:
@@ -116,26 +126,45 @@ def load(task: Task) -> np.ndarray:
     return np.array([t.pooling_factor * t.dim for t in task.tables])
 
 
-def halves(dim: int) -> list[int]:
-    a = dim // 2 // 4 * 4
-    return [a, dim - a]
+def column_widths(dim: int, parts: int) -> list[int]:
+    """``dim`` cut into min(parts, dim / COLUMN_SHARD_MULTIPLE) column shards, as the planners cut them."""
+    return list(even_split(dim, max(1, min(parts, dim // COLUMN_SHARD_MULTIPLE))))
+
+
+def torchrec_row_blocks(rows: int, devices: int) -> list[int] | None:
+    """TorchRec's row-wise blocks (``ceil(rows / D)`` on every rank, the rest on the last); None where the
+    table is too small for every rank to get rows."""
+    block = math.ceil(rows / devices)
+    last = rows - block * (devices - 1)
+    return [block] * (devices - 1) + [last] if last > 0 else None
 
 
 def make_plans(task: Task, planner: str, hot: int, imbalance: float, seed: int) -> dict[str, Plan]:
-    n = task.num_tables
+    n, d = task.num_tables, task.num_devices
     weight = load(task)
     order = [int(i) for i in np.argsort(-weight, kind="stable")]
     hottest = {task.tables[i].name for i in order[:hot]}
     balanced = run_planner(make_planner(planner, PlannerOptions(seed=seed)), task)
     balanced = replace(balanced, algorithm=f"balanced:{planner}")
 
-    ranks = [1] * n
-    held = 0.0
-    for i in order:  # heaviest first onto rank 0 until it holds `imbalance` of the load
-        if held >= imbalance * weight.sum():
-            break
-        ranks[i] = 0
-        held += weight[i]
+    ranks = [0] * n
+    held = np.zeros(d)
+    for i in order:  # heaviest first onto rank 0 until it holds `imbalance` of the load, the rest greedily
+        if held[0] < imbalance * weight.sum() or d == 1:
+            r = 0
+        else:
+            r = 1 + int(np.argmin(held[1:]))
+        ranks[i] = r
+        held[r] += weight[i]
+
+    next_rank = 0
+
+    def column_split(t: Table) -> TablePlacement:
+        nonlocal next_rank  # consecutive ranks, each split starting where the last ended
+        widths = column_widths(t.dim, d)
+        on = [(next_rank + j) % d for j in range(len(widths))]
+        next_rank = (next_rank + len(widths)) % d
+        return TablePlacement.column_wise(t.name, on, widths)
 
     by_name = {t.name: t for t in task.tables}
 
@@ -143,24 +172,24 @@ def make_plans(task: Task, planner: str, hot: int, imbalance: float, seed: int) 
         out = []
         for p in balanced.placements:
             t = by_name[p.table]
-            if p.table not in hottest:
+            blocks = torchrec_row_blocks(t.rows, d)
+            if p.table not in hottest or (kind == "row" and blocks is None):
                 out.append(p)
             elif kind == "col":
-                out.append(TablePlacement.column_wise(t.name, [0, 1], halves(t.dim)))
-            else:
-                first = math.ceil(t.rows / DEVICES)  # TorchRec's row block; see the module docstring
-                out.append(TablePlacement.row_wise(t.name, [0, 1], [first, t.rows - first], t.dim))
-        return Plan(tuple(out), DEVICES, f"{kind}_split_hot", task.name)
+                out.append(column_split(t))
+            else:  # TorchRec's row blocks; see the module docstring
+                out.append(TablePlacement.row_wise(t.name, list(range(d)), blocks, t.dim))
+        return Plan(tuple(out), d, f"{kind}_split_hot", task.name)
 
     plans = {
         "all_on_rank0": Plan.from_ranks(task, [0] * n, "all_on_rank0"),
         "balanced": balanced,
         "imbalanced": Plan.from_ranks(task, ranks, f"imbalanced:{imbalance:.2f}"),
         "col_split_hot": with_hot("col"),
-        "col_split_all": Plan(tuple(TablePlacement.column_wise(t.name, [0, 1], halves(t.dim))
-                                    for t in task.tables), DEVICES, "col_split_all", task.name),
-        "row_split_hot": with_hot("row"),
     }
+    next_rank = 0
+    plans["col_split_all"] = Plan(tuple(column_split(t) for t in task.tables), d, "col_split_all", task.name)
+    plans["row_split_hot"] = with_hot("row")
     for plan in plans.values():
         validate(plan, task)
     return plans
@@ -169,7 +198,8 @@ def make_plans(task: Task, planner: str, hot: int, imbalance: float, seed: int) 
 def fit_comm(task: Task, args: argparse.Namespace) -> tuple[AlphaBeta, list[dict[str, Any]]]:
     if args.comm:
         return AlphaBeta.load(args.comm), []
-    records = list(measure_all_to_all(DEVICES, COMM_DIM_SUMS, batch_size=task.batch_size, backend="gloo"))
+    records = list(measure_all_to_all(task.num_devices, COMM_DIM_SUMS, batch_size=task.batch_size,
+                                      backend="gloo", pin_cpus=args.pin_cpus))
     return fit_alpha_beta(records), [r.to_json() for r in records]
 
 
@@ -193,8 +223,11 @@ def spearman(a: list[float], b: list[float]) -> float:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tables", type=int, default=10, help="synthetic tables in the task")
+    ap.add_argument("--devices", type=int, default=2, help="ranks (gloo CPU processes)")
+    ap.add_argument("--pin-cpus", action="store_true",
+                    help="pin every rank to a physical core of its own (the host needs one per rank)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--batch-size", type=int, default=2048, help="global batch (each rank feeds half)")
+    ap.add_argument("--batch-size", type=int, default=2048, help="global batch (each rank feeds 1/D of it)")
     ap.add_argument("--rows-cap", type=int, default=100_000, help="rows per table, capped in the task")
     ap.add_argument("--balanced-planner", default="size_lookup_greedy")
     ap.add_argument("--hot", type=int, default=3, help="heaviest tables split in the *_split_hot plans")
@@ -203,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--overhead-batch", type=int, default=32,
                     help="also time DMP at this tiny global batch (0: skip)")
-    ap.add_argument("--comm", help="comm_model.json to use instead of a quick D=2 all-to-all fit")
+    ap.add_argument("--comm", help="comm_model.json to use instead of a quick all-to-all fit on the D ranks")
     ap.add_argument("--plans", default=",".join(PLANS), help=f"comma list of {', '.join(PLANS)}")
     ap.add_argument("--json", help="write everything here")
     args = ap.parse_args(argv)
@@ -214,6 +247,11 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown plan(s) {unknown}; choose from {', '.join(PLANS)}")
     if not 0.5 < args.imbalance < 1.0:
         ap.error("--imbalance must be in (0.5, 1)")
+    if args.devices < 2:
+        ap.error("--devices must be at least 2")
+    cores = len(physical_cores())
+    if args.pin_cpus and cores < args.devices:
+        ap.error(f"--pin-cpus needs a physical core per rank: {args.devices} ranks, {cores} cores here")
 
     start = time.perf_counter()
     load_before = loadavg()
@@ -221,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     def note(msg: str) -> None:
         print(f"[{time.perf_counter() - start:6.1f} s] {msg}", file=sys.stderr, flush=True)
 
-    task = make_task(args.tables, args.seed, args.batch_size, args.rows_cap)
+    task = make_task(args.tables, args.devices, args.seed, args.batch_size, args.rows_cap)
     plans = {k: v for k, v in make_plans(task, args.balanced_planner, args.hot, args.imbalance,
                                          args.seed).items() if k in wanted}
     note(f"task {task.name}: " + ", ".join(f"{t.name} d{t.dim} r{t.rows} p{t.pooling_factor:.1f}"
@@ -231,11 +269,12 @@ def main(argv: list[str] | None = None) -> int:
 
     kernels = MeasureSettings(threads=1)
     vs = VerifySettings(steps=args.steps, warmup=args.warmup, rows_cap=None, threads=1, sync_steps=True,
-                        timeout_s=300.0)
+                        timeout_s=300.0, device="cpu", pin_cpus=args.pin_cpus)
     rows: dict[str, dict[str, Any]] = {}
     for name, plan in plans.items():
         modelled = evaluate_plan(task, plan, kernels, comm, collectives="model")
-        measured = compose(modelled.to_array(), measure_plan_collectives(task, plan, comm, backend="gloo"),
+        measured = compose(modelled.to_array(),
+                           measure_plan_collectives(task, plan, comm, backend="gloo", pin_cpus=args.pin_cpus),
                            SOURCE)
         rows[name] = {"plan": plan.to_json(), "model_comm": modelled.to_json(),
                       "measured_comm": measured.to_json(), "model_ms": modelled.plan_ms,
@@ -268,7 +307,9 @@ def main(argv: list[str] | None = None) -> int:
            "serial_vs_dmp": spearman(cols["serial"], cols["dmp"])}
 
     print(f"task {task.name}: {task.num_tables} tables, dims {sorted({t.dim for t in task.tables})}, "
-          f"rows <= {args.rows_cap}, global batch {task.batch_size}, D={DEVICES} gloo, 1 thread per rank")
+          f"rows <= {args.rows_cap}, global batch {task.batch_size}, D={task.num_devices} gloo, 1 thread per "
+          f"rank, {'each pinned to a physical core of its own' if args.pin_cpus else 'unpinned'} "
+          f"({cores} physical cores)")
     print(f"comm fit: alpha {comm.alpha_ms:.3f} ms, {comm.bytes_per_ms / 1e6:.3f} GB/s")
     print()
     print(f"| plan | step model ms (model comm) | step model ms (measured comm) | DMP step ms | "
@@ -285,14 +326,14 @@ def main(argv: list[str] | None = None) -> int:
           f"{rho['serial_vs_dmp']:+.2f}")
     print()
     tiny_head = f"DMP ms @B={args.overhead_batch}" if args.overhead_batch else "DMP ms @tiny B"
-    print(f"| plan | kernels ms rank0 / rank1 | collectives ms model / measured | serial kernels + measured "
+    print(f"| plan | kernels ms per rank | collectives ms model / measured | serial kernels + measured "
           f"comm ms | DMP fwd ms | {tiny_head} |")
     print("|---|---|---|---:|---:|---:|")
     for n in names:
         r = rows[n]
-        k0, k1 = r["kernel_ms_per_rank"]
+        per_rank = " / ".join(f"{k:.2f}" for k in r["kernel_ms_per_rank"])
         tiny = f"{r['dmp_tiny']['step_ms']:.2f}" if "dmp_tiny" in r else "-"
-        print(f"| {n} | {k0:.2f} / {k1:.2f} | {r['collectives_ms']['model']:.2f} / "
+        print(f"| {n} | {per_rank} | {r['collectives_ms']['model']:.2f} / "
               f"{r['collectives_ms']['measured']:.2f} | {cols['serial'][names.index(n)]:.2f} | "
               f"{r['dmp']['fwd_ms']:.2f} | {tiny} |")
     print()
@@ -300,14 +341,16 @@ def main(argv: list[str] | None = None) -> int:
     wall = time.perf_counter() - start
     print(f"load average before / after: {load_before} / {load_after}; wall {wall:.0f} s")
     info = host_info("cpu")
-    if (info.get("cpu_count") or 0) < 2 * DEVICES:
-        print(f"note: {info.get('cpu_count')} CPUs for {DEVICES} ranks: the ranks share cores, so these DMP "
-              "times prove the plans run (and match the unsharded model), not which plan is faster")
+    if not args.pin_cpus:
+        print(f"note: {task.num_devices} ranks unpinned on {cores} physical cores (--pin-cpus gives each one "
+              "of its own); where ranks share cores, these DMP times prove the plans run (and match the "
+              "unsharded model), not which plan is faster")
     if args.json:
         write_json(args.json, {
             "kind": "autoshard.bench.dmp_step", "version": 1,
             "command": " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv]),
             "argv": sys.argv[1:], "host": info, "loadavg_before": load_before, "loadavg_after": load_after,
+            "devices": task.num_devices, "pin_cpus": args.pin_cpus, "physical_cores": cores,
             "task": task.to_json(), "comm": comm.to_json(), "comm_records": comm_records,
             "measure_settings": {"threads": kernels.threads, "statistic": kernels.statistic.value,
                                  "repeats": kernels.repeats, "warmup": kernels.warmup},

@@ -71,3 +71,51 @@ def test_policy_tasks_refuses_a_file_that_is_not_tasks_in_one_line(tmp_path: Pat
         err = capsys.readouterr().err.strip()
         assert err.startswith("error: ") and "\n" not in err and str(train) in err
         assert not out.exists() and not (tmp_path / "w").exists()
+
+
+@pytest.mark.parametrize("devices", [2, 4, 8])
+def test_dmp_step_plans_on_d_ranks(devices: int):
+    """benchmarks/dmp_step.py's six plans on D ranks: valid, column shards of whole 4-column units spread
+    over consecutive ranks, row splits at TorchRec's ceil(rows / D) blocks, the imbalanced plan's rank 0
+    holding its share; on 2 ranks the column splits are the halves over both ranks."""
+    spec = importlib.util.spec_from_file_location("_autoshard_dmp_step", BENCHMARKS / "dmp_step.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    task = module.make_task(12, devices, 0, 2048, 100_000)
+    plans = module.make_plans(task, "size_lookup_greedy", 3, 0.8, 0)
+    assert set(plans) == set(module.PLANS)
+    dims = {t.name: t.dim for t in task.tables}
+    for name in ("col_split_hot", "col_split_all"):
+        split = [p for p in plans[name].placements if len(p.shards) > 1]
+        assert len(split) == (3 if name == "col_split_hot" else task.num_tables)
+        for p in split:
+            widths = [s.cols for s in p.shards]
+            assert sum(widths) == dims[p.table] and all(w % 4 == 0 for w in widths)
+            assert len(widths) == min(devices, dims[p.table] // 4)
+            ranks = [s.rank for s in p.shards]
+            assert len(set(ranks)) == len(ranks) and all(0 <= r < devices for r in ranks)
+            if devices == 2:
+                assert ranks == [0, 1] and widths == [dims[p.table] // 2] * 2
+    rows = {t.name: t.rows for t in task.tables}
+    for p in plans["row_split_hot"].placements:
+        if len(p.shards) > 1:
+            block = -(-rows[p.table] // devices)
+            assert [(s.rank, s.row_start) for s in p.shards] == [(r, r * block) for r in range(devices)]
+    load = dict(zip((t.name for t in task.tables), module.load(task), strict=True))
+    on_zero = sum(load[p.table] for p in plans["imbalanced"].placements if p.shards[0].rank == 0)
+    assert on_zero >= 0.8 * sum(load.values())
+    assert {p.shards[0].rank for p in plans["all_on_rank0"].placements} == {0}
+
+
+def test_plan_dims_counts_the_distinct_dims_of_an_archived_gpu_runs_devices(capsys):
+    """benchmarks/plan_dims.py on stop 31's H100 production run: dim_greedy spreads every dim over the devices
+    (3.58 distinct dims a device of at most 4), the heuristic plan the GPU model of that stop picked."""
+    spec = importlib.util.spec_from_file_location("_autoshard_plan_dims", BENCHMARKS / "plan_dims.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    run = BENCHMARKS / "runs" / "s31-gpu-h100-production-40-8-b16384-broad.json.gz"
+    assert module.main([str(run)]) == 0
+    rows = {line.split("|")[1].strip(): line for line in capsys.readouterr().out.splitlines()
+            if line.startswith("| ") and "algorithm" not in line}
+    assert "| 3.58 / 4 |" in rows["dim_greedy"] and "| 2.81 / 4 |" in rows["lookup_greedy"]
+    assert module.main([str(BENCHMARKS / "runs" / "missing.json.gz")]) == 2

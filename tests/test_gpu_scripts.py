@@ -191,3 +191,17 @@ def test_prepare_time_times_the_cpu_side_of_a_sample_and_refuses_a_pool_profile(
     assert module.main([str(pool)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("prepare_time: error:") and "\n" not in err
+
+
+def test_dmp_cores_refuses_bad_arguments_and_missing_wheels_in_one_line(tmp_path: Path) -> None:
+    """benchmarks/gpu/dmp_cores.sh: a rank count that is not a number, or no carried wheels, is one line on
+    stderr and exit 2, before anything is installed or run."""
+    import subprocess
+
+    script = str(ROOT / "benchmarks" / "gpu" / "dmp_cores.sh")
+    for args, said in ((["OUT", "2 x"], "'x' is not a whole number"),
+                       (["OUT", "2", "3"], "no wheels in .whl-dmp")):
+        done = subprocess.run(["bash", script, *args], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=60, check=False)
+        assert done.returncode == 2 and said in done.stderr and len(done.stderr.strip().splitlines()) == 1
+        assert not (tmp_path / "OUT").exists()

@@ -13,6 +13,8 @@ from autoshard.hardware.multiprocess import (
     RankContext,
     check_world,
     free_port,
+    physical_cores,
+    rank_cpus,
     rank_device,
     resolve_backend,
     run_on_ranks,
@@ -35,6 +37,10 @@ def _rank_sum(ctx: RankContext, base: int) -> tuple[int, int, str, int]:
 def _rank_sends(ctx: RankContext, n: int) -> None:
     for i in range(n):
         ctx.send(ctx.rank * 100 + i)
+
+
+def _rank_affinity(ctx: RankContext) -> list[int]:
+    return sorted(os.sched_getaffinity(0))
 
 
 def _rank_one_raises(ctx: RankContext) -> int:
@@ -125,3 +131,41 @@ def test_backend_choice_and_rank_devices(monkeypatch) -> None:
 
 def test_free_port_is_usable() -> None:
     assert 0 < free_port() < 65536
+
+
+def test_rank_cpus_are_distinct_physical_cores_and_too_many_ranks_is_one_line(monkeypatch) -> None:
+    cores = physical_cores()
+    assert cores and len(set(cores)) == len(cores) and set(cores) <= os.sched_getaffinity(0)
+    assert rank_cpus(len(cores)) == cores and rank_cpus(1) == cores[:1]
+    n = len(cores) + 1
+    with pytest.raises(AutoshardError, match=f"pinning {n} ranks needs {n} physical cores.*use {n - 1}") as e:
+        rank_cpus(n)
+    assert "\n" not in str(e.value)
+    # refused before anything is spawned
+    monkeypatch.setattr(multiprocess, "free_port", lambda: pytest.fail("a process was about to start"))
+    with pytest.raises(AutoshardError, match="physical cores"):
+        run_on_ranks(_rank_sum, n, (0,), pin_cpus=True)
+
+
+def test_hyperthread_siblings_are_one_core(tmp_path) -> None:
+    """Four logical CPUs on two cores (0/2 and 1/3 siblings, as Linux numbers them): one CPU per core, so no
+    two pinned ranks ever share a core; a CPU without topology counts as a core of its own."""
+    for cpu, core in {0: 0, 1: 1, 2: 0, 3: 1}.items():
+        topo = tmp_path / f"cpu{cpu}" / "topology"
+        topo.mkdir(parents=True)
+        (topo / "physical_package_id").write_text("0\n")
+        (topo / "core_id").write_text(f"{core}\n")
+    assert physical_cores([3, 2, 1, 0], sysfs=str(tmp_path)) == [0, 1]
+    assert physical_cores([2, 3], sysfs=str(tmp_path)) == [2, 3]
+    assert physical_cores([0, 2, 7], sysfs=str(tmp_path)) == [0, 7]
+
+
+@pytest.mark.slow
+def test_pinned_ranks_each_run_on_their_own_core() -> None:
+    cores = physical_cores()
+    if len(cores) < 2:
+        pytest.skip("one physical core: nothing to pin two ranks to")
+    got = run_on_ranks(_rank_affinity, 2, backend="gloo", timeout_s=120, pin_cpus=True)
+    assert got == [[cores[0]], [cores[1]]]
+    unpinned = run_on_ranks(_rank_affinity, 2, backend="gloo", timeout_s=120)
+    assert unpinned == [sorted(os.sched_getaffinity(0))] * 2

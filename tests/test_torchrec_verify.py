@@ -81,3 +81,18 @@ def test_bad_options_are_one_line_errors(small, capsys):
     assert "exact_sgd" in capsys.readouterr().err
     assert main(["verify", "--plan", plan_file, "--tables", tables_file, "--memory", "1KB"]) == 2
     assert "device 0 uses" in capsys.readouterr().err
+    assert main(["verify", "--plan", plan_file, "--tables", tables_file, "--pin-cpus", "--device",
+                 "cuda"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pin_cpus pins CPU ranks" in err[0]
+
+
+def test_pinning_more_ranks_than_cores_is_a_one_line_error_before_any_process(small, monkeypatch, capsys):
+    from autoshard.hardware import multiprocess
+
+    _, tables_file, _, plan_file = small
+    monkeypatch.setattr(multiprocess, "physical_cores", lambda: [0])
+    monkeypatch.setattr(multiprocess, "free_port", lambda: pytest.fail("a process was about to start"))
+    assert main(["verify", "--plan", plan_file, "--tables", tables_file, "--pin-cpus"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pinning 2 ranks needs 2 physical cores" in err[0]

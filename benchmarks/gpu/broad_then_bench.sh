@@ -18,6 +18,8 @@ set -u
 SUITE=${SUITE:-production-40-8}
 COMM=${COMM:-benchmarks/gpu/comm-h100-1x8-nvlink.json}
 ENSEMBLE=${ENSEMBLE:-5}
+# ALGOS=...,torchrec adds TorchRec's planner (carry .whl-dmp: host_setup.sh installs TorchRec from it)
+ALGOS=${ALGOS:-dim_greedy,lookup_greedy,size_greedy,size_lookup_greedy,search,neuroshard,ilp,rl}
 TRAIN_ARGS=${TRAIN_ARGS:-}  # e.g. "--epochs 400 --patience 60" to fit the lent minutes
 PROFILE_SECONDS=${1:-230}
 DEADLINE=${2:-560}  # seconds after this script starts by which the bench stops
@@ -55,7 +57,7 @@ echo "bench: $LIMIT s left"
 start=$SECONDS
 timeout -s INT "$LIMIT" python3 -m autoshard.cli.main bench --suite "$SUITE" --batch-size "$BATCH" \
   --device "$DEVICE" --backend torch --comm "$COMM" \
-  --algos dim_greedy,lookup_greedy,size_greedy,size_lookup_greedy,search,neuroshard,ilp,rl \
+  --algos "$ALGOS" \
   --policy src/autoshard/data/default_policy.pt --cost-model "$MODEL" --refresh-rounds 0 \
   --test-tasks "$TASKS" --rounds 2 --time-limit 2 --estimate none -o "$WORK/bench" >> "$RESULT/bench.log" 2>&1
 echo "bench: rc $? after $((SECONDS - start)) s, $(ls "$WORK"/bench/bench/tasks 2>/dev/null | wc -l) tasks measured"

@@ -1,9 +1,11 @@
 # Sourced by the GPU scripts (bench_adapted.sh, broad_then_bench.sh) after they set RESULT: installs the
-# carried wheels (OR-Tools for ilp) unless NO_WHEELS=1 (a dry run where OR-Tools is installed), points
+# carried wheels (.whl: OR-Tools for ilp; .whl-dmp, where carried: FBGEMM's CPU wheel and TorchRec, for
+# TorchRec's planner, see dmp_cores.sh) unless NO_WHEELS=1 (a dry run where they are installed), points
 # PYTHONPATH at them and this checkout's src, and prints the GPU, torch and CPU count the run had.
-if [ -d .whl ] && [ -z "${NO_WHEELS:-}" ]; then
+WHEELS=$(ls .whl/*.whl .whl-dmp/*.whl 2>/dev/null)
+if [ -n "$WHEELS" ] && [ -z "${NO_WHEELS:-}" ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    .whl/*.whl || exit 1
+    $WHEELS || exit 1
 fi
 export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1
 mkdir -p "$RESULT"

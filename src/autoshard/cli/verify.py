@@ -2,7 +2,8 @@
 forward against the unsharded module and time training steps per rank.
 
 On a CPU-only host all ranks share the same cores: the step times show the plan runs, not how fast it is on
-one device per rank.
+one device per rank. ``--pin-cpus`` gives every rank a physical core of its own (an error where the host has
+fewer than the plan's ranks); only then do CPU step times rank plans.
 
 ``--runtime autoshard`` runs the plan in autoshard's own runtime instead
 (``autoshard.hardware.pooled_runtime``: pooled tables, exact SGD, gloo on CPU), which executes every plan
@@ -42,6 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rows-cap", type=int, default=None,
                    help="rows per table in the run, lookups folded mod the cap (default 100000; 0 = no cap)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="cpu (gloo) or cuda (NCCL)")
+    p.add_argument("--pin-cpus", action="store_true",
+                   help="pin every CPU rank to a physical core of its own (needs a core per rank)")
     p.add_argument("--optimizer", default="exact_sgd",
                    help="fused optimizer: exact_sgd, exact_rowwise_adagrad or exact_adagrad")
     p.add_argument("--runtime", choices=RUNTIMES, default="torchrec",
@@ -92,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
                                  "--optimizer / --device cuda, or use --runtime torchrec")
         return _run_autoshard(args, plan, task, rows_cap, VerifySettings())
     settings = VerifySettings(steps=args.steps, warmup=args.warmup, timeout_s=args.timeout, rows_cap=rows_cap,
-                              device=args.device, optimizer=optimizer, seed=args.seed)
+                              device=args.device, optimizer=optimizer, seed=args.seed, pin_cpus=args.pin_cpus)
     result = verify_plan(plan, task, settings)
     print(f"verified plan by {plan.algorithm or '?'} on {task.num_devices} {args.device} processes: "
           f"local batch {result.local_batch} (kernels see {result.global_batch}), rows cap {rows_cap}")
@@ -101,8 +104,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"{r.rank:>4} {r.shards:>6} {r.median_ms:>10.3f} {r.mean_ms:>9.3f} {r.max_abs_diff:>11.3g}")
     print(f"step time (slowest rank, median): {result.max_step_ms:.3f} ms; sharded output "
           f"{'matches' if result.matches else 'DOES NOT match'} the unsharded module")
-    if args.device == "cpu":
-        print("note: CPU ranks share this host's cores, so step times show the plan runs, not its speed")
+    if args.device == "cpu" and not args.pin_cpus:
+        print("note: CPU ranks share this host's cores, so step times show the plan runs, not its speed "
+              "(--pin-cpus on a host with a core per rank)")
     if args.json:
         write_json(args.json, result.to_json())
         print(f"wrote {args.json}", file=sys.stderr)

@@ -125,12 +125,14 @@ def _worker(ctx: RankContext, matrices: list[list[list[int]]], warmup: int,
 
 def measure_all_to_alls(matrices: Sequence[np.ndarray], *, backend: str = "auto", warmup: int = 2,
                         repeats: int = DEFAULT_REPEATS,
-                        timeout_s: float = DEFAULT_TIMEOUT_S) -> list[CollectiveTiming]:
+                        timeout_s: float = DEFAULT_TIMEOUT_S,
+                        pin_cpus: bool = False) -> list[CollectiveTiming]:
     """Time each byte matrix's all-to-all on D local processes (one start for all); one timing per matrix.
 
     ``matrices[k][src, dst]`` is the bytes rank ``src`` sends rank ``dst`` in collective ``k`` (the diagonal
     is ignored; fractional bytes are rounded). All matrices must be (D, D) with the same D; on D == 1 nothing
-    is communicated and every time is 0 without starting processes. ``timeout_s`` limits the whole run.
+    is communicated and every time is 0 without starting processes. ``timeout_s`` limits the whole run;
+    ``pin_cpus`` gives every rank a physical core of its own (``multiprocess.rank_cpus``).
     """
     if warmup < 0 or repeats < 1:
         raise AutoshardError(f"warmup {warmup} must be >= 0 and repeats {repeats} >= 1")
@@ -144,7 +146,7 @@ def measure_all_to_alls(matrices: Sequence[np.ndarray], *, backend: str = "auto"
     check_world(backend, world)
     per_rank = run_on_ranks(_worker, world, ([m.tolist() for m in mats], warmup, repeats), backend=backend,
                             timeout_s=timeout_s, what=f"uneven all-to-all on {world} ranks",
-                            timeout_hint="try fewer or smaller collectives")
+                            timeout_hint="try fewer or smaller collectives", pin_cpus=pin_cpus)
     timings = []
     for k, m in enumerate(mats):
         arr = np.array([per_rank[r][k] for r in range(world)], dtype=np.float64)  # (ranks, runs)

@@ -148,10 +148,12 @@ def measure_all_to_all(
     repeats: int = 10,
     backend: str = "auto",
     timeout_s: float = PROCESS_TIMEOUT_S,
+    pin_cpus: bool = False,
 ) -> Iterator[CommRecord]:
     """Yield one CommRecord per dim sum as it is measured by ``num_devices`` processes on this host.
 
     The processes are always stopped on return, on error, on Ctrl-C and after ``timeout_s`` without progress.
+    ``pin_cpus``: every rank on a physical core of its own (``multiprocess.rank_cpus``).
     """
     from autoshard.host import host_info
 
@@ -169,7 +171,7 @@ def measure_all_to_all(
     points = stream_from_ranks(_worker, num_devices,
                                (list(map(int, dim_sums)), batch_size, elem_bytes, warmup, repeats),
                                backend=backend, idle_timeout_s=timeout_s, what="all-to-all",
-                               timeout_hint="re-run profile-comm, or try --backend gloo")
+                               timeout_hint="re-run profile-comm, or try --backend gloo", pin_cpus=pin_cpus)
     with closing(points):
         for _, (dim_sum, runs) in points:
             arr = np.asarray(runs)

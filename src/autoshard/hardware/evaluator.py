@@ -122,17 +122,19 @@ class MeasuredCostModel:
 
 
 def measure_plans_collectives(task: Task, plans: Sequence[Plan], comm: AlphaBeta, backend: str = "auto",
-                               repeats: int = DEFAULT_REPEATS) -> list[tuple[CollectiveCost, ...]]:
+                               repeats: int = DEFAULT_REPEATS,
+                               pin_cpus: bool = False) -> list[tuple[CollectiveCost, ...]]:
     """Each plan's collectives with the all-to-alls timed on D local processes with the plan's own uneven
     splits (``hardware.collectives``), all plans in one process group; each keeps the network model's
-    estimate beside the measurement. The replicas' all-reduce stays modelled."""
+    estimate beside the measurement. The replicas' all-reduce stays modelled. ``pin_cpus``: every rank on a
+    physical core of its own."""
     devices = [plan.device_shards(task) for plan in plans]
     modelled = [plan_collectives(task, comm, devs) for devs in devices]
     if task.num_devices <= 1 or not plans:
         return modelled
     matrices = [collective_matrices(task, device_volumes(task, devs)) for devs in devices]
     timings = iter(measure_all_to_alls([m[name] for m in matrices for name in ALL_TO_ALLS], backend=backend,
-                                       repeats=repeats))
+                                       repeats=repeats, pin_cpus=pin_cpus))
     out = []
     for cols in modelled:
         timed = {name: next(timings).ms for name in ALL_TO_ALLS}
@@ -142,9 +144,10 @@ def measure_plans_collectives(task: Task, plans: Sequence[Plan], comm: AlphaBeta
 
 
 def measure_plan_collectives(task: Task, plan: Plan, comm: AlphaBeta, backend: str = "auto",
-                             repeats: int = DEFAULT_REPEATS) -> tuple[CollectiveCost, ...]:
+                             repeats: int = DEFAULT_REPEATS,
+                             pin_cpus: bool = False) -> tuple[CollectiveCost, ...]:
     """``measure_plans_collectives`` of one plan."""
-    return measure_plans_collectives(task, [plan], comm, backend, repeats)[0]
+    return measure_plans_collectives(task, [plan], comm, backend, repeats, pin_cpus)[0]
 
 
 def evaluate_plan(task: Task, plan: Plan, settings: MeasureSettings | None = None,

@@ -7,6 +7,9 @@ The one place that spawns ranks (the all-to-all sweep and TorchRec verification 
 - the backend choice (:func:`resolve_backend`: gloo on CPU, NCCL on GPUs) and the rank -> device mapping
   (:func:`rank_device`: rank r on ``cuda:r`` under NCCL, the CPU under gloo). NCCL refuses two ranks on one
   GPU, so more ranks than visible GPUs is an error before anything starts, never a silent wrap-around;
+- ``pin_cpus=True`` pins rank r to one logical CPU of the r-th physical core this process may use
+  (:func:`rank_cpus`), so on a host with a core per rank every rank computes on its own core, as on a device
+  of its own; off by default (the 2-vCPU hosts this project benches on have fewer cores than ranks);
 - every failure (a rank raising, a rank dying, no progress before a timeout, Ctrl-C) stops every process
   this run started and surfaces in the parent as one :class:`AutoshardError` line; a rank's traceback goes to
   the log (``-v``), never to the terminal.
@@ -24,7 +27,7 @@ import socket
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -85,6 +88,35 @@ def check_world(backend: str, world_size: int) -> None:
                                  "visible; use fewer ranks, or gloo (CPU processes) instead")
 
 
+SYSFS_CPU = "/sys/devices/system/cpu"
+"""Where Linux describes each logical CPU's core (``cpuN/topology/{physical_package_id,core_id}``)."""
+
+
+def physical_cores(cpus: Iterable[int] | None = None, sysfs: str = SYSFS_CPU) -> list[int]:
+    """One logical CPU per physical core among ``cpus`` (default: the CPUs this process may run on): the
+    lowest-numbered sibling of each core, from sysfs; a CPU of unreadable topology is a core of its own."""
+    seen: dict[tuple[str, str], int] = {}
+    for cpu in sorted(os.sched_getaffinity(0) if cpus is None else cpus):
+        topo = f"{sysfs}/cpu{cpu}/topology"
+        try:
+            with open(f"{topo}/physical_package_id") as pkg, open(f"{topo}/core_id") as core:
+                key = (pkg.read().strip(), core.read().strip())
+        except OSError:
+            key = ("cpu", str(cpu))
+        seen.setdefault(key, cpu)
+    return sorted(seen.values())
+
+
+def rank_cpus(world_size: int) -> list[int]:
+    """The logical CPU each of ``world_size`` ranks is pinned to: one physical core each, never shared (a
+    rank on a hyperthread sibling of another's core would time the two's contention, not its own work)."""
+    cores = physical_cores()
+    if world_size > len(cores):
+        raise AutoshardError(f"pinning {world_size} ranks needs {world_size} physical cores, this process "
+                             f"may use {len(cores)}; run fewer ranks or leave the ranks unpinned")
+    return cores[:world_size]
+
+
 def rank_device(backend: str, rank: int) -> torch.device:
     """The device rank ``rank`` works on: ``cuda:rank`` under NCCL (see :func:`check_world`), else the CPU."""
     import torch
@@ -109,15 +141,18 @@ class RankContext:
 
 def run_on_ranks(fn: Callable[..., Any], world_size: int, args: Sequence[Any] = (), *, backend: str = "gloo",
                  timeout_s: float | None = DEFAULT_TIMEOUT_S, idle_timeout_s: float | None = None,
-                 what: str = "multi-process run", timeout_hint: str = "") -> list[Any]:
+                 what: str = "multi-process run", timeout_hint: str = "",
+                 pin_cpus: bool = False) -> list[Any]:
     """Run ``fn(ctx, *args)`` on ``world_size`` ranks; the value each rank returned, in rank order.
 
     ``timeout_s`` limits the whole run, ``idle_timeout_s`` the wait for any message from a rank (None: no
     limit). Values a rank sends with ``ctx.send`` are dropped here; use :func:`stream_from_ranks` for them.
     Any failure is one AutoshardError line starting with ``what`` (``timeout_hint`` is added to timeouts).
+    ``pin_cpus``: each rank on a physical core of its own (:func:`rank_cpus`).
     """
     done: dict[int, Any] = {}
-    with closing(_events(fn, world_size, args, backend, timeout_s, idle_timeout_s, what, timeout_hint)) as ev:
+    with closing(_events(fn, world_size, args, backend, timeout_s, idle_timeout_s, what, timeout_hint,
+                         pin_cpus)) as ev:
         for kind, rank, value in ev:
             if kind == "done":
                 done[rank] = value
@@ -127,25 +162,30 @@ def run_on_ranks(fn: Callable[..., Any], world_size: int, args: Sequence[Any] = 
 def stream_from_ranks(fn: Callable[..., Any], world_size: int, args: Sequence[Any] = (), *,
                       backend: str = "gloo", timeout_s: float | None = None,
                       idle_timeout_s: float | None = DEFAULT_TIMEOUT_S, what: str = "multi-process run",
-                      timeout_hint: str = "") -> Iterator[tuple[int, Any]]:
+                      timeout_hint: str = "", pin_cpus: bool = False) -> Iterator[tuple[int, Any]]:
     """Like :func:`run_on_ranks`, but yield ``(rank, value)`` for each ``ctx.send`` as it arrives.
 
     The generator ends once every rank has returned (return values are dropped). Closing it early, an
     error, or Ctrl-C stops the processes; by default only progress is timed (``idle_timeout_s``), so a long
     stream of sends can run as long as it keeps sending.
     """
-    with closing(_events(fn, world_size, args, backend, timeout_s, idle_timeout_s, what, timeout_hint)) as ev:
+    with closing(_events(fn, world_size, args, backend, timeout_s, idle_timeout_s, what, timeout_hint,
+                         pin_cpus)) as ev:
         for kind, rank, value in ev:
             if kind == "sent":
                 yield rank, value
 
 
 def _events(fn: Callable[..., Any], world: int, args: Sequence[Any], backend: str, timeout_s: float | None,
-            idle_timeout_s: float | None, what: str, timeout_hint: str) -> Iterator[tuple[str, int, Any]]:
+            idle_timeout_s: float | None, what: str, timeout_hint: str,
+            pin_cpus: bool = False) -> Iterator[tuple[str, int, Any]]:
     """Start the ranks and yield ("sent" | "done", rank, value) until all are done; stop them on any exit."""
     import torch.multiprocessing as mp
 
     check_world(backend, world)
+    cpus: list[int | None] = list(rank_cpus(world)) if pin_cpus else [None] * world
+    if pin_cpus:
+        log.info("%s: ranks pinned to CPUs %s, one physical core each", what, cpus)
     limits = [t for t in (timeout_s, idle_timeout_s) if t is not None]
     pg_timeout_s = min(limits) if limits else DEFAULT_TIMEOUT_S  # a hung collective must not outlive the run
     hint = f"; {timeout_hint}" if timeout_hint else ""
@@ -153,7 +193,7 @@ def _events(fn: Callable[..., Any], world: int, args: Sequence[Any], backend: st
     results = ctx.Queue()
     port = free_port()
     procs = [ctx.Process(target=_rank_main, daemon=True,
-                         args=(fn, r, world, port, backend, pg_timeout_s, tuple(args), results))
+                         args=(fn, r, world, port, backend, pg_timeout_s, tuple(args), results, cpus[r]))
              for r in range(world)]
     finished: set[int] = set()
     exited_at: dict[int, float] = {}
@@ -220,12 +260,17 @@ def _stop(procs: Sequence[Any]) -> None:
 
 
 def _rank_main(fn: Callable[..., Any], rank: int, world: int, port: int, backend: str, pg_timeout_s: float,
-               args: tuple[Any, ...], results: Any) -> None:
-    """A child: join the group, run ``fn``; put ("done", rank, value) or ("error", rank, line, traceback)."""
+               args: tuple[Any, ...], results: Any, cpu: int | None = None) -> None:
+    """A child: join the group, run ``fn``; put ("done", rank, value) or ("error", rank, line, traceback).
+    ``cpu``: the logical CPU this rank is pinned to (None: wherever the OS puts it)."""
     import torch.distributed as dist
 
-    _exit_with_parent()
     try:
+        if cpu is not None:
+            # the calling thread only: first, so every thread started after it (the parent watch, gloo's,
+            # torch's pool) inherits the mask
+            os.sched_setaffinity(0, {cpu})
+        _exit_with_parent()
         import torch
 
         device = rank_device(backend, rank)

@@ -88,6 +88,9 @@ class VerifySettings:
     sync_steps: bool = False
     """Timing mode: a barrier before every step (warm-up and timed; CUDA synchronized before the forward's
     end is read), so every step starts together on all ranks; off, only the loop is between barriers."""
+    pin_cpus: bool = False
+    """Pin every rank to a physical core of its own (``multiprocess.rank_cpus``): on a host with a core per
+    rank, each rank then computes alone, as on a device of its own (CPU ranks only)."""
 
 
 @dataclass(frozen=True)
@@ -289,6 +292,8 @@ def verify_plan(plan: Plan, task: Task, settings: VerifySettings | None = None) 
         raise AutoshardError(f"rows cap {s.rows_cap} must be positive")
     if s.device not in ("cpu", "cuda"):
         raise AutoshardError(f"device {s.device!r} unknown; use cpu or cuda")
+    if s.pin_cpus and s.device == "cuda":
+        raise AutoshardError("pin_cpus pins CPU ranks to cores; GPU ranks each have a device of their own")
     backend = "nccl" if s.device == "cuda" else "gloo"
     check_world(backend, task.num_devices)  # NCCL: one GPU per rank, checked before tables are sampled
     # a plan TorchRec's kernels would run wrongly (e.g. an uneven row split) is refused here, before any
@@ -302,7 +307,8 @@ def verify_plan(plan: Plan, task: Task, settings: VerifySettings | None = None) 
     world = task.num_devices
     per_rank = run_on_ranks(_run_rank, world, (task.to_json(), plan.to_json(), s), backend=backend,
                             timeout_s=s.timeout_s, what="verify",
-                            timeout_hint="raise --timeout or use fewer steps / a lower --rows-cap")
+                            timeout_hint="raise --timeout or use fewer steps / a lower --rows-cap",
+                            pin_cpus=s.pin_cpus)
     got = dict(enumerate(per_rank))
 
     ranks = tuple(RankResult(r, tuple(got[r]["step_ms"]), got[r]["max_abs_diff"], got[r]["keys_checked"],
