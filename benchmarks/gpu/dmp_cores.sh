@@ -39,7 +39,9 @@ export PYTHONUNBUFFERED=1
 mkdir -p "$RESULT"
 python3 - <<'EOF' || { echo "dmp_cores.sh: FBGEMM's CPU kernels or TorchRec do not load on this host" >&2; exit 1; }
 import os, torch, fbgemm_gpu, torchrec  # noqa: F401,E401
+import torchrec.distributed.model_parallel  # noqa: F401
 from autoshard.hardware.multiprocess import physical_cores
+assert torch.ops.fbgemm.asynchronous_complete_cumsum(torch.tensor([1, 2])).tolist() == [0, 1, 3]  # kernels load
 print("torch", torch.__version__, "fbgemm_gpu", getattr(fbgemm_gpu, "__version__", "?"), "torchrec",
       getattr(torchrec, "__version__", "?"), "logical cpus", os.cpu_count(), "physical cores", len(physical_cores()))
 EOF
