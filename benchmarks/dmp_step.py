@@ -80,10 +80,11 @@ import numpy as np
 from autoshard.breakdown import PlanCost
 from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.step import compose
+from autoshard.errors import AutoshardError
 from autoshard.hardware.comm import fit_alpha_beta, measure_all_to_all
 from autoshard.hardware.evaluator import SOURCE, evaluate_plan, measure_plan_collectives
 from autoshard.hardware.kernel import MeasureSettings
-from autoshard.hardware.multiprocess import physical_cores
+from autoshard.hardware.multiprocess import physical_cores, rank_cpus
 from autoshard.host import host_info
 from autoshard.io import write_json
 from autoshard.plan import COLUMN_SHARD_MULTIPLE, Plan, TablePlacement, validate
@@ -250,8 +251,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.devices < 2:
         ap.error("--devices must be at least 2")
     cores = len(physical_cores())
-    if args.pin_cpus and cores < args.devices:
-        ap.error(f"--pin-cpus needs a physical core per rank: {args.devices} ranks, {cores} cores here")
+    if args.pin_cpus:
+        try:  # the ranks' own check, before minutes of kernel timing rather than at the first collective
+            rank_cpus(args.devices)
+        except AutoshardError as e:
+            ap.error(str(e))
 
     start = time.perf_counter()
     load_before = loadavg()

@@ -10,21 +10,15 @@ than the heuristics' gains on the torch backend what FBGEMM's TBE, one kernel fo
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import sys
 from collections import defaultdict
-from pathlib import Path
 
 import numpy as np
 
+from autoshard.errors import AutoshardError
+from autoshard.io import read_json
 from autoshard.plan import Plan
 from autoshard.tasks import Task
-
-
-def load_results(path: str) -> dict:
-    raw = Path(path).read_bytes()
-    return json.loads(gzip.decompress(raw) if path.endswith(".gz") else raw)
 
 
 def plan_groups(task: Task, plan: Plan) -> tuple[list[int], list[int]]:
@@ -39,9 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     for path in args.results:
         try:
-            data = load_results(path)
-        except (OSError, ValueError) as e:
-            print(f"error: cannot read {path}: {e}", file=sys.stderr)
+            data = read_json(path)  # plain or gzipped; a missing or broken file is one line
+        except AutoshardError as e:
+            print(f"error: {e}", file=sys.stderr)
             return 2
         tables: dict[str, list[int]] = defaultdict(list)
         dims: dict[str, list[int]] = defaultdict(list)

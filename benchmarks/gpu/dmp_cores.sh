@@ -14,7 +14,8 @@
 #     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
 #     -d .whl-dmp fbgemm-gpu-cpu==1.6.0 torchrec==1.6.1 tensordict==0.12.0 orjson==3.13.0 pyvers==0.2.3 \
 #     importlib_metadata==10.2.0
-# On the GPU host, from the repo root, carrying .whl-dmp (about 2 min a D; D=8 needs 8 physical cores):
+# On the GPU host, from the repo root, carrying .whl-dmp (D=8 needs 8 physical cores; not yet timed there:
+# the D=2 dry run below took 50 s on a 2-vCPU host):
 #   bash benchmarks/gpu/dmp_cores.sh OUTDIR ["2 4 8"] [STEPS]
 # Dry run on a CPU host with torchrec installed: NO_WHEELS=1 bash benchmarks/gpu/dmp_cores.sh OUT 2 3
 set -u

@@ -183,7 +183,7 @@ def _events(fn: Callable[..., Any], world: int, args: Sequence[Any], backend: st
     import torch.multiprocessing as mp
 
     check_world(backend, world)
-    cpus: list[int | None] = list(rank_cpus(world)) if pin_cpus else [None] * world
+    cpus: list[int | None] = [*rank_cpus(world)] if pin_cpus else [None] * world
     if pin_cpus:
         log.info("%s: ranks pinned to CPUs %s, one physical core each", what, cpus)
     limits = [t for t in (timeout_s, idle_timeout_s) if t is not None]
