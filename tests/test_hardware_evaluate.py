@@ -179,3 +179,51 @@ def test_rotated_rounds_times_every_item_once_a_round_in_a_rotated_order():
     np.testing.assert_array_equal(timed[:, :, 1], np.repeat([[1], [2], [3]], 6, axis=1))
     with pytest.raises(AutoshardError):
         rotated_rounds(items, 0, time_round)
+
+
+def test_evaluate_cli_pin_cpus_errors_are_one_line_before_any_timing(tmp_path: Path, monkeypatch,
+                                                                     capsys) -> None:
+    from autoshard.hardware import multiprocess
+
+    TablePool.from_tables(_tables()).save(str(tmp_path / "tables.json"))
+    _plan(2).save(str(tmp_path / "plan.json"))
+    args = ["evaluate", "--plan", str(tmp_path / "plan.json"), "--tables", str(tmp_path / "tables.json"),
+            "--pin-cpus", *FAST_ARGS]
+    monkeypatch.setattr(evaluator, "time_in_rounds", lambda *a, **k: pytest.fail("a kernel was timed"))
+    assert main([*args, "--collectives", "model"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--pin-cpus pins the CPU (gloo) ranks" in err[0]
+    monkeypatch.setattr(multiprocess, "physical_cores", lambda: [0])
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pinning 2 ranks needs 2 physical cores" in err[0]
+    task = Task(tuple(_tables()), (10**9,) * 2, batch_size=64)
+    with pytest.raises(AutoshardError, match="pinning 2 ranks needs 2"):  # the library checks it too
+        evaluate_plan_rounds(task, _plan(2), FAST, COMM, collectives="measure", pin_cpus=True)
+    with pytest.raises(AutoshardError, match="use collectives='measure'"):
+        evaluate_plan_rounds(task, _plan(2), FAST, COMM, pin_cpus=True)
+
+
+@pytest.mark.slow
+def test_evaluate_cli_pins_the_collectives_ranks(tmp_path: Path, monkeypatch, capsys) -> None:
+    from autoshard.hardware import collectives, multiprocess
+
+    if len(multiprocess.physical_cores()) < 2:
+        pytest.skip("one physical core: nothing to pin two ranks to")
+    pinned: list[bool] = []
+    real = collectives.run_on_ranks
+
+    def spy(*args, **kwargs):  # the ranks' own affinity: tests/test_multiprocess.py
+        pinned.append(kwargs.get("pin_cpus", False))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(collectives, "run_on_ranks", spy)
+    TablePool.from_tables(_tables()).save(str(tmp_path / "tables.json"))
+    _plan(2).save(str(tmp_path / "plan.json"))
+    out = tmp_path / "eval.json"
+    assert main(["evaluate", "--plan", str(tmp_path / "plan.json"), "--tables", str(tmp_path / "tables.json"),
+                 "--pin-cpus", "--json", str(out), "--rounds", "1", *FAST_ARGS]) == 0
+    assert "each rank pinned to a physical core of its own" in capsys.readouterr().out
+    d = json.loads(out.read_text())
+    assert d["pin_cpus"] is True and pinned == [True]
+    assert all(c["measured_ms"] > 0 for c in d["cost"]["collectives"] if c["name"] != "replica_grads")

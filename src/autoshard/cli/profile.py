@@ -169,6 +169,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--comm-backend", choices=["auto", "gloo", "nccl"], default="auto",
                    help="process-group backend for --collectives measure (auto: NCCL with --device cuda and "
                         "one GPU per rank, else gloo: CPU processes)")
+    e.add_argument("--pin-cpus", action="store_true",
+                   help="with --collectives measure on CPU processes: every rank on a physical core of its "
+                        "own (needs a core per device; without it D ranks share whatever cores the host has)")
     e.add_argument("--rounds", type=positive_int, default=3,
                    help="time every device this many times, the order rotated, a fresh evaluator each round "
                         "(default 3; the bench's protocol: on a shared host one timing can be 10-40%% slow)")
@@ -377,11 +380,20 @@ def run_evaluate(args: argparse.Namespace) -> int:
     backend, why = (args.comm_backend, f"--comm-backend {args.comm_backend}")
     if backend == "auto":  # not NCCL merely because CUDA is visible: it needs one GPU per rank
         backend, why = comm_backend(args.device, plan.num_devices)
+    if args.pin_cpus and (args.collectives != "measure" or backend == "nccl"):
+        raise AutoshardError("--pin-cpus pins the CPU (gloo) ranks of measured collectives; drop it, or use "
+                             "--collectives measure --comm-backend gloo")
+    if args.pin_cpus and plan.num_devices > 1:
+        from autoshard.hardware.multiprocess import rank_cpus
+
+        rank_cpus(plan.num_devices)  # too few cores: one line before the progress bar and any timing
+        why += ", each rank pinned to a physical core of its own"
     timed = sum(1 for shards in plan.device_shards(task) if shards) * args.rounds
     with tqdm(total=timed, unit="timing", desc="measure", dynamic_ncols=True) as bar:
         cost, per_round = evaluate_plan_rounds(
             task, plan, settings, comm, progress=lambda done, total: bar.update(1),
-            collectives=args.collectives, backend=backend, rounds=args.rounds, statistic=args.round_statistic)
+            collectives=args.collectives, backend=backend, rounds=args.rounds, statistic=args.round_statistic,
+            pin_cpus=args.pin_cpus and plan.num_devices > 1)
     print(format_report(plan.with_cost(cost), task))
     print(f"kernels: the {args.round_statistic} of {args.rounds} round(s) per device"
           + _round_spread(per_round))
@@ -395,6 +407,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
                                "settings": settings.to_json(), "comm_model": comm.to_json(),
                                "collectives": args.collectives,
                                "comm_backend": backend if args.collectives == "measure" else None,
+                               "pin_cpus": args.pin_cpus,
                                "rounds": args.rounds, "round_statistic": args.round_statistic,
                                "device_rounds_ms": per_round.tolist(),
                                "host": host_info(settings.device.value)})
@@ -429,7 +442,8 @@ def _evaluate_sequence(args: argparse.Namespace) -> int:
     pooled_only = [flag for flag, value in (("--precision", args.precision),
                                             ("--comm-model", args.comm_model),
                                             ("--comm-backend nccl", args.comm_backend == "nccl"),
-                                            ("--device cuda", args.device != "cpu")) if value]
+                                            ("--device cuda", args.device != "cpu"),
+                                            ("--pin-cpus", args.pin_cpus)) if value]
     if pooled_only:
         raise AutoshardError(f"{pooled_only[0]} applies to pooled plans; a sequence plan's collectives are "
                              "modelled on its declared topology and timed with gloo")

@@ -32,6 +32,7 @@ from autoshard.costs.step import (
 from autoshard.errors import AutoshardError
 from autoshard.hardware.collectives import DEFAULT_REPEATS, measure_all_to_alls
 from autoshard.hardware.kernel import MeasureSettings, measure_shard
+from autoshard.hardware.multiprocess import rank_cpus
 from autoshard.plan import Plan, validate
 from autoshard.shards import ShardRef
 from autoshard.tasks import Task
@@ -153,24 +154,31 @@ def measure_plan_collectives(task: Task, plan: Plan, comm: AlphaBeta, backend: s
 def evaluate_plan(task: Task, plan: Plan, settings: MeasureSettings | None = None,
                   comm: AlphaBeta = DEFAULT_COMM, progress: Progress | None = None,
                   collectives: str = "model", backend: str = "auto", rounds: int = 1,
-                  statistic: str = DEFAULT_ROUND_STATISTIC) -> PlanCost:
+                  statistic: str = DEFAULT_ROUND_STATISTIC, pin_cpus: bool = False) -> PlanCost:
     """Validate ``plan`` against ``task`` (PlanError if it does not fit), then measure every device's kernels
     (``evaluate_plan_rounds``); the step's collectives are the network model's (``collectives='model'``) or
-    timed on D processes (``'measure'``)."""
+    timed on D processes (``'measure'``, each on a physical core of its own with ``pin_cpus``)."""
     return evaluate_plan_rounds(task, plan, settings, comm, progress, collectives, backend, rounds,
-                                statistic)[0]
+                                statistic, pin_cpus)[0]
 
 
 def evaluate_plan_rounds(task: Task, plan: Plan, settings: MeasureSettings | None = None,
                          comm: AlphaBeta = DEFAULT_COMM, progress: Progress | None = None,
                          collectives: str = "model", backend: str = "auto", rounds: int = 1,
-                         statistic: str = DEFAULT_ROUND_STATISTIC) -> tuple[PlanCost, np.ndarray]:
+                         statistic: str = DEFAULT_ROUND_STATISTIC,
+                         pin_cpus: bool = False) -> tuple[PlanCost, np.ndarray]:
     """``evaluate_plan``'s cost and every round's (rounds, devices, fwd/bwd) kernel timings: each device
     with shards timed once a round, a fresh evaluator each round and the order rotated (``rotated_rounds``),
-    reduced per device and component by ``statistic``. ``progress(done, total)`` counts device timings."""
+    reduced per device and component by ``statistic``. ``progress(done, total)`` counts device timings.
+    ``pin_cpus``: the measured collectives' ranks each on a physical core of its own; the host's cores are
+    checked before any kernel is timed."""
     validate(plan, task)
     if collectives not in ("model", "measure"):
         raise AutoshardError(f"collectives {collectives!r}: use 'model' or 'measure'")
+    if pin_cpus:
+        if collectives != "measure":
+            raise AutoshardError("pin_cpus pins the ranks of measured collectives; use collectives='measure'")
+        rank_cpus(plan.num_devices)  # too few cores: one line now, not after every kernel was timed
     if rounds < 1:
         raise AutoshardError(f"rounds {rounds} must be >= 1")
     check_round_statistic(statistic)
@@ -183,8 +191,8 @@ def evaluate_plan_rounds(task: Task, plan: Plan, settings: MeasureSettings | Non
     kernels = np.zeros((len(devices), 3))
     kernels[:, :2] = combine_rounds(per_round, statistic)
     kernels[:, 2] = device_comm_ms(task, comm, device_volumes(task, devices))
-    steps = (measure_plan_collectives(task, plan, comm, backend) if collectives == "measure"
-             else plan_collectives(task, comm, devices))
+    steps = (measure_plan_collectives(task, plan, comm, backend, pin_cpus=pin_cpus)
+             if collectives == "measure" else plan_collectives(task, comm, devices))
     return compose(kernels, steps, SOURCE), per_round
 
 
