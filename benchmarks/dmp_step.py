@@ -221,6 +221,26 @@ def spearman(a: list[float], b: list[float]) -> float:
     return float(spearmanr(a, b).statistic)
 
 
+def print_profiles(rows: dict[str, dict[str, Any]], names: list[str], steps: int, top: int = 15) -> None:
+    """Self CPU ms per profiled DMP step of the slowest rank's ops, plan by plan: the ``top`` ops by their
+    largest time in any plan (an op outside a rank's reported 40 counts as 0 there)."""
+    slowest = {}
+    for n in names:
+        ranks = rows[n]["dmp"]["verify"]["ranks"]
+        slowest[n] = {op["name"]: op["self_ms"] for op in max(ranks, key=lambda r: r["median_ms"])["profile"]}
+    ops = sorted({op for per in slowest.values() for op in per}, key=lambda op: -max(
+        per.get(op, 0.0) for per in slowest.values()))[:top]
+    print(f"DMP's ops, self CPU ms per step of the slowest rank ({steps} profiled steps, torch.profiler; "
+          "the profiler slows every op)")
+    print("| op | " + " | ".join(names) + " |")
+    print("|---|" + "---:|" * len(names))
+    for op in ops:
+        print(f"| {op} | " + " | ".join(f"{slowest[n].get(op, 0.0):.2f}" for n in names) + " |")
+    totals = " | ".join(f"{sum(slowest[n].values()):.2f}" for n in names)
+    print(f"| (the 40 reported ops' sum) | {totals} |")
+    print()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tables", type=int, default=10, help="synthetic tables in the task")
@@ -239,6 +259,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="also time DMP at this tiny global batch (0: skip)")
     ap.add_argument("--comm", help="comm_model.json to use instead of a quick all-to-all fit on the D ranks")
     ap.add_argument("--plans", default=",".join(PLANS), help=f"comma list of {', '.join(PLANS)}")
+    ap.add_argument("--profile-steps", type=int, default=0,
+                    help="profile this many DMP steps a plan after the timed ones (torch.profiler) and print "
+                         "the slowest rank's ops by self time, plan by plan")
     ap.add_argument("--json", help="write everything here")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
@@ -273,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
 
     kernels = MeasureSettings(threads=1)
     vs = VerifySettings(steps=args.steps, warmup=args.warmup, rows_cap=None, threads=1, sync_steps=True,
-                        timeout_s=300.0, device="cpu", pin_cpus=args.pin_cpus)
+                        timeout_s=300.0, device="cpu", pin_cpus=args.pin_cpus,
+                        profile_steps=args.profile_steps, profile_top=40)
     rows: dict[str, dict[str, Any]] = {}
     for name, plan in plans.items():
         modelled = evaluate_plan(task, plan, kernels, comm, collectives="model")
@@ -293,7 +317,8 @@ def main(argv: list[str] | None = None) -> int:
         rows[name]["dmp"] = dict(dmp_summary(res), matches=res.matches, max_abs_diff=res.max_abs_diff,
                                  slowest_step_ms=list(res.slowest_step_ms), verify=res.to_json())
         if args.overhead_batch:
-            tiny = verify_plan(plan, replace(task, batch_size=args.overhead_batch), vs)
+            tiny = verify_plan(plan, replace(task, batch_size=args.overhead_batch),
+                               replace(vs, profile_steps=0))
             rows[name]["dmp_tiny"] = dict(dmp_summary(tiny), batch_size=args.overhead_batch,
                                           matches=tiny.matches, verify=tiny.to_json())
         note(f"{name}: DMP step {rows[name]['dmp']['step_ms']:.2f} ms, matches {res.matches}")
@@ -341,6 +366,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['collectives_ms']['measured']:.2f} | {cols['serial'][names.index(n)]:.2f} | "
               f"{r['dmp']['fwd_ms']:.2f} | {tiny} |")
     print()
+    if args.profile_steps:
+        print_profiles(rows, names, args.profile_steps)
     load_after = loadavg()
     wall = time.perf_counter() - start
     print(f"load average before / after: {load_before} / {load_after}; wall {wall:.0f} s")

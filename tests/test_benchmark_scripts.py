@@ -119,3 +119,40 @@ def test_plan_dims_counts_the_distinct_dims_of_an_archived_gpu_runs_devices(caps
             if line.startswith("| ") and "algorithm" not in line}
     assert "| 3.58 / 4 |" in rows["dim_greedy"] and "| 2.81 / 4 |" in rows["lookup_greedy"]
     assert module.main([str(BENCHMARKS / "runs" / "missing.json.gz")]) == 2
+
+
+def _script(name: str):
+    spec = importlib.util.spec_from_file_location(f"_autoshard_{name}", BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_row_collectives_refuses_bad_points_in_one_line(capsys):
+    module = _script("row_collectives")
+    assert module.parse_points("4096x64,8x4") == [(4096, 64), (8, 4)]
+    for argv in (["--points", "4096by64"], ["--points", "0x4"], ["--devices", "1"], ["--repeats", "0"],
+                 ["--bucketize-ids", "many"], ["--bucketize-ids", "100"]):
+        assert module.main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("row_collectives.py: error:")
+
+
+@pytest.mark.slow
+def test_row_collectives_times_the_three_primitives_on_two_ranks(tmp_path: Path, monkeypatch, capsys):
+    import json
+
+    monkeypatch.syspath_prepend(str(BENCHMARKS))  # the ranks (spawned) import the worker by module name
+    module = importlib.import_module("row_collectives")
+    out = tmp_path / "rc.json"
+    assert module.main(["--points", "64x8,65x4", "--warmup", "0", "--repeats", "2",
+                        "--bucketize-ids", "1500", "--json", str(out)]) == 0
+    d = json.loads(out.read_text())
+    assert [(p["batch"], p["dim"]) for p in d["points"]] == [(64, 8), (65, 4)]
+    assert d["points"][1]["input_bytes"] == 66 * 4 * 4  # the batch padded to a multiple of D
+    for point in d["points"]:
+        assert all(point[f"{name}_ms"] > 0 for name in ("reduce_scatter", "all_gather", "all_to_all"))
+    assert len(d["rank_times_ms"]) == 2 and len(d["rank_times_ms"][0][0]["all_to_all"]) == 2
+    assert d["bucketize_ms"]["1500"] > 0
+    printed = capsys.readouterr().out
+    assert "| 64 x 8 |" in printed and "| 1500 |" in printed

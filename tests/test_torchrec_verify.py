@@ -39,10 +39,12 @@ def test_two_process_cpu_verify_matches_unsharded(small, tmp_path, capsys):
     tables, tables_file, plan, plan_file = small
     out = str(tmp_path / "verify.json")
     code = main(["verify", "--plan", plan_file, "--tables", tables_file, "--batch-size", "64", "--steps", "2",
-                 "--warmup", "1", "--rows-cap", "1000", "--timeout", "240", "--json", out])
+                 "--warmup", "1", "--rows-cap", "1000", "--timeout", "240", "--json", out,
+                 "--profile-steps", "1"])
     text = capsys.readouterr().out
     assert code == 0, text
     assert "matches the unsharded module" in text
+    assert "rank 1: ops by self CPU time per profiled step (1 steps, torch.profiler)" in text
     result = json.loads(Path(out).read_text())
     assert result["matches"] is True and result["devices"] == 2
     assert result["local_batch"] == 32 and result["global_batch"] == 64
@@ -53,6 +55,10 @@ def test_two_process_cpu_verify_matches_unsharded(small, tmp_path, capsys):
     assert all(len(r["step_ms"]) == 2 and r["median_ms"] > 0 for r in result["ranks"])
     assert result["max_step_ms"] == max(r["median_ms"] for r in result["ranks"])
     assert result["max_abs_diff"] <= 1e-4
+    for r in result["ranks"]:  # the profiled step's ops, the fused kernels among them
+        ops = {op["name"]: op for op in r["profile"]}
+        assert 0 < len(ops) <= 15 and all(op["self_ms"] >= 0 and op["calls"] > 0 for op in ops.values())
+        assert any(name.startswith("fbgemm::split_embedding") for name in ops)
 
 
 def test_plan_for_other_tables_is_a_one_line_error(small, tmp_path, capsys):
@@ -85,6 +91,13 @@ def test_bad_options_are_one_line_errors(small, capsys):
                  "cuda"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "pin_cpus pins CPU ranks" in err[0]
+    assert main(["verify", "--plan", plan_file, "--tables", tables_file, "--profile-steps", "-1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "need profile_steps >= 0" in err[0]
+    assert main(["verify", "--plan", plan_file, "--tables", tables_file, "--profile-steps", "2", "--runtime",
+                 "autoshard"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--profile-steps profiles TorchRec DMP steps" in err[0]
 
 
 def test_pinning_more_ranks_than_cores_is_a_one_line_error_before_any_process(small, monkeypatch, capsys):

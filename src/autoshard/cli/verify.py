@@ -45,6 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="cpu (gloo) or cuda (NCCL)")
     p.add_argument("--pin-cpus", action="store_true",
                    help="pin every CPU rank to a physical core of its own (needs a core per rank)")
+    p.add_argument("--profile-steps", type=int, default=0,
+                   help="after the timed steps, profile this many more (torch.profiler, CPU) and print each "
+                        "rank's ops by self time per step: where the step's time goes (default 0: off)")
     p.add_argument("--optimizer", default="exact_sgd",
                    help="fused optimizer: exact_sgd, exact_rowwise_adagrad or exact_adagrad")
     p.add_argument("--runtime", choices=RUNTIMES, default="torchrec",
@@ -90,18 +93,28 @@ def run(args: argparse.Namespace) -> int:
         raise AutoshardError(f"--rows-cap {args.rows_cap} must be >= 0 (0 = no cap)")
     rows_cap = DEFAULT_ROWS_CAP if args.rows_cap is None else (args.rows_cap or None)
     if args.runtime == "autoshard":
+        if args.profile_steps:
+            raise AutoshardError("--profile-steps profiles TorchRec DMP steps; drop it or use --runtime "
+                                 "torchrec")
         if optimizer is not Optimizer.EXACT_SGD or args.device != "cpu":
             raise AutoshardError("--runtime autoshard trains with exact_sgd on CPU processes (gloo); drop "
                                  "--optimizer / --device cuda, or use --runtime torchrec")
         return _run_autoshard(args, plan, task, rows_cap, VerifySettings())
     settings = VerifySettings(steps=args.steps, warmup=args.warmup, timeout_s=args.timeout, rows_cap=rows_cap,
-                              device=args.device, optimizer=optimizer, seed=args.seed, pin_cpus=args.pin_cpus)
+                              device=args.device, optimizer=optimizer, seed=args.seed, pin_cpus=args.pin_cpus,
+                              profile_steps=args.profile_steps)
     result = verify_plan(plan, task, settings)
     print(f"verified plan by {plan.algorithm or '?'} on {task.num_devices} {args.device} processes: "
           f"local batch {result.local_batch} (kernels see {result.global_batch}), rows cap {rows_cap}")
     print(f"{'rank':>4} {'shards':>6} {'median ms':>10} {'mean ms':>9} {'max |diff|':>11}")
     for r in result.ranks:
         print(f"{r.rank:>4} {r.shards:>6} {r.median_ms:>10.3f} {r.mean_ms:>9.3f} {r.max_abs_diff:>11.3g}")
+    for r in result.ranks:
+        if r.profile:
+            print(f"rank {r.rank}: ops by self CPU time per profiled step ({args.profile_steps} steps, "
+                  "torch.profiler)")
+            for op in r.profile:
+                print(f"  {op.self_ms:9.3f} ms  {op.calls:7.1f} calls  {op.name}")
     print(f"step time (slowest rank, median): {result.max_step_ms:.3f} ms; sharded output "
           f"{'matches' if result.matches else 'DOES NOT match'} the unsharded module")
     if args.device == "cpu" and not args.pin_cpus:

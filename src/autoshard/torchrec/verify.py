@@ -91,6 +91,31 @@ class VerifySettings:
     pin_cpus: bool = False
     """Pin every rank to a physical core of its own (``multiprocess.rank_cpus``): on a host with a core per
     rank, each rank then computes alone, as on a device of its own (CPU ranks only)."""
+    profile_steps: int = 0
+    """After the timed steps, this many more under ``torch.profiler`` (CPU activity), each rank reporting
+    its ops' self time per step (``RankResult.profile``): where a DMP step's time goes. 0: none. The
+    profiled steps are not among the timed ones (the profiler slows them)."""
+    profile_top: int = 15
+    """Ops a rank reports, by self time."""
+
+
+@dataclass(frozen=True)
+class OpTime:
+    """One op of a profiled DMP step (``torch.profiler``'s key averages, CPU self time)."""
+
+    name: str
+    self_ms: float
+    """Self CPU time per profiled step, ms (time in the op itself, not in the ops it called)."""
+    calls: float
+    """Calls per profiled step."""
+
+
+def top_ops(key_averages: Any, steps: int, top: int) -> tuple[OpTime, ...]:
+    """The ``top`` ops of a profiler's ``key_averages()`` by self CPU time, per step of ``steps``; the
+    profiler's own step markers left out."""
+    ops = [OpTime(e.key, e.self_cpu_time_total / 1000.0 / steps, e.count / steps) for e in key_averages
+           if not e.key.startswith("ProfilerStep")]
+    return tuple(sorted(ops, key=lambda o: -o.self_ms)[:top])
 
 
 @dataclass(frozen=True)
@@ -106,6 +131,8 @@ class RankResult:
     """Shards (table or column blocks) this rank holds."""
     fwd_ms: tuple[float, ...] = ()
     """The forward part of each timed step (input dist, lookups, output dist, loss), in step order."""
+    profile: tuple[OpTime, ...] = ()
+    """The rank's ops with the most self time over the profiled steps (``VerifySettings.profile_steps``)."""
 
     @property
     def mean_ms(self) -> float:
@@ -168,7 +195,8 @@ class VerifyResult:
             "max_step_ms": self.max_step_ms,
             "ranks": [{"rank": r.rank, "median_ms": r.median_ms, "mean_ms": r.mean_ms,
                        "step_ms": list(r.step_ms), "fwd_ms": list(r.fwd_ms),
-                       "max_abs_diff": r.max_abs_diff, "keys_checked": r.keys_checked, "shards": r.shards}
+                       "max_abs_diff": r.max_abs_diff, "keys_checked": r.keys_checked, "shards": r.shards,
+                       "profile": [asdict(o) for o in r.profile]}
                       for r in self.ranks],
             "settings": s,
             "host": self.host,
@@ -272,10 +300,22 @@ def _run_rank(ctx: RankContext, task_json: dict, plan_json: dict, settings: Veri
             times.append(elapsed)
             fwd_times.append((t1 - t0) * 1000.0)
     dist.barrier()
+    profile: tuple[OpTime, ...] = ()
+    if settings.profile_steps:
+        from torch.profiler import ProfilerActivity
+        from torch.profiler import profile as torch_profile
+
+        with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+            for step in range(settings.profile_steps):
+                dist.barrier()
+                model(inputs[step % NUM_BATCHES]).values().float().square().mean().backward()
+        profile = top_ops(prof.key_averages(), settings.profile_steps, settings.profile_top)
+        dist.barrier()
     # The shards DMP built on this rank must be the column blocks the plan puts here.
     ok = ok and held == _planned_shards(plan, rank)
     return {"step_ms": times, "fwd_ms": fwd_times, "max_abs_diff": max_diff, "matches": ok,
-            "keys_checked": len(expected), "shards": len(held), "rows": rows}
+            "keys_checked": len(expected), "shards": len(held), "rows": rows,
+            "profile": [asdict(o) for o in profile]}
 
 
 def verify_plan(plan: Plan, task: Task, settings: VerifySettings | None = None) -> VerifyResult:
@@ -292,6 +332,9 @@ def verify_plan(plan: Plan, task: Task, settings: VerifySettings | None = None) 
         raise AutoshardError(f"rows cap {s.rows_cap} must be positive")
     if s.device not in ("cpu", "cuda"):
         raise AutoshardError(f"device {s.device!r} unknown; use cpu or cuda")
+    if s.profile_steps < 0 or s.profile_top < 1:
+        raise AutoshardError(f"profile_steps={s.profile_steps} profile_top={s.profile_top}; need "
+                             "profile_steps >= 0 and profile_top >= 1")
     if s.pin_cpus and s.device == "cuda":
         raise AutoshardError("pin_cpus pins CPU ranks to cores; GPU ranks each have a device of their own")
     backend = "nccl" if s.device == "cuda" else "gloo"
@@ -312,7 +355,8 @@ def verify_plan(plan: Plan, task: Task, settings: VerifySettings | None = None) 
     got = dict(enumerate(per_rank))
 
     ranks = tuple(RankResult(r, tuple(got[r]["step_ms"]), got[r]["max_abs_diff"], got[r]["keys_checked"],
-                             got[r]["shards"], tuple(got[r]["fwd_ms"])) for r in range(world))
+                             got[r]["shards"], tuple(got[r]["fwd_ms"]),
+                             tuple(OpTime(**o) for o in got[r]["profile"])) for r in range(world))
     local = math.ceil(task.batch_size / world)
     return VerifyResult(
         plan_algorithm=plan.algorithm, task_name=task.name, num_devices=world, local_batch=local,
