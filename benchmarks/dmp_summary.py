@@ -1,8 +1,8 @@
 """Summarise ``benchmarks/dmp_step.py --json`` runs: how the step model's ordering of the plans compares with
 TorchRec DMP's real steps, run by run and over all of them. Times nothing.
 
-    .venv/bin/python benchmarks/dmp_summary.py benchmarks/runs/s43-intel-dmp-d2-pin-*.json.gz
-    .venv/bin/python benchmarks/dmp_summary.py --without row_split_hot benchmarks/runs/s43-intel-dmp-d2-pin-*
+    .venv/bin/python benchmarks/dmp_summary.py benchmarks/runs/dmp/s43-intel-dmp-d2-pin-*.json.gz
+    .venv/bin/python benchmarks/dmp_summary.py --without row_split_hot benchmarks/runs/dmp/s43-*-pin-*
 
 Per run: ranks pinned or not, the Spearman correlation of DMP's order with the step model's (modelled
 collectives / measured collectives / the sum of the ranks' kernels plus the measured collectives), the

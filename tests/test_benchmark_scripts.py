@@ -156,3 +156,63 @@ def test_row_collectives_times_the_three_primitives_on_two_ranks(tmp_path: Path,
     assert d["bucketize_ms"]["1500"] > 0
     printed = capsys.readouterr().out
     assert "| 64 x 8 |" in printed and "| 1500 |" in printed
+
+
+def test_dmp_summary_restates_archived_dmp_runs(capsys):
+    """benchmarks/dmp_summary.py on stop 43's pinned D=2 runs (docs/benchmarks.md, "Stop 43")."""
+    module = _script("dmp_summary")
+    runs = BENCHMARKS / "runs" / "dmp"
+    assert module.main([str(runs / "s43-intel-dmp-d2-pin-s1.json.gz")]) == 0
+    out = capsys.readouterr().out
+    # the stored Spearman figures, recomputed; the step model's pick (row_split_hot) 1.27 of DMP's fastest
+    assert ("| s43-intel-dmp-d2-pin-s1.json.gz | 2 | yes | +0.77 / +0.77 / +0.77 | 12 / 15 | row_split_hot "
+            "| 1.27 |") in out
+    assert module.main(["--without", "row_split_hot", str(runs / "s43-intel-dmp-d2-pin-s1.json.gz")]) == 0
+    assert "| 8 / 10 | balanced | 1.00 |" in capsys.readouterr().out
+    assert module.main(["--without", "nope", str(runs / "s43-intel-dmp-d2-pin-s1.json.gz")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a plan of" in err[0]
+    assert module.main([str(BENCHMARKS / "runs" / "s36-dlrm-100-8.json.gz")]) == 2  # a bench run
+    assert "is not a dmp_step.py --json result" in capsys.readouterr().err
+
+
+def test_dmp_step_prints_the_profiled_ops_plan_by_plan(capsys):
+    """dmp_step.py --profile-steps: the slowest rank's ops of stop 43's profiled run, restated from its JSON
+    (row-wise's bucketisation and reduce-scatter appear only in the row-split plan)."""
+    module = _script("dmp_step")
+    from autoshard.io import read_json
+
+    run = read_json(BENCHMARKS / "runs" / "dmp" / "s43-intel-dmp-d2-pin-t16-b8192-s0-prof.json.gz")
+    names = list(run["plans"])
+    module.print_profiles(run["plans"], names, 5)
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+            for line in capsys.readouterr().out.splitlines() if line.startswith("| ")}
+    assert len(rows) == 1 + 15 + 1  # header, 15 ops, the sum
+    bucketize = rows["fbgemm::block_bucketize_sparse_features"]
+    assert [float(x) > 0 for x in bucketize] == [n == "row_split_hot" for n in names]
+    assert float(rows["fbgemm::split_embedding_backward_codegen_sgd_cpu"][names.index("balanced")]) > 10
+
+
+def test_rank_cores_refuses_in_one_line(monkeypatch, capsys):
+    from autoshard.hardware import multiprocess
+
+    module = _script("rank_cores")
+    assert module.main(["--devices", "1"]) == 2
+    assert "--devices must be >= 2" in capsys.readouterr().err
+    monkeypatch.setattr(multiprocess, "physical_cores", lambda: [0])
+    assert module.main(["--devices", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pinning 2 ranks needs 2 physical cores" in err[0]
+
+
+def test_plan_kinds_counts_an_archived_runs_sharding_types(capsys):
+    """benchmarks/plan_kinds.py on stop 40's Intel production-40-8 run: every heuristic plan row-splits the
+    tables larger than a device, search adds column splits (docs/benchmarks.md, "Stop 43")."""
+    module = _script("plan_kinds")
+    run = BENCHMARKS / "runs" / "s40-intel-production-40-8.json.gz"
+    assert module.main([str(run), "--algos", "lookup_greedy,search"]) == 0
+    out = capsys.readouterr().out
+    assert "| s40-intel-production-40-8.json.gz | lookup_greedy | 10/10 | 0/10 | 0/10 | 1.4 |" in out
+    assert "| s40-intel-production-40-8.json.gz | search | 10/10 | 10/10 | 0/10 | 1.4 |" in out
+    assert module.main([str(BENCHMARKS / "runs" / "dmp" / "s43-intel-dmp-d2-pin-s1.json.gz")]) == 2
+    assert "is not a bench result" in capsys.readouterr().err
