@@ -9,7 +9,9 @@ collectives / measured collectives / the sum of the ranks' kernels plus the meas
 plan pairs the step model (measured collectives) orders as DMP does, its cheapest plan and that plan's DMP
 step over DMP's fastest. Then, per
 plan, the geometric mean over the runs of its ratio to the reference plan (``balanced``) in the step model
-and in DMP, and DMP's fixed cost (the step at the tiny ``--overhead-batch``) where it was run.
+and in DMP, and DMP's fixed cost (the step at the tiny ``--overhead-batch``) where it was run. Last, per
+run, DMP's extra time for the row-split plan beyond the step model's, per id and per MB it could be priced
+by.
 ``--without PLAN,...`` leaves plans out of the run rows (Spearman recomputed on the rest).
 """
 
@@ -97,7 +99,38 @@ def main(argv: list[str] | None = None) -> int:
         fixed = f"{gm['fixed']:.2f}" if r["fixed"] else "-"
         print(f"| {p} | {gm['model']:.2f}, {gm['measured']:.2f} | {gm['dmp']:.2f} | {fixed} |")
     print(f"\n(geometric means over {len(runs)} run(s))")
+    print_row_wise_extra(runs)
     return 0
+
+
+def print_row_wise_extra(runs: list[tuple[str, dict]], row_plan: str = "row_split_hot",
+                         reference: str = "balanced") -> None:
+    """Per run: how much more DMP's row-split plan took over the reference than the step model (measured
+    collectives) said, against what a row-wise term could scale with: the ids a rank bucketises a step
+    (local batch x the row-split tables' pooling) and the bytes of their partial outputs (global batch x
+    dims x 4)."""
+    rows = []
+    for name, run in runs:
+        plans = run["plans"]
+        if row_plan not in plans or reference not in plans:
+            continue
+        tables = {t["name"]: t for t in run["task"]["tables"]}
+        split = [n for n, t in plans[row_plan]["plan"]["tables"].items() if t["sharding_type"] == "row_wise"]
+        batch, devices = run["task"]["batch_size"], run["devices"]
+        ids = batch / devices * sum(tables[n]["pooling_factor"] for n in split)
+        out_mb = batch * sum(tables[n]["dim"] for n in split) * 4 / 1e6
+        extra = ((plans[row_plan]["dmp"]["step_ms"] - plans[reference]["dmp"]["step_ms"])
+                 - (plans[row_plan]["measured_ms"] - plans[reference]["measured_ms"]))
+        rows.append((name, len(split), ids, out_mb, extra))
+    if not rows:
+        return
+    print(f"\n{row_plan} against {reference}: DMP's difference minus the step model's (measured comm)")
+    print("| run | row-split tables | ids a rank bucketises a step | partial outputs MB | extra ms | "
+          "ns an id | ms a MB |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name, n, ids, out_mb, extra in rows:
+        print(f"| {name} | {n} | {ids:.0f} | {out_mb:.2f} | {extra:.2f} | {extra / ids * 1e6:.1f} | "
+              f"{extra / out_mb:.2f} |")
 
 
 if __name__ == "__main__":

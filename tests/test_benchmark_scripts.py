@@ -167,6 +167,8 @@ def test_dmp_summary_restates_archived_dmp_runs(capsys):
     # the stored Spearman figures, recomputed; the step model's pick (row_split_hot) 1.27 of DMP's fastest
     assert ("| s43-intel-dmp-d2-pin-s1.json.gz | 2 | yes | +0.77 / +0.77 / +0.77 | 12 / 15 | row_split_hot "
             "| 1.27 |") in out
+    # DMP's extra for the row split beyond the step model's, per id a rank bucketises and per MB of outputs
+    assert "| s43-intel-dmp-d2-pin-s1.json.gz | 3 | 330742 | 1.84 | 11.79 | 35.7 | 6.43 |" in out
     assert module.main(["--without", "row_split_hot", str(runs / "s43-intel-dmp-d2-pin-s1.json.gz")]) == 0
     assert "| 8 / 10 | balanced | 1.00 |" in capsys.readouterr().out
     assert module.main(["--without", "nope", str(runs / "s43-intel-dmp-d2-pin-s1.json.gz")]) == 2
