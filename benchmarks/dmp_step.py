@@ -78,6 +78,7 @@ from typing import Any
 import numpy as np
 
 from autoshard.breakdown import PlanCost
+from autoshard.costs import metrics
 from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.step import compose
 from autoshard.errors import AutoshardError
@@ -216,9 +217,7 @@ def dmp_summary(res: VerifyResult) -> dict[str, float]:
 
 
 def spearman(a: list[float], b: list[float]) -> float:
-    from scipy.stats import spearmanr
-
-    return float(spearmanr(a, b).statistic)
+    return metrics.spearman(a, b)
 
 
 def print_profiles(rows: dict[str, dict[str, Any]], names: list[str], steps: int, top: int = 15) -> None:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from autoshard.costs import metrics
 from autoshard.errors import AutoshardError
 from autoshard.io import read_json
 
@@ -45,11 +46,9 @@ def concordant_pairs(model: dict[str, float], dmp: dict[str, float]) -> tuple[in
 
 
 def spearman(a: dict[str, float], b: dict[str, float]) -> float:
-    """Spearman rank correlation of two orderings of the same plans (no ties in measured times)."""
+    """Spearman rank correlation of two orderings of the same plans (``costs.metrics.spearman``)."""
     names = sorted(a)
-    ra = np.argsort(np.argsort([a[n] for n in names]))
-    rb = np.argsort(np.argsort([b[n] for n in names]))
-    return float(np.corrcoef(ra, rb)[0, 1])
+    return metrics.spearman([a[n] for n in names], [b[n] for n in names])
 
 
 def main(argv: list[str] | None = None) -> int:
