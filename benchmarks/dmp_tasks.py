@@ -1,0 +1,157 @@
+"""The bench's own plans in real TorchRec steps: every distinct plan of an archived 2-device bench task run
+in DMP, and the evaluator's order of them against DMP's.
+
+    .venv/bin/python benchmarks/dmp_tasks.py benchmarks/runs/s41-intel-dlrm-20-2-r6.json.gz --pin-cpus \
+        --tasks 0,1,2 --json dmp_tasks.json
+
+For each chosen task of RUN (``autoshard bench``'s results, archived or not): the task's distinct plans
+(algorithms that returned the same plan share a row), each run in DMP on the task's D gloo ranks exactly as
+``benchmarks/dmp_step.py`` runs its plans (``verify_plan`` with a barrier before every step, one thread a
+rank, identical weights checked first; the step's time the slowest rank's, median of ``--steps``), with the
+bench's own rows cap, so DMP's tables and lookups are the ones the evaluator timed. Printed per task: each
+plan's evaluator step (the archived measurement) and DMP step, each over the task's best heuristic by that
+measure; then over the tasks: the Spearman correlation of the two orders, how often the two name the same best
+heuristic, and each learned planner's plan over the best heuristic in both (geometric means).
+
+Needs a core per rank to mean anything (``--pin-cpus``; ``benchmarks/rank_cores.py`` says whether the host
+has them): on ranks that share a core DMP's step follows the sum of the ranks' work, not its max.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from autoshard.costs import metrics
+from autoshard.errors import AutoshardError
+from autoshard.host import host_info
+from autoshard.io import read_json, write_json
+from autoshard.plan import Plan
+from autoshard.tasks import Task
+from autoshard.torchrec.verify import VerifySettings, verify_plan
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # dmp_step.py, beside this script
+from dmp_step import dmp_summary
+
+HEURISTICS = ("random", "round_robin", "dim_greedy", "lookup_greedy", "size_greedy", "size_lookup_greedy")
+
+
+def distinct_plans(task_result: dict) -> list[tuple[list[str], dict, float]]:
+    """(algorithms, plan JSON, evaluator's measured step ms) per distinct plan of an archived task, in the
+    order the algorithms first appear; results without a plan or a measurement are left out."""
+    out: list[tuple[list[str], dict, float]] = []
+    index: dict[str, int] = {}
+    for r in task_result["results"]:
+        if not r.get("plan") or not r.get("measured"):
+            continue
+        key = repr(r["plan"]["tables"])
+        if key in index:
+            out[index[key]][0].append(r["algorithm"])
+        else:
+            index[key] = len(out)
+            out.append(([r["algorithm"]], r["plan"], float(r["measured"]["plan_ms"])))
+    return out
+
+
+def parse_tasks(text: str, count: int) -> list[int]:
+    """'0,2,5' -> [0, 2, 5] (all ``count`` when empty); one-line error on anything else."""
+    if not text:
+        return list(range(count))
+    try:
+        picked = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise AutoshardError(f"--tasks {text!r}: use task indices, e.g. 0,1,2") from None
+    if bad := [i for i in picked if not 0 <= i < count]:
+        raise AutoshardError(f"--tasks: index {bad[0]} out of range; the run has {count} tasks")
+    return picked
+
+
+def best_heuristic(rows: list[dict], key: str) -> float:
+    """The lowest ``key`` among the rows that hold a heuristic's plan."""
+    return min(r[key] for r in rows if any(a in HEURISTICS for a in r["algorithms"]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("run", help="bench results (results.json or an archived .json.gz) of a 2-device suite")
+    ap.add_argument("--tasks", default="", help="task indices, comma-separated (default all)")
+    ap.add_argument("--steps", type=int, default=20, help="timed DMP steps a plan (default 20)")
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--pin-cpus", action="store_true", help="every rank on a physical core of its own")
+    ap.add_argument("--json", help="write everything here")
+    args = ap.parse_args(argv)
+    start = time.perf_counter()
+    try:
+        run = read_json(args.run)
+        if not isinstance(run, dict) or run.get("kind") != "autoshard.bench":
+            raise AutoshardError(f"{args.run} is not a bench result (autoshard bench's results.json)")
+        picked = parse_tasks(args.tasks, len(run["tasks"]))
+        rows_cap = run["measure_settings"]["rows_cap"]
+        settings = VerifySettings(steps=args.steps, warmup=args.warmup, rows_cap=rows_cap, threads=1,
+                                  sync_steps=True, timeout_s=900.0, device="cpu", pin_cpus=args.pin_cpus)
+        tasks_out = []
+        for i in picked:
+            task = Task.from_json(run["tasks"][i]["task"])
+            rows = []
+            for algos, plan_json, measured in distinct_plans(run["tasks"][i]):
+                res = verify_plan(Plan.from_json(plan_json), task, settings)
+                if not res.matches:
+                    raise AutoshardError(f"task {i}: {algos[0]}'s plan does not match the unsharded module "
+                                         "in DMP")
+                rows.append({"algorithms": algos, "evaluator_ms": measured, **dmp_summary(res)})
+                print(f"[{time.perf_counter() - start:6.1f} s] task {i}: {'/'.join(algos)}: evaluator "
+                      f"{measured:.2f} ms, DMP {rows[-1]['step_ms']:.2f} ms", file=sys.stderr, flush=True)
+            tasks_out.append({"index": i, "task": task.name, "plans": rows})
+    except AutoshardError as e:
+        print(f"dmp_tasks.py: error: {e}", file=sys.stderr)
+        return 2
+    summarise(tasks_out, run)
+    if args.json:
+        write_json(args.json, {"kind": "autoshard.bench.dmp_tasks", "version": 1, "run": args.run,
+                               "command": " ".join(sys.argv), "settings": {"steps": args.steps,
+                               "warmup": args.warmup, "rows_cap": rows_cap, "pin_cpus": args.pin_cpus},
+                               "tasks": tasks_out, "host": host_info("cpu"),
+                               "wall_s": time.perf_counter() - start})
+    return 0
+
+
+def summarise(tasks: list[dict], run: dict) -> None:
+    """The per-task tables and the verdict over tasks (module docstring)."""
+    learned: dict[str, dict[str, list[float]]] = {}
+    same_best, rhos = 0, []
+    for t in tasks:
+        rows = t["plans"]
+        ev_best, dmp_best = best_heuristic(rows, "evaluator_ms"), best_heuristic(rows, "step_ms")
+        print(f"\ntask {t['index']} ({t['task']})\n")
+        print("| plans of | evaluator ms | DMP ms | evaluator / best heuristic | DMP / best heuristic |")
+        print("|---|---:|---:|---:|---:|")
+        for r in rows:
+            print(f"| {', '.join(r['algorithms'])} | {r['evaluator_ms']:.2f} | {r['step_ms']:.2f} | "
+                  f"{r['evaluator_ms'] / ev_best:.3f} | {r['step_ms'] / dmp_best:.3f} |")
+            for a in r["algorithms"]:
+                if a not in HEURISTICS:
+                    got = learned.setdefault(a, {"evaluator": [], "dmp": []})
+                    got["evaluator"].append(r["evaluator_ms"] / ev_best)
+                    got["dmp"].append(r["step_ms"] / dmp_best)
+        heur = [r for r in rows if any(a in HEURISTICS for a in r["algorithms"])]
+        ev_pick = min(heur, key=lambda r: r["evaluator_ms"])
+        same_best += ev_pick is min(heur, key=lambda r: r["step_ms"])
+        if len(rows) > 2:
+            rhos.append(metrics.spearman([r["evaluator_ms"] for r in rows], [r["step_ms"] for r in rows]))
+    print(f"\nOver {len(tasks)} task(s) of {run['suite']['name']}: the evaluator and DMP name the same best "
+          f"heuristic plan on {same_best}; Spearman of their orders of a task's plans: median "
+          f"{np.median(rhos):+.2f}, range {min(rhos):+.2f} to {max(rhos):+.2f}" if rhos else "")
+    if learned:
+        print("\n| learned planner | its plan / best heuristic: evaluator | DMP |")
+        print("|---|---:|---:|")
+        for a, v in learned.items():
+            gm = {k: float(np.exp(np.mean(np.log(x)))) for k, x in v.items()}
+            print(f"| {a} | {gm['evaluator']:.3f} | {gm['dmp']:.3f} |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
