@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from autoshard.bench.summary import Comparison, best_fixed_heuristic, compare, is_heuristic
 from autoshard.costs import metrics
 from autoshard.errors import AutoshardError
 from autoshard.host import host_info
@@ -37,7 +38,7 @@ from autoshard.torchrec.verify import VerifySettings, verify_plan
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # dmp_step.py, beside this script
 from dmp_step import dmp_summary
 
-HEURISTICS = ("random", "round_robin", "dim_greedy", "lookup_greedy", "size_greedy", "size_lookup_greedy")
+KIND = "autoshard.bench.dmp_tasks"
 
 
 def distinct_plans(task_result: dict) -> list[tuple[list[str], dict, float]]:
@@ -72,12 +73,13 @@ def parse_tasks(text: str, count: int) -> list[int]:
 
 def best_heuristic(rows: list[dict], key: str) -> float:
     """The lowest ``key`` among the rows that hold a heuristic's plan."""
-    return min(r[key] for r in rows if any(a in HEURISTICS for a in r["algorithms"]))
+    return min(r[key] for r in rows if any(is_heuristic(a) for a in r["algorithms"]))
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("run", help="bench results (results.json or an archived .json.gz) of a 2-device suite")
+    ap.add_argument("run", help="bench results (results.json or an archived .json.gz) of a 2-device suite; "
+                                "or a --json result of this script, to print its summary again")
     ap.add_argument("--tasks", default="", help="task indices, comma-separated (default all)")
     ap.add_argument("--steps", type=int, default=20, help="timed DMP steps a plan (default 20)")
     ap.add_argument("--warmup", type=int, default=3)
@@ -87,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     try:
         run = read_json(args.run)
+        if isinstance(run, dict) and run.get("kind") == KIND:
+            summarise(run["tasks"], run.get("suite") or Path(run["run"]).name)
+            return 0
         if not isinstance(run, dict) or run.get("kind") != "autoshard.bench":
             raise AutoshardError(f"{args.run} is not a bench result (autoshard bench's results.json)")
         picked = parse_tasks(args.tasks, len(run["tasks"]))
@@ -109,9 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     except AutoshardError as e:
         print(f"dmp_tasks.py: error: {e}", file=sys.stderr)
         return 2
-    summarise(tasks_out, run)
+    summarise(tasks_out, run["suite"]["name"])
     if args.json:
-        write_json(args.json, {"kind": "autoshard.bench.dmp_tasks", "version": 1, "run": args.run,
+        write_json(args.json, {"kind": KIND, "version": 1, "run": args.run, "suite": run["suite"]["name"],
                                "command": " ".join(sys.argv), "settings": {"steps": args.steps,
                                "warmup": args.warmup, "rows_cap": rows_cap, "pin_cpus": args.pin_cpus},
                                "tasks": tasks_out, "host": host_info("cpu"),
@@ -119,9 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def summarise(tasks: list[dict], run: dict) -> None:
+def summarise(tasks: list[dict], suite: str) -> None:
     """The per-task tables and the verdict over tasks (module docstring)."""
-    learned: dict[str, dict[str, list[float]]] = {}
     same_best, rhos = 0, []
     for t in tasks:
         rows = t["plans"]
@@ -132,25 +136,38 @@ def summarise(tasks: list[dict], run: dict) -> None:
         for r in rows:
             print(f"| {', '.join(r['algorithms'])} | {r['evaluator_ms']:.2f} | {r['step_ms']:.2f} | "
                   f"{r['evaluator_ms'] / ev_best:.3f} | {r['step_ms'] / dmp_best:.3f} |")
-            for a in r["algorithms"]:
-                if a not in HEURISTICS:
-                    got = learned.setdefault(a, {"evaluator": [], "dmp": []})
-                    got["evaluator"].append(r["evaluator_ms"] / ev_best)
-                    got["dmp"].append(r["step_ms"] / dmp_best)
-        heur = [r for r in rows if any(a in HEURISTICS for a in r["algorithms"])]
+        heur = [r for r in rows if any(is_heuristic(a) for a in r["algorithms"])]
         ev_pick = min(heur, key=lambda r: r["evaluator_ms"])
         same_best += ev_pick is min(heur, key=lambda r: r["step_ms"])
         if len(rows) > 2:
             rhos.append(metrics.spearman([r["evaluator_ms"] for r in rows], [r["step_ms"] for r in rows]))
-    print(f"\nOver {len(tasks)} task(s) of {run['suite']['name']}: the evaluator and DMP name the same best "
-          f"heuristic plan on {same_best}; Spearman of their orders of a task's plans: median "
-          f"{np.median(rhos):+.2f}, range {min(rhos):+.2f} to {max(rhos):+.2f}" if rhos else "")
-    if learned:
-        print("\n| learned planner | its plan / best heuristic: evaluator | DMP |")
-        print("|---|---:|---:|")
-        for a, v in learned.items():
-            gm = {k: float(np.exp(np.mean(np.log(x)))) for k, x in v.items()}
-            print(f"| {a} | {gm['evaluator']:.3f} | {gm['dmp']:.3f} |")
+    orders = (f"; Spearman of their orders of a task's plans: median {np.median(rhos):+.2f}, range "
+              f"{min(rhos):+.2f} to {max(rhos):+.2f}" if rhos else "")
+    print(f"\nOver {len(tasks)} task(s) of {suite}: the evaluator and DMP name the same best heuristic plan "
+          f"on {same_best}{orders}")
+    by = {key: [{a: (r[key], ()) for r in t["plans"] for a in r["algorithms"]} for t in tasks]
+          for key in ("evaluator_ms", "step_ms")}
+    fixed = {key: best_fixed_heuristic(costs) for key, costs in by.items()}
+    heuristics = sorted({a for costs in by["step_ms"] for a in costs if is_heuristic(a)})
+    learned = sorted({a for costs in by["step_ms"] for a in costs if not is_heuristic(a)})
+    print(f"best fixed heuristic (the lowest geometric mean over the tasks): by the evaluator "
+          f"{fixed['evaluator_ms']}, by DMP {fixed['step_ms']}")
+    if not learned:
+        return
+    print("\nEach learned planner's plan over the best heuristic (per task) and over the best fixed "
+          "heuristic, geometric mean [95% bootstrap interval over the tasks], by each measure:\n")
+    print("| learned planner | / best heuristic: evaluator | DMP | / best fixed: evaluator | DMP |")
+    print("|---|---|---|---|---|")
+    for a in learned:
+        cells = [compare(by[key], a, heuristics) for key in by] + [compare(by[key], a, [fixed[key]])
+                                                                    for key in by]
+        print(f"| {a} | " + " | ".join(_cell(c) for c in cells) + " |")
+
+
+def _cell(c: Comparison) -> str:
+    if c.ratio is None:
+        return "-"
+    return f"{c.ratio:.3f}" + (f" [{c.low:.3f}, {c.high:.3f}]" if c.low is not None else "")
 
 
 if __name__ == "__main__":

@@ -218,3 +218,45 @@ def test_plan_kinds_counts_an_archived_runs_sharding_types(capsys):
     assert "| s40-intel-production-40-8.json.gz | search | 10/10 | 10/10 | 0/10 | 1.4 |" in out
     assert module.main([str(BENCHMARKS / "runs" / "dmp" / "s43-intel-dmp-d2-pin-s1.json.gz")]) == 2
     assert "is not a bench result" in capsys.readouterr().err
+
+
+def test_dmp_tasks_groups_a_tasks_plans_and_refuses_bad_input(capsys):
+    """benchmarks/dmp_tasks.py's plan grouping on stop 41's Intel DLRM-20 (2) run (task 6: six distinct
+    plans), and its one-line errors; the DMP runs themselves are docs/benchmarks.md's, "Stop 43"."""
+    module = _script("dmp_tasks")
+    from autoshard.io import read_json
+
+    run = read_json(BENCHMARKS / "runs" / "s41-intel-dlrm-20-2-r6.json.gz")
+    plans = module.distinct_plans(run["tasks"][6])
+    assert [algos for algos, _, _ in plans] == [["dim_greedy"], ["lookup_greedy"],
+                                                ["size_greedy", "neuroshard"], ["size_lookup_greedy"],
+                                                ["rl", "search"], ["ilp"]]
+    assert [round(ms, 2) for _, _, ms in plans] == [32.18, 26.14, 27.46, 26.19, 24.6, 23.52]
+    assert module.parse_tasks("", 3) == [0, 1, 2] and module.parse_tasks("2,0", 3) == [2, 0]
+    bench = str(BENCHMARKS / "runs" / "s41-intel-dlrm-20-2-r6.json.gz")
+    for argv in ([bench, "--tasks", "x"], [bench, "--tasks", "10"],
+                 [str(BENCHMARKS / "runs" / "dmp" / "s43-intel-dmp-d2-pin-s1.json.gz")]):
+        assert module.main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("dmp_tasks.py: error:")
+
+
+def test_dmp_tasks_restates_an_archived_run_and_repeat_compares_two(capsys):
+    """Stop 43's DLRM-20 (2) DMP runs (docs/benchmarks.md): the summary restated from the archived JSON, and
+    DMP against itself (the same best heuristic on 8 of 10 tasks) but the evaluator against DMP on 2."""
+    runs = BENCHMARKS / "runs" / "dmp"
+    a, b = runs / "s43-intel-dmptasks-dlrm-20-2-a.json.gz", runs / "s43-intel-dmptasks-dlrm-20-2-b.json.gz"
+    assert _script("dmp_tasks").main([str(a)]) == 0
+    out = capsys.readouterr().out
+    assert "the evaluator and DMP name the same best heuristic plan on 2; Spearman" in out
+    assert ("| ilp | 0.996 [0.971, 1.014] | 1.053 [1.023, 1.087] | 0.986 [0.964, 0.999] | "
+            "1.024 [1.002, 1.061] |") in out
+    repeat = _script("dmp_tasks_repeat")
+    assert repeat.main([str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert ("the same best heuristic plan in both DMP runs: 8 of 10; the evaluator's and run A's: 2 of "
+            "10") in out
+    assert repeat.main([str(a), str(runs / "s43-intel-dmptasks-dlrm-10-2-a.json.gz")]) == 2  # other plans
+    assert "the runs hold different plans" in capsys.readouterr().err
+    assert repeat.main([str(a), str(runs / "s43-intel-dmp-d2-pin-s1.json.gz")]) == 2
+    assert "is not a dmp_tasks.py --json result" in capsys.readouterr().err
