@@ -36,7 +36,7 @@ from autoshard.tasks import Task
 from autoshard.torchrec.verify import VerifySettings, verify_plan
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # dmp_step.py, beside this script
-from dmp_step import dmp_summary
+from dmp_step import dmp_summary, print_profiles
 
 KIND = "autoshard.bench.dmp_tasks"
 
@@ -84,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=20, help="timed DMP steps a plan (default 20)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--pin-cpus", action="store_true", help="every rank on a physical core of its own")
+    ap.add_argument("--profile-steps", type=int, default=0,
+                    help="profile this many DMP steps a plan after the timed ones (torch.profiler) and print "
+                         "each task's ops of the slowest rank, plan by plan (default 0: off)")
     ap.add_argument("--json", help="write everything here")
     args = ap.parse_args(argv)
     start = time.perf_counter()
@@ -97,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         picked = parse_tasks(args.tasks, len(run["tasks"]))
         rows_cap = run["measure_settings"]["rows_cap"]
         settings = VerifySettings(steps=args.steps, warmup=args.warmup, rows_cap=rows_cap, threads=1,
-                                  sync_steps=True, timeout_s=900.0, device="cpu", pin_cpus=args.pin_cpus)
+                                  sync_steps=True, timeout_s=900.0, device="cpu", pin_cpus=args.pin_cpus,
+                                  profile_steps=args.profile_steps, profile_top=40)
         tasks_out = []
         for i in picked:
             task = Task.from_json(run["tasks"][i]["task"])
@@ -107,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
                 if not res.matches:
                     raise AutoshardError(f"task {i}: {algos[0]}'s plan does not match the unsharded module "
                                          "in DMP")
-                rows.append({"algorithms": algos, "evaluator_ms": measured, **dmp_summary(res)})
+                rows.append({"algorithms": algos, "evaluator_ms": measured, **dmp_summary(res),
+                             **({"ranks": res.to_json()["ranks"]} if args.profile_steps else {})})
                 print(f"[{time.perf_counter() - start:6.1f} s] task {i}: {'/'.join(algos)}: evaluator "
                       f"{measured:.2f} ms, DMP {rows[-1]['step_ms']:.2f} ms", file=sys.stderr, flush=True)
             tasks_out.append({"index": i, "task": task.name, "plans": rows})
@@ -115,10 +120,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dmp_tasks.py: error: {e}", file=sys.stderr)
         return 2
     summarise(tasks_out, run["suite"]["name"])
+    if args.profile_steps:
+        for t in tasks_out:
+            print(f"\ntask {t['index']}: ", end="")
+            names = ["/".join(r["algorithms"]) for r in t["plans"]]
+            print_profiles({n: {"dmp": {"verify": {"ranks": r["ranks"]}}} for n, r in zip(names, t["plans"])},
+                           names, args.profile_steps)
     if args.json:
         write_json(args.json, {"kind": KIND, "version": 1, "run": args.run, "suite": run["suite"]["name"],
                                "command": " ".join(sys.argv), "settings": {"steps": args.steps,
-                               "warmup": args.warmup, "rows_cap": rows_cap, "pin_cpus": args.pin_cpus},
+                               "warmup": args.warmup, "rows_cap": rows_cap, "pin_cpus": args.pin_cpus,
+                               "profile_steps": args.profile_steps},
                                "tasks": tasks_out, "host": host_info("cpu"),
                                "wall_s": time.perf_counter() - start})
     return 0
