@@ -67,7 +67,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import shlex
 import sys
 import time
@@ -91,6 +90,8 @@ from autoshard.io import write_json
 from autoshard.plan import COLUMN_SHARD_MULTIPLE, Plan, TablePlacement, validate
 from autoshard.planners.base import PlannerOptions, make_planner, run_planner
 from autoshard.planners.column_split import even_split
+from autoshard.planners.row_split import torchrec_row_wise
+from autoshard.shards import even_row_bounds
 from autoshard.tables.synth import synthesize_pool
 from autoshard.tables.table import Table
 from autoshard.tasks import Task
@@ -133,14 +134,6 @@ def column_widths(dim: int, parts: int) -> list[int]:
     return list(even_split(dim, max(1, min(parts, dim // COLUMN_SHARD_MULTIPLE))))
 
 
-def torchrec_row_blocks(rows: int, devices: int) -> list[int] | None:
-    """TorchRec's row-wise blocks (``ceil(rows / D)`` on every rank, the rest on the last); None where the
-    table is too small for every rank to get rows."""
-    block = math.ceil(rows / devices)
-    last = rows - block * (devices - 1)
-    return [block] * (devices - 1) + [last] if last > 0 else None
-
-
 def make_plans(task: Task, planner: str, hot: int, imbalance: float, seed: int) -> dict[str, Plan]:
     n, d = task.num_tables, task.num_devices
     weight = load(task)
@@ -174,13 +167,13 @@ def make_plans(task: Task, planner: str, hot: int, imbalance: float, seed: int) 
         out = []
         for p in balanced.placements:
             t = by_name[p.table]
-            blocks = torchrec_row_blocks(t.rows, d)
-            if p.table not in hottest or (kind == "row" and blocks is None):
+            too_small = len(even_row_bounds(t.rows, d)) - 1 < d  # fewer TorchRec row blocks than ranks
+            if p.table not in hottest or (kind == "row" and too_small):
                 out.append(p)
             elif kind == "col":
                 out.append(column_split(t))
             else:  # TorchRec's row blocks; see the module docstring
-                out.append(TablePlacement.row_wise(t.name, list(range(d)), blocks, t.dim))
+                out.append(torchrec_row_wise(t.name, t.rows, t.dim, d))
         return Plan(tuple(out), d, f"{kind}_split_hot", task.name)
 
     plans = {
@@ -220,13 +213,17 @@ def spearman(a: list[float], b: list[float]) -> float:
     return metrics.spearman(a, b)
 
 
-def print_profiles(rows: dict[str, dict[str, Any]], names: list[str], steps: int, top: int = 15) -> None:
-    """Self CPU ms per profiled DMP step of the slowest rank's ops, plan by plan: the ``top`` ops by their
-    largest time in any plan (an op outside a rank's reported 40 counts as 0 there)."""
-    slowest = {}
-    for n in names:
-        ranks = rows[n]["dmp"]["verify"]["ranks"]
-        slowest[n] = {op["name"]: op["self_ms"] for op in max(ranks, key=lambda r: r["median_ms"])["profile"]}
+PROFILE_TOP = 40
+"""Ops a rank reports from its profiled DMP steps (``VerifySettings.profile_top``) in these scripts."""
+
+
+def print_profiles(ranks: dict[str, list[dict[str, Any]]], steps: int, top: int = 15) -> None:
+    """Self CPU ms per profiled DMP step of the slowest rank's ops, plan by plan (``ranks``: plan name -> its
+    verify JSON's ranks): the ``top`` ops by their largest time in any plan (an op outside a rank's reported
+    ``PROFILE_TOP`` counts as 0 there)."""
+    names = list(ranks)
+    slowest = {n: {op["name"]: op["self_ms"] for op in max(r, key=lambda x: x["median_ms"])["profile"]}
+               for n, r in ranks.items()}
     ops = sorted({op for per in slowest.values() for op in per}, key=lambda op: -max(
         per.get(op, 0.0) for per in slowest.values()))[:top]
     print(f"DMP's ops, self CPU ms per step of the slowest rank ({steps} profiled steps, torch.profiler; "
@@ -236,7 +233,7 @@ def print_profiles(rows: dict[str, dict[str, Any]], names: list[str], steps: int
     for op in ops:
         print(f"| {op} | " + " | ".join(f"{slowest[n].get(op, 0.0):.2f}" for n in names) + " |")
     totals = " | ".join(f"{sum(slowest[n].values()):.2f}" for n in names)
-    print(f"| (the 40 reported ops' sum) | {totals} |")
+    print(f"| (the {PROFILE_TOP} reported ops' sum) | {totals} |")
     print()
 
 
@@ -272,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--imbalance must be in (0.5, 1)")
     if args.devices < 2:
         ap.error("--devices must be at least 2")
+    if args.profile_steps < 0:
+        ap.error("--profile-steps must be >= 0")
     cores = len(physical_cores())
     if args.pin_cpus:
         try:  # the ranks' own check, before minutes of kernel timing rather than at the first collective
@@ -296,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     kernels = MeasureSettings(threads=1)
     vs = VerifySettings(steps=args.steps, warmup=args.warmup, rows_cap=None, threads=1, sync_steps=True,
                         timeout_s=300.0, device="cpu", pin_cpus=args.pin_cpus,
-                        profile_steps=args.profile_steps, profile_top=40)
+                        profile_steps=args.profile_steps, profile_top=PROFILE_TOP)
     rows: dict[str, dict[str, Any]] = {}
     for name, plan in plans.items():
         modelled = evaluate_plan(task, plan, kernels, comm, collectives="model")
@@ -366,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['dmp']['fwd_ms']:.2f} | {tiny} |")
     print()
     if args.profile_steps:
-        print_profiles(rows, names, args.profile_steps)
+        print_profiles({n: rows[n]["dmp"]["verify"]["ranks"] for n in names}, args.profile_steps)
     load_after = loadavg()
     wall = time.perf_counter() - start
     print(f"load average before / after: {load_before} / {load_after}; wall {wall:.0f} s")

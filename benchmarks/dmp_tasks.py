@@ -36,7 +36,7 @@ from autoshard.tasks import Task
 from autoshard.torchrec.verify import VerifySettings, verify_plan
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # dmp_step.py, beside this script
-from dmp_step import dmp_summary, print_profiles
+from dmp_step import PROFILE_TOP, dmp_summary, print_profiles
 
 KIND = "autoshard.bench.dmp_tasks"
 
@@ -71,9 +71,9 @@ def parse_tasks(text: str, count: int) -> list[int]:
     return picked
 
 
-def best_heuristic(rows: list[dict], key: str) -> float:
-    """The lowest ``key`` among the rows that hold a heuristic's plan."""
-    return min(r[key] for r in rows if any(is_heuristic(a) for a in r["algorithms"]))
+def best_heuristic(rows: list[dict], key: str) -> dict:
+    """The row, among those that hold a heuristic's plan, with the lowest ``key``."""
+    return min((r for r in rows if any(is_heuristic(a) for a in r["algorithms"])), key=lambda r: r[key])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         rows_cap = run["measure_settings"]["rows_cap"]
         settings = VerifySettings(steps=args.steps, warmup=args.warmup, rows_cap=rows_cap, threads=1,
                                   sync_steps=True, timeout_s=900.0, device="cpu", pin_cpus=args.pin_cpus,
-                                  profile_steps=args.profile_steps, profile_top=40)
+                                  profile_steps=args.profile_steps, profile_top=PROFILE_TOP)
         tasks_out = []
         for i in picked:
             task = Task.from_json(run["tasks"][i]["task"])
@@ -123,9 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile_steps:
         for t in tasks_out:
             print(f"\ntask {t['index']}: ", end="")
-            names = ["/".join(r["algorithms"]) for r in t["plans"]]
-            print_profiles({n: {"dmp": {"verify": {"ranks": r["ranks"]}}} for n, r in zip(names, t["plans"])},
-                           names, args.profile_steps)
+            print_profiles({"/".join(r["algorithms"]): r["ranks"] for r in t["plans"]}, args.profile_steps)
     if args.json:
         write_json(args.json, {"kind": KIND, "version": 1, "run": args.run, "suite": run["suite"]["name"],
                                "command": " ".join(sys.argv), "settings": {"steps": args.steps,
@@ -141,16 +139,15 @@ def summarise(tasks: list[dict], suite: str) -> None:
     same_best, rhos = 0, []
     for t in tasks:
         rows = t["plans"]
-        ev_best, dmp_best = best_heuristic(rows, "evaluator_ms"), best_heuristic(rows, "step_ms")
+        ev_pick, dmp_pick = best_heuristic(rows, "evaluator_ms"), best_heuristic(rows, "step_ms")
+        ev_best, dmp_best = ev_pick["evaluator_ms"], dmp_pick["step_ms"]
         print(f"\ntask {t['index']} ({t['task']})\n")
         print("| plans of | evaluator ms | DMP ms | evaluator / best heuristic | DMP / best heuristic |")
         print("|---|---:|---:|---:|---:|")
         for r in rows:
             print(f"| {', '.join(r['algorithms'])} | {r['evaluator_ms']:.2f} | {r['step_ms']:.2f} | "
                   f"{r['evaluator_ms'] / ev_best:.3f} | {r['step_ms'] / dmp_best:.3f} |")
-        heur = [r for r in rows if any(is_heuristic(a) for a in r["algorithms"])]
-        ev_pick = min(heur, key=lambda r: r["evaluator_ms"])
-        same_best += ev_pick is min(heur, key=lambda r: r["step_ms"])
+        same_best += ev_pick is dmp_pick
         if len(rows) > 2:
             rhos.append(metrics.spearman([r["evaluator_ms"] for r in rows], [r["step_ms"] for r in rows]))
     orders = (f"; Spearman of their orders of a task's plans: median {np.median(rhos):+.2f}, range "

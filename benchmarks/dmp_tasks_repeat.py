@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import numpy as np
 
-from autoshard.bench.summary import is_heuristic
 from autoshard.costs import metrics
 from autoshard.errors import AutoshardError
 from autoshard.io import read_json
 
-KIND = "autoshard.bench.dmp_tasks"
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # dmp_tasks.py, beside this script
+from dmp_tasks import KIND, best_heuristic
 
 
 def load(path: str) -> dict[int, list[dict]]:
@@ -28,12 +29,6 @@ def load(path: str) -> dict[int, list[dict]]:
     if not isinstance(run, dict) or run.get("kind") != KIND:
         raise AutoshardError(f"{path} is not a dmp_tasks.py --json result (kind {KIND!r})")
     return {t["index"]: t["plans"] for t in run["tasks"]}
-
-
-def best_heuristic(rows: list[dict], key: str) -> str:
-    """The first algorithm of the heuristic row with the lowest ``key``."""
-    heur = [r for r in rows if any(is_heuristic(a) for a in r["algorithms"])]
-    return min(heur, key=lambda r: r[key])["algorithms"][0]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,8 +51,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"dmp_tasks_repeat.py: error: task {i}: the runs hold different plans", file=sys.stderr)
             return 2
         ratios += [y["step_ms"] / x["step_ms"] for x, y in zip(ra, rb)]
-        same_best += best_heuristic(ra, "step_ms") == best_heuristic(rb, "step_ms")
-        same_ev_a += best_heuristic(ra, "evaluator_ms") == best_heuristic(ra, "step_ms")
+        best_a, best_b = best_heuristic(ra, "step_ms"), best_heuristic(rb, "step_ms")
+        same_best += best_a["algorithms"] == best_b["algorithms"]
+        same_ev_a += best_heuristic(ra, "evaluator_ms") is best_a
         if len(ra) > 2:
             rho_ab.append(metrics.spearman([r["step_ms"] for r in ra], [r["step_ms"] for r in rb]))
             rho_ev.append(metrics.spearman([r["evaluator_ms"] for r in ra], [r["step_ms"] for r in rb]))

@@ -287,8 +287,7 @@ def _run_rank(ctx: RankContext, task_json: dict, plan_json: dict, settings: Veri
         if settings.sync_steps and step:
             dist.barrier()  # the first step starts at the barrier above
         t0 = time.perf_counter()
-        out = model(inputs[step % NUM_BATCHES])
-        loss = out.values().float().square().mean()
+        loss = _forward_loss(model, inputs[step % NUM_BATCHES])
         if cuda and settings.sync_steps:
             torch.cuda.synchronize()
         t1 = time.perf_counter()
@@ -308,7 +307,7 @@ def _run_rank(ctx: RankContext, task_json: dict, plan_json: dict, settings: Veri
         with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
             for step in range(settings.profile_steps):
                 dist.barrier()
-                model(inputs[step % NUM_BATCHES]).values().float().square().mean().backward()
+                _forward_loss(model, inputs[step % NUM_BATCHES]).backward()
         profile = top_ops(prof.key_averages(), settings.profile_steps, settings.profile_top)
         dist.barrier()
     # The shards DMP built on this rank must be the column blocks the plan puts here.
@@ -316,6 +315,12 @@ def _run_rank(ctx: RankContext, task_json: dict, plan_json: dict, settings: Veri
     return {"step_ms": times, "fwd_ms": fwd_times, "max_abs_diff": max_diff, "matches": ok,
             "keys_checked": len(expected), "shards": len(held), "rows": rows,
             "profile": [asdict(o) for o in profile]}
+
+
+def _forward_loss(model: Any, kjt: Any) -> Any:
+    """A training step's forward: the sharded module's pooled outputs and a loss on them (mean square; the
+    fused optimizer updates the shards inside its backward)."""
+    return model(kjt).values().float().square().mean()
 
 
 def verify_plan(plan: Plan, task: Task, settings: VerifySettings | None = None) -> VerifyResult:
