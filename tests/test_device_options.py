@@ -155,8 +155,8 @@ def test_device_and_backend_are_in_the_stage_keys(tmp_path: Path, monkeypatch) -
         stage_profile(ctx, "split")
         stage_comm(ctx)
         measured[device, backend] = captured["profile"]["measure"]
-        # gloo for the comm fit (no GPU per rank here), keyed as it always was
-        assert captured["comm"] == {"num_devices": 4, "batch_size": suite.batch_size}
+        # gloo for the comm fit (no GPU per rank here): no backend in the key; row_wise since stop 44's sweep
+        assert captured["comm"] == {"num_devices": 4, "batch_size": suite.batch_size, "row_wise": 1}
     assert measured["cpu", "fbgemm"] == MeasureSettings(warmup=suite.eval.warmup, repeats=suite.eval.repeats,
                                                         rows_cap=suite.eval.rows_cap).to_json()
     assert measured["cuda", "fbgemm"]["device"] == "cuda" and measured["cpu", "torch"]["backend"] == "torch"

@@ -40,12 +40,64 @@ def test_two_process_all_to_all_timing_fit_and_resume(tmp_path: Path) -> None:
         assert r.num_devices == 2 and r.backend == "gloo" and r.host["comm_backend"] == "gloo"
         assert r.bytes_sent == all_to_all_bytes(r.dim_sum, 256, 2, 4)
         assert r.fwd_ms > 0 and r.bwd_ms > 0 and r.fwd_cv >= 0 and r.bwd_cv >= 0
+        assert r.has_row_wise and r.reduce_scatter_ms > 0 and r.all_gather_ms > 0
+        assert r.bucketize_ns_per_id > 0 and r.bucketize_op in ("fbgemm", "torch")
         assert CommRecord.from_json(r.to_json()) == r
+    assert model.reduce_scatter_factor > 0 and model.all_gather_factor > 0 and model.bucketize_ns_per_id > 0
+    assert "row-wise: reduce-scatter x" in model.source
 
 
-def _rec(dim_sum: int, ms: float) -> CommRecord:
+def _rec(dim_sum: int, ms: float, rs_ms: float | None = None, ag_ms: float | None = None,
+         ns: float | None = None) -> CommRecord:
     return CommRecord(2, dim_sum, 1024, 4, all_to_all_bytes(dim_sum, 1024, 2, 4), ms, ms, 0.0, 0.0, "gloo",
-                      {"hostname": "h"})
+                      {"hostname": "h"}, rs_ms, ag_ms, ns, "torch" if ns is not None else "")
+
+
+def test_fit_recovers_the_row_wise_factors_and_the_per_id_cost() -> None:
+    alpha, bw = 0.3, 2.0e6
+
+    def at(s: int, factor: float) -> float:
+        return alpha + factor * all_to_all_bytes(s, 1024, 2, 4) / bw
+
+    recs = [_rec(s, at(s, 1.0), at(s, 2.0), at(s, 1.5), ns) for s, ns in ((16, 9.0), (64, 10.0), (256, 30.0))]
+    model = fit_alpha_beta(recs)
+    assert model.reduce_scatter_factor == pytest.approx(2.0) and model.all_gather_factor == pytest.approx(1.5)
+    assert model.bucketize_ns_per_id == pytest.approx(10.0)  # the median: one slow point does not decide
+    assert AlphaBeta.from_json(model.to_json()) == model
+    # records from before the row-wise terms: priced as all-to-alls, free bucketisation, and said so
+    old = fit_alpha_beta([_rec(s, at(s, 1.0)) for s in (16, 64, 256)])
+    assert (old.reduce_scatter_factor, old.all_gather_factor, old.bucketize_ns_per_id) == (1.0, 1.0, 0.0)
+    assert "row-wise terms not measured" in old.source
+    # a comm_model.json written before them loads with those defaults
+    legacy = {k: v for k, v in old.to_json().items() if k in ("kind", "version", "alpha_ms", "bytes_per_ms")}
+    assert AlphaBeta.from_json(legacy) == AlphaBeta(old.alpha_ms, old.bytes_per_ms, "")
+
+
+def test_a_point_re_measured_for_the_row_wise_terms_replaces_its_old_record(tmp_path: Path) -> None:
+    from autoshard.hardware.jsonl import append_jsonl
+
+    for rec in (_rec(16, 1.0), _rec(64, 2.0), _rec(16, 1.1, 2.0, 1.5, 9.0)):
+        append_jsonl(tmp_path / "comm.jsonl", rec.to_json())
+    recs = load_comm_records(tmp_path)
+    assert [(r.dim_sum, r.has_row_wise) for r in recs] == [(64, False), (16, True)]
+
+
+@pytest.mark.parametrize("world", [2, 3, 4])
+def test_the_torch_bucketiser_matches_fbgemms(world: int) -> None:
+    """The plain-torch row-block bucketisation (hosts without fbgemm_gpu) returns FBGEMM's lengths and ids."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("fbgemm_gpu")
+    from autoshard.hardware.comm import bucketizer
+
+    gen = torch.Generator().manual_seed(world)
+    for rows in (7, 10, 1000):
+        lengths = torch.randint(0, 6, (3 * 8,), dtype=torch.int64, generator=gen)  # 3 features, 8 bags each
+        ids = torch.randint(0, rows, (int(lengths.sum()),), dtype=torch.int64, generator=gen)
+        blocks = torch.full((3,), -(-rows // world), dtype=torch.int64)
+        (name_a, fb), (name_b, plain) = bucketizer(True), bucketizer(False)
+        assert (name_a, name_b) == ("fbgemm", "torch")
+        for x, y in zip(fb(lengths, ids, blocks, world), plain(lengths, ids, blocks, world)):
+            assert torch.equal(x, y)
 
 
 def test_fit_recovers_latency_and_bandwidth() -> None:

@@ -11,7 +11,7 @@ import pytest
 from autoshard.cli.main import main
 from autoshard.costs.base import CostModel
 from autoshard.costs.comm import AlphaBeta
-from autoshard.costs.step import device_comm_ms, device_volumes
+from autoshard.costs.step import COLLECTIVES, device_comm_ms, device_volumes
 from autoshard.errors import AutoshardError, PlanError
 from autoshard.hardware import evaluator
 from autoshard.hardware.evaluator import (
@@ -64,7 +64,7 @@ def test_evaluate_plan_measures_every_device() -> None:
     # the step: slowest fwd + slowest bwd + the step's collectives, never below any device's own total
     assert cost.plan_ms == pytest.approx(cost.max_fwd_ms + cost.max_bwd_ms + cost.collectives_ms)
     assert cost.plan_ms >= max(d.total_ms for d in cost.devices) * (1 - 1e-12) > 0
-    assert [c.source for c in cost.collectives] == ["modelled"] * 4
+    assert [c.source for c in cost.collectives] == ["modelled"] * len(COLLECTIVES)
 
 
 def test_evaluate_plan_rounds_times_every_device_each_round_and_keeps_the_statistic() -> None:
@@ -137,12 +137,13 @@ def test_evaluate_cli_prints_and_writes_json(tmp_path: Path, capsys) -> None:
     assert d["cost"]["plan_ms"] == pytest.approx(composed)
     # every collective with each rank's bytes; the all-to-alls timed on 2 processes beside the model's guess
     cols = {c["name"]: c for c in d["cost"]["collectives"]}
-    assert set(cols) == {"input_ids", "pooled_outputs", "output_grads", "replica_grads"}
+    assert set(cols) == {name for name, _ in COLLECTIVES}
     for name in ("input_ids", "pooled_outputs", "output_grads"):
         c = cols[name]
         assert c["source"] == "measured" and c["measured_ms"] > 0 and c["modelled_ms"] > 0
         assert len(c["sent_bytes"]) == 2 and sum(c["sent_bytes"]) == pytest.approx(sum(c["received_bytes"]))
-    assert cols["replica_grads"]["ms"] == 0.0
+    unused = ("replica_grads", "row_bucketize", "row_outputs", "row_grads")  # no replicas, no row shards
+    assert all(cols[name]["ms"] == 0.0 for name in unused)
     assert d["settings"]["repeats"] == 2 and d["host"]["hostname"]
     rounds = np.array(d["device_rounds_ms"])
     assert d["rounds"] == 2 and d["round_statistic"] == "min" and rounds.shape == (2, 2, 2)

@@ -14,6 +14,7 @@ from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.step import (
     INDEX_BYTES,
     LENGTH_BYTES,
+    OUTPUT_BYTES,
     collective_bytes,
     collective_matrices,
     device_volumes,
@@ -128,3 +129,53 @@ def test_inter_host_bytes_go_at_the_slower_link():
     sent, _ = inter_host_bytes(two, volumes)["input_ids"]
     local = two.batch_size / 8
     np.testing.assert_allclose(sent[0], local * volumes[4:, 0].sum())
+
+
+def _row_split_plan(task: Task) -> Plan:
+    """Table 0 row-split evenly over every device, the rest table-wise on rank 0."""
+    t, d = task.tables[0], task.num_devices
+    rows = [t.rows // d] * (d - 1) + [t.rows - (d - 1) * (t.rows // d)]
+    plan = Plan((TablePlacement.row_wise(t.name, list(range(d)), rows, t.dim),
+                 *(TablePlacement.table_wise(x.name, 0, x.dim) for x in task.tables[1:])), d)
+    validate(plan, task)
+    return plan
+
+
+def test_row_shards_outputs_go_by_reduce_scatter_and_all_gather_priced_at_the_measured_factors():
+    task = _task(4, 4)
+    t = task.tables[0]
+    plan = _row_split_plan(task)
+    plain = AlphaBeta(0.3, 2.0e5, "test")
+    slow = AlphaBeta(0.3, 2.0e5, "test", reduce_scatter_factor=2.0, all_gather_factor=1.5)
+    a = {c.name: c for c in plan_collectives(task, plain, plan.device_shards(task))}
+    b = {c.name: c for c in plan_collectives(task, slow, plan.device_shards(task))}
+    local = task.batch_size / 4
+    # every rank sends the other 3 ranks' samples' partial sums of its row shard, and receives its own
+    assert a["row_outputs"].sent_bytes == pytest.approx((3 * local * t.dim * OUTPUT_BYTES,) * 4)
+    assert a["row_outputs"].received_bytes == pytest.approx((3 * local * t.dim * OUTPUT_BYTES,) * 4)
+    assert a["row_grads"].sent_bytes == a["row_outputs"].received_bytes
+    # the table-wise tables' all-to-all carries none of the row shards' outputs: rank 0 sends only its own
+    others = sum(x.dim for x in task.tables[1:]) * OUTPUT_BYTES
+    assert a["pooled_outputs"].sent_bytes == pytest.approx((3 * local * others, 0.0, 0.0, 0.0))
+    term = 3 * local * t.dim * OUTPUT_BYTES / 2.0e5
+    assert a["row_outputs"].ms == pytest.approx(0.3 + term)
+    assert b["row_outputs"].ms == pytest.approx(0.3 + 2.0 * term)
+    assert b["row_grads"].ms == pytest.approx(0.3 + 1.5 * term)
+    for name in ("input_ids", "pooled_outputs", "output_grads"):  # all-to-alls keep their price
+        assert b[name].ms == pytest.approx(a[name].ms)
+
+
+def test_every_rank_bucketises_its_samples_ids_of_row_split_tables():
+    task = _task(4, 4)
+    t = task.tables[0]
+    per_id = AlphaBeta(0.3, 2.0e5, "test", bucketize_ns_per_id=10.0)
+    row = {c.name: c for c in plan_collectives(task, per_id, _row_split_plan(task).device_shards(task))}
+    # the shards' lookup shares add up to one: each of B / D samples brings the table's pooling ids
+    assert row["row_bucketize"].ms == pytest.approx(task.batch_size / 4 * t.pooling_factor * 10.0e-6)
+    assert row["row_bucketize"].stage == "fwd" and row["row_bucketize"].busiest_bytes == 0.0
+    whole = Plan.from_ranks(task, [0, 1, 2, 3], "spread")
+    cols = {c.name: c for c in plan_collectives(task, per_id, whole.device_shards(task))}
+    assert cols["row_bucketize"].ms == cols["row_outputs"].ms == cols["row_grads"].ms == 0.0
+    # a plan without row shards is priced the same whatever the row-wise terms
+    assert plan_cost(MODEL.with_comm(per_id), task, whole).plan_ms == pytest.approx(
+        plan_cost(MODEL, task, whole).plan_ms)

@@ -34,6 +34,16 @@ class AlphaBeta:
     bytes_per_ms: float
     source: str = "default"
     """'default' (uncalibrated), or what it was fitted on (host, backend, D)."""
+    reduce_scatter_factor: float = 1.0
+    """A reduce-scatter's time over an all-to-all's moving the same bytes a rank: row-wise shards' pooled
+    outputs are reduce-scattered (their partial sums added up on the way). 1.0 where not measured (NCCL runs
+    both at about the same speed; gloo on a CPU host 1.5-2.3x, docs/benchmarks.md "Stop 43")."""
+    all_gather_factor: float = 1.0
+    """An all-gather's time over an all-to-all's of the same bytes: row-wise shards' output gradients are
+    all-gathered. 1.0 where not measured."""
+    bucketize_ns_per_id: float = 0.0
+    """Each rank's time to bucketise one id of a row-wise table by row block before the id all-to-all
+    (TorchRec's input distribution), nanoseconds. 0.0 where not measured."""
 
     def all_to_all_ms(self, bytes_sent: float) -> float:
         return self.alpha_ms + bytes_sent / self.bytes_per_ms
@@ -52,22 +62,33 @@ class AlphaBeta:
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": "autoshard.comm_model", "version": ARTEFACT_VERSION, "alpha_ms": self.alpha_ms,
-                "bytes_per_ms": self.bytes_per_ms, "source": self.source}
+                "bytes_per_ms": self.bytes_per_ms, "source": self.source,
+                "reduce_scatter_factor": self.reduce_scatter_factor,
+                "all_gather_factor": self.all_gather_factor,
+                "bucketize_ns_per_id": self.bucketize_ns_per_id}
 
     def save(self, path: str) -> None:
         write_json(path, self.to_json())
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> AlphaBeta:
-        """The model of ``to_json``'s dict (a comm_model.json, a checkpoint's or a bench run's ``comm``)."""
-        return AlphaBeta(float(d["alpha_ms"]), float(d["bytes_per_ms"]), str(d.get("source", "")))
+        """The model of ``to_json``'s dict (a comm_model.json, a checkpoint's or a bench run's ``comm``); one
+        written before the row-wise terms prices them as an all-to-all with free bucketisation, as then."""
+        return AlphaBeta(float(d["alpha_ms"]), float(d["bytes_per_ms"]), str(d.get("source", "")),
+                         float(d.get("reduce_scatter_factor", 1.0)), float(d.get("all_gather_factor", 1.0)),
+                         float(d.get("bucketize_ns_per_id", 0.0)))
 
     @staticmethod
     def load(path: str) -> AlphaBeta:
         d = read_json(path, kind="autoshard.comm_model")
         if not d.get("bytes_per_ms", 0) > 0 or d.get("alpha_ms", -1) < 0:
             raise AutoshardError(f"{path}: alpha_ms must be >= 0 and bytes_per_ms > 0; re-run profile-comm")
-        return AlphaBeta.from_json(d)
+        model = AlphaBeta.from_json(d)
+        if not (model.reduce_scatter_factor > 0 and model.all_gather_factor > 0
+                and model.bucketize_ns_per_id >= 0):
+            raise AutoshardError(f"{path}: reduce_scatter_factor and all_gather_factor must be > 0 and "
+                                 "bucketize_ns_per_id >= 0; re-run profile-comm")
+        return model
 
 
 DEFAULT_COMM = AlphaBeta(alpha_ms=0.2, bytes_per_ms=1.0e6,

@@ -3,30 +3,42 @@ slowest device. The one place the step is composed; the evaluator and every plan
 
 One step of the sharded embeddings, in order (TorchRec's sparse pipeline, no overlap modelled):
 
-1. **input ids** (forward collective): every rank holds the ids of ``B / D`` samples for every feature; an
+1. **id bucketisation** (row-wise tables only): before sending ids, every rank sorts its local samples' ids
+   of every row-split table into row blocks (TorchRec's ``block_bucketize_sparse_features``); per-rank work,
+   the same on every rank, priced at the host's measured ``bucketize_ns_per_id``.
+2. **input ids** (forward collective): every rank holds the ids of ``B / D`` samples for every feature; an
    all-to-all sends each shard's rank the ids and bag lengths of those samples. A column shard receives every
    id of its table (column splits multiply id traffic); a row shard the ids in its range, but every bag
    length. Data-parallel tables keep their ids local.
-2. **forward kernels** on every device (measured or predicted; the ``fwd`` of a cost model).
-3. **pooled outputs** (forward collective): each shard's rank sends every other rank the pooled outputs of
-   that rank's samples (row shards: partial sums, a reduce-scatter of the same volume).
-4. **output gradients** (backward collective): the reverse of 3.
-5. **backward kernels** with the fused optimizer update (the ``bwd`` of a cost model).
-6. **replica gradients** (backward collective): data-parallel tables all-reduce their dense gradient.
+3. **forward kernels** on every device (measured or predicted; the ``fwd`` of a cost model).
+4. **pooled outputs** (forward collective): each table- or column-wise shard's rank sends every other rank
+   the pooled outputs of that rank's samples (an all-to-all).
+5. **row outputs** (forward collective): row shards' partial sums, reduce-scattered so each rank gets its
+   samples' sums: the same bytes as an all-to-all, times the host's measured ``reduce_scatter_factor``.
+6. **output gradients** (backward collective): the reverse of 4.
+7. **row gradients** (backward collective): the reverse of 5, an all-gather (``all_gather_factor``).
+8. **backward kernels** with the fused optimizer update (the ``bwd`` of a cost model).
+9. **replica gradients** (backward collective): data-parallel tables all-reduce their dense gradient.
 
-A collective takes ``alpha + max over ranks of max(bytes sent, bytes received) / bandwidth`` (a rank's link
-carries its sends and its receives; the collective ends when the busiest rank is done; ``AlphaBeta``), and
-costs nothing when no bytes move. So::
+A collective takes ``alpha + factor x max over ranks of max(bytes sent, bytes received) / bandwidth`` (a
+rank's link carries its sends and its receives; the collective ends when the busiest rank is done;
+``AlphaBeta``; the factor is 1 for all-to-alls), and costs nothing when no bytes move. So::
 
-    step = ids + max_d fwd_d + outputs + gradients + max_d bwd_d + replicas
+    step = bucketise + ids + max_d fwd_d + outputs + row outputs + gradients + row gradients + max_d bwd_d
+           + replicas
 
-which is never below ``max fwd + max bwd`` nor below any device's own ``fwd + bwd``. A device's ``comm`` in
-a cost breakdown is its own time in those collectives (``device_comm_ms``): what it alone would wait for.
+which is never below ``max fwd + max bwd`` nor below any device's own ``fwd + bwd``. Bucketisation is
+listed with the collectives (``row_bucketize``, no bytes on a link) because it is part of TorchRec's input
+distribution and waits like one. A device's ``comm`` in a cost breakdown is its own time in the collectives
+(``device_comm_ms``): what it alone would wait for.
 
 Bytes per sample of a shard: ids ``pooling x row share x 8`` (int64) plus one 4-byte length; outputs ``cols x
 4`` (fp32, the kernels' output type). A rank sends the ids of its ``B / D`` samples to every OTHER rank
 holding a shard and receives ``(D - 1) x B / D`` samples' ids for each shard it holds; outputs the other
-way round. So a rank's traffic follows from its own shards and the plan's totals.
+way round. So a rank's traffic follows from its own shards and the plan's totals. Why the row-wise terms
+(stop 44): TorchRec's row-wise measured 1.30x a balanced plan in real DMP steps on a 2-core CPU host where a
+step model without them said 1.06x; its profile showed the bucketisation and the reduce-scatter's wait
+(docs/benchmarks.md, "Stop 43").
 """
 
 from __future__ import annotations
@@ -50,12 +62,16 @@ OUTPUT_BYTES = 4
 """Bytes of one pooled output element (fp32: the kernels' output dtype, whatever the weights' precision)."""
 
 COLLECTIVES: tuple[tuple[str, str], ...] = (
-    ("input_ids", "fwd"), ("pooled_outputs", "fwd"), ("output_grads", "bwd"), ("replica_grads", "bwd"))
-"""The step's collectives in order, with the stage each belongs to."""
+    ("row_bucketize", "fwd"), ("input_ids", "fwd"), ("pooled_outputs", "fwd"), ("row_outputs", "fwd"),
+    ("output_grads", "bwd"), ("row_grads", "bwd"), ("replica_grads", "bwd"))
+"""The step's collectives in order, with the stage each belongs to (``row_bucketize`` is per-rank work of
+the input distribution, no bytes on a link)."""
 
-VOLUMES = ("ids", "outputs", "replicas")
+VOLUMES = ("ids", "outputs", "replicas", "row_outputs", "row_ids")
 """Per-device volumes (last axis of ``device_volumes``): id bytes per sample of its sharded shards, output
-bytes per sample of its sharded shards, and bytes of the data-parallel replicas it holds (whole tables)."""
+bytes per sample of its table- and column-wise shards, bytes of the data-parallel replicas it holds (whole
+tables), output bytes per sample of its row shards, and ids per sample of its row shards (their sum over
+devices: the ids of one sample every rank bucketises)."""
 
 
 def shard_volumes(task: Task, shards: Sequence[ShardRef]) -> np.ndarray:
@@ -72,8 +88,11 @@ def shard_volumes(task: Task, shards: Sequence[ShardRef]) -> np.ndarray:
     whole = np.fromiter((s.is_whole for s in shards), dtype=bool, count=n)
     if not whole.all():
         share = np.array([task.lookup_share(s) for s in shards])  # ids bucketised by row range
+    row = ~whole & ~replica
     out[:, 0] = np.where(replica, 0.0, pooling * share * INDEX_BYTES + LENGTH_BYTES)
-    out[:, 1] = np.where(replica, 0.0, dims * OUTPUT_BYTES)
+    out[:, 1] = np.where(whole, dims * OUTPUT_BYTES, 0.0)
+    out[:, 3] = np.where(row, dims * OUTPUT_BYTES, 0.0)
+    out[:, 4] = np.where(row, pooling * share, 0.0)
     if replica.any():
         rows = np.array([s.num_rows(task.tables[s.table].rows) for s in shards], dtype=np.float64)
         out[:, 2] = np.where(replica, rows * dims * OUTPUT_BYTES, 0.0)
@@ -97,17 +116,21 @@ def collective_bytes(task: Task, volumes: np.ndarray) -> dict[str, tuple[Any, An
     plans (the plan's totals are the sums over its devices): name -> (sent, received), each (..., D)."""
     b, d = task.batch_size, task.num_devices
     local = b / d
-    ids, outs, reps = volumes[..., 0], volumes[..., 1], volumes[..., 2]
-    total_ids = ids.sum(axis=-1, keepdims=True)
-    total_outs = outs.sum(axis=-1, keepdims=True)
+    ids, outs, reps, rows = volumes[..., 0], volumes[..., 1], volumes[..., 2], volumes[..., 3]
     ids_recv = (d - 1) * local * ids
-    ids_sent = local * (total_ids - ids)
+    ids_sent = local * (ids.sum(axis=-1, keepdims=True) - ids)
     out_sent = (d - 1) * local * outs
-    out_recv = local * (total_outs - outs)
+    out_recv = local * (outs.sum(axis=-1, keepdims=True) - outs)
+    # a reduce-scatter moves what an all-to-all of the partial sums would: each rank keeps its samples' rows
+    row_sent = (d - 1) * local * rows
+    row_recv = local * (rows.sum(axis=-1, keepdims=True) - rows)
     # ring all-reduce of the replicas' dense gradient: every replica holder sends and receives 2 (D-1)/D of it
     rep = 2.0 * (d - 1) / d * reps.max(axis=-1, keepdims=True) * (reps > 0)
-    return {"input_ids": (ids_sent, ids_recv), "pooled_outputs": (out_sent, out_recv),
-            "output_grads": (out_recv, out_sent), "replica_grads": (rep, rep)}
+    none = np.zeros_like(ids)
+    return {"row_bucketize": (none, none), "input_ids": (ids_sent, ids_recv),
+            "pooled_outputs": (out_sent, out_recv), "row_outputs": (row_sent, row_recv),
+            "output_grads": (out_recv, out_sent), "row_grads": (row_recv, row_sent),
+            "replica_grads": (rep, rep)}
 
 
 def inter_host_bytes(task: Task, volumes: np.ndarray) -> dict[str, tuple[Any, Any]]:
@@ -117,9 +140,9 @@ def inter_host_bytes(task: Task, volumes: np.ndarray) -> dict[str, tuple[Any, An
     d, hosts = task.num_devices, task.topology.hosts
     local_n = task.topology.local_size(d)
     local = task.batch_size / d
-    ids, outs = volumes[..., 0], volumes[..., 1]
+    ids, outs, rows = volumes[..., 0], volumes[..., 1], volumes[..., 3]
+    zero = np.zeros_like(ids)
     if hosts <= 1:
-        zero = np.zeros_like(ids)
         return {name: (zero, zero) for name, _ in COLLECTIVES}
 
     def others(v: np.ndarray) -> np.ndarray:  # per rank: the sum over ranks of other hosts
@@ -130,9 +153,13 @@ def inter_host_bytes(task: Task, volumes: np.ndarray) -> dict[str, tuple[Any, An
     ids_sent = local * others(ids)
     out_sent = (d - local_n) * local * outs
     out_recv = local * others(outs)
+    row_sent = (d - local_n) * local * rows
+    row_recv = local * others(rows)
     rep = collective_bytes(task, volumes)["replica_grads"][0]
-    return {"input_ids": (ids_sent, ids_recv), "pooled_outputs": (out_sent, out_recv),
-            "output_grads": (out_recv, out_sent), "replica_grads": (rep, rep)}
+    return {"row_bucketize": (zero, zero), "input_ids": (ids_sent, ids_recv),
+            "pooled_outputs": (out_sent, out_recv), "row_outputs": (row_sent, row_recv),
+            "output_grads": (out_recv, out_sent), "row_grads": (row_recv, row_sent),
+            "replica_grads": (rep, rep)}
 
 
 ALL_TO_ALLS = ("input_ids", "pooled_outputs", "output_grads")
@@ -153,44 +180,65 @@ def collective_matrices(task: Task, volumes: np.ndarray) -> dict[str, np.ndarray
 
 def collective_ms(comm: AlphaBeta, sent: np.ndarray, received: np.ndarray,
                   inter: tuple[np.ndarray, np.ndarray] | None = None,
-                  inter_bytes_per_ms: float = 1.0) -> np.ndarray:
+                  inter_bytes_per_ms: float = 1.0, factor: float = 1.0) -> np.ndarray:
     """(...,) time of each collective: the busiest rank's bytes over its links; 0 when nothing moves.
 
     Within a host the bytes go at ``comm``'s bandwidth (fitted to measured all-to-alls, or declared); the part
-    that crosses hosts (``inter``: sent, received) at ``inter_bytes_per_ms`` (the topology's, declared)."""
+    that crosses hosts (``inter``: sent, received) at ``inter_bytes_per_ms`` (the topology's, declared).
+    ``factor`` scales the bytes' time for a collective slower than an all-to-all of the same bytes
+    (``COLLECTIVE_FACTORS``)."""
     if inter is None:
         busiest = np.maximum(sent, received).max(axis=-1)
-        return np.where(busiest > 0, comm.alpha_ms + busiest / comm.bytes_per_ms, 0.0)
+        return np.where(busiest > 0, comm.alpha_ms + factor * busiest / comm.bytes_per_ms, 0.0)
     inter_sent, inter_recv = inter
     intra = np.maximum(sent - inter_sent, received - inter_recv) / comm.bytes_per_ms
     across = np.maximum(inter_sent, inter_recv) / inter_bytes_per_ms
     busiest = (intra + across).max(axis=-1)
     moved = np.maximum(sent, received).max(axis=-1)
-    return np.where(moved > 0, comm.alpha_ms + busiest, 0.0)
+    return np.where(moved > 0, comm.alpha_ms + factor * busiest, 0.0)
+
+
+def collective_factor(comm: AlphaBeta, name: str) -> float:
+    """How much slower than an all-to-all of the same bytes collective ``name`` runs on ``comm``'s host:
+    the row outputs' reduce-scatter and the row gradients' all-gather as measured, 1 for the rest."""
+    return {"row_outputs": comm.reduce_scatter_factor, "row_grads": comm.all_gather_factor}.get(name, 1.0)
+
+
+def bucketize_ms(task: Task, comm: AlphaBeta, volumes: np.ndarray) -> np.ndarray:
+    """(...,) each rank's time bucketising the ids of its ``B / D`` samples for every row-split table, from
+    complete plans' (..., D, 5) volumes (their ``row_ids`` summed over devices: the ids of one sample)."""
+    ids = task.batch_size / task.num_devices * volumes[..., 4].sum(axis=-1)
+    return ids * comm.bucketize_ns_per_id * 1e-6
 
 
 def device_comm_ms(task: Task, comm: AlphaBeta, volumes: Any) -> Any:
-    """(...,) a device's own time in the step's collectives from its (..., 3) volumes alone: receiving its
-    shards' ids, sending their outputs, receiving their gradients, all-reducing its replicas (what it would
-    wait for if every other rank were idle). 0 on one device or with nothing placed. ``volumes`` may be a
-    numpy array or a torch tensor (the learned model's batched path); the result is of the same kind."""
+    """(...,) a device's own time in the step's collectives from its (..., 5) volumes alone: receiving its
+    shards' ids, sending their outputs, receiving their gradients (row shards' at the reduce-scatter's and
+    all-gather's factors), all-reducing its replicas (what it would wait for if every other rank were idle;
+    the bucketisation every rank does for the whole plan is the step's, not a device's). 0 on one device or
+    with nothing placed. ``volumes`` may be a numpy array or a torch tensor (the learned model's batched
+    path); the result is of the same kind."""
     d = task.num_devices
     if d <= 1:
         return volumes[..., 0] * 0.0
     local = task.batch_size / d
-    parts = ((d - 1) * local * volumes[..., 0], (d - 1) * local * volumes[..., 1],
-             (d - 1) * local * volumes[..., 1], 2.0 * (d - 1) / d * volumes[..., 2])
-    return sum((v > 0) * (comm.alpha_ms + v / comm.bytes_per_ms) for v in parts)
+    parts = (((d - 1) * local * volumes[..., 0], 1.0), ((d - 1) * local * volumes[..., 1], 1.0),
+             ((d - 1) * local * volumes[..., 1], 1.0), (2.0 * (d - 1) / d * volumes[..., 2], 1.0),
+             ((d - 1) * local * volumes[..., 3], comm.reduce_scatter_factor),
+             ((d - 1) * local * volumes[..., 3], comm.all_gather_factor))
+    return sum((v > 0) * (comm.alpha_ms + f * v / comm.bytes_per_ms) for v, f in parts)
 
 
 def _collectives_ms(task: Task, comm: AlphaBeta, volumes: np.ndarray,
                     traffic: dict[str, tuple[Any, Any]] | None = None) -> dict[str, np.ndarray]:
     traffic = collective_bytes(task, volumes) if traffic is None else traffic
-    if task.topology.hosts <= 1:
-        return {name: collective_ms(comm, sent, recv) for name, (sent, recv) in traffic.items()}
-    inter = inter_host_bytes(task, volumes)
+    inter = inter_host_bytes(task, volumes) if task.topology.hosts > 1 else None
     bw = task.topology.inter_bytes_per_ms
-    return {name: collective_ms(comm, sent, recv, inter[name], bw) for name, (sent, recv) in traffic.items()}
+    out = {name: collective_ms(comm, sent, recv, None if inter is None else inter[name], bw,
+                               collective_factor(comm, name))
+           for name, (sent, recv) in traffic.items()}
+    out["row_bucketize"] = bucketize_ms(task, comm, volumes)
+    return out
 
 
 @dataclass(frozen=True)

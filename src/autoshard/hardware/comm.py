@@ -9,6 +9,13 @@ autograd of TorchRec's all-to-all runs), timed separately. Before each step the 
 step's time is the slowest rank's (a collective ends when the last rank ends), and the median over repeats is
 recorded.
 
+Row-wise shards move their pooled outputs by other collectives (TorchRec: a reduce-scatter of the partial
+sums forward, an all-gather of the gradients backward) and bucketise ids before the id all-to-all. At every
+point the ranks also time ``reduce_scatter_tensor`` and ``all_gather_into_tensor`` of the same bytes and
+bucketise ``BUCKETIZE_IDS_PER_SAMPLE`` ids a local sample (FBGEMM's ``block_bucketize_sparse_features`` where
+fbgemm_gpu is installed, else the same sort in plain torch); the fit turns them into the factors and the
+per-id cost of :class:`AlphaBeta` (``fit_row_wise``).
+
 Topology file (for hardware you don't have; JSON, ``kind: autoshard.topology``, ``version: 1``)::
 
     {"kind": "autoshard.topology", "version": 1,
@@ -29,7 +36,8 @@ import logging
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import closing
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +80,19 @@ class CommRecord:
     bwd_cv: float
     backend: str
     host: dict[str, Any]
+    reduce_scatter_ms: float | None = None
+    """Median reduce-scatter time (slowest rank) moving the same bytes a rank; None in records made before
+    the row-wise terms (stop 44)."""
+    all_gather_ms: float | None = None
+    """Median all-gather time (slowest rank) of the same bytes."""
+    bucketize_ns_per_id: float | None = None
+    """Median time to bucketise one id by row block (slowest rank, all ranks at once)."""
+    bucketize_op: str = ""
+    """'fbgemm' (``block_bucketize_sparse_features``) or 'torch' (the same sort in plain torch)."""
+
+    @property
+    def has_row_wise(self) -> bool:
+        return self.reduce_scatter_ms is not None and self.all_gather_ms is not None
 
     def key(self) -> tuple[int, int, int, int, str]:
         return (self.num_devices, self.dim_sum, self.batch_size, self.elem_bytes, self.backend)
@@ -81,11 +102,16 @@ class CommRecord:
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> CommRecord:
+        def optional(name: str) -> float | None:
+            return None if d.get(name) is None else float(d[name])
+
         try:
             return CommRecord(int(d["num_devices"]), int(d["dim_sum"]), int(d["batch_size"]),
                               int(d["elem_bytes"]), float(d["bytes_sent"]), float(d["fwd_ms"]),
-                              float(d["bwd_ms"]), float(d["fwd_cv"]), float(d["bwd_cv"]), str(d["backend"]),
-                              dict(d.get("host", {})))
+                              float(d["bwd_ms"]), float(d["fwd_cv"]), float(d["bwd_cv"]),
+                              str(d["backend"]), dict(d.get("host", {})), optional("reduce_scatter_ms"),
+                              optional("all_gather_ms"), optional("bucketize_ns_per_id"),
+                              str(d.get("bucketize_op", "")))
         except (KeyError, TypeError, ValueError) as e:
             raise AutoshardError(f"comm record lacks or has a bad field ({e}); re-run profile-comm") from None
 
@@ -95,9 +121,51 @@ def _cv(x: np.ndarray) -> float:
     return float(np.std(x) / m) if m > 0 else 0.0
 
 
+BUCKETIZE_IDS_PER_SAMPLE = 64
+"""Ids of one local sample each rank bucketises at a sweep point: 4 row-wise features with bags of 16."""
+BUCKETIZE_FEATURES = 4
+BUCKETIZE_ROWS = 100_000
+"""Rows of each bucketised feature's table (the cost is per id; the row count only sets the blocks)."""
+
+
+def bucketizer(use_fbgemm: bool = True) -> tuple[str, Any]:
+    """('fbgemm' or 'torch', f(lengths, ids, block_sizes, world) -> (new lengths, new ids)): FBGEMM's
+    row-block bucketisation where fbgemm_gpu is installed and ``use_fbgemm`` (what TorchRec's row-wise input
+    distribution runs), else the same in plain torch: each id goes to block ``id // block size`` (the last
+    block takes the rest), a stable sort groups ids by (block, bag), and ids become offsets in their block.
+    Lengths are feature-major, as in a KeyedJaggedTensor; the new ones block-major."""
+    import torch
+
+    if use_fbgemm:
+        try:
+            import fbgemm_gpu  # noqa: F401  (registers torch.ops.fbgemm)
+
+            op = torch.ops.fbgemm.block_bucketize_sparse_features
+
+            def fbgemm(lengths: Any, ids: Any, blocks: Any, world: int) -> Any:
+                new_lengths, new_ids, *_ = op(lengths, ids, False, False, blocks, world, None)
+                return new_lengths, new_ids
+
+            return "fbgemm", fbgemm
+        except (ImportError, AttributeError, RuntimeError):
+            pass
+
+    def plain(lengths: Any, ids: Any, blocks: Any, world: int) -> Any:
+        bags = lengths.numel()
+        bag = torch.repeat_interleave(torch.arange(bags, device=ids.device), lengths)
+        size = blocks[bag // (bags // blocks.numel())]  # each id's feature's block size
+        block = torch.clamp(ids // size, max=world - 1)
+        order = torch.argsort(block * bags + bag, stable=True)
+        new_lengths = torch.bincount(block * bags + bag, minlength=world * bags)
+        return new_lengths, (ids - block * size)[order]
+
+    return "torch", plain
+
+
 def _worker(ctx: RankContext, dim_sums: Sequence[int], batch_size: int, elem_bytes: int, warmup: int,
             repeats: int) -> None:
-    """One rank: time forward and backward all-to-all for every dim sum; rank 0 sends the slowest rank's."""
+    """One rank: time forward and backward all-to-all, a reduce-scatter and an all-gather of the same bytes,
+    and id bucketisation for every dim sum; rank 0 sends the slowest rank's times."""
     import torch
     import torch.distributed as dist
 
@@ -106,10 +174,28 @@ def _worker(ctx: RankContext, dim_sums: Sequence[int], batch_size: int, elem_byt
     cuda = device.type == "cuda"
     dtype = {4: torch.float32, 2: torch.float16}[elem_bytes]
     per_rank = batch_size // world
+    op_name, bucketize = bucketizer()
+    # torch 2.13 renamed the all-gather into one tensor (the old name warns); torch 2.11 has only the old one
+    all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    gen = torch.Generator().manual_seed(ctx.rank)
+    bags = per_rank * BUCKETIZE_IDS_PER_SAMPLE // BUCKETIZE_FEATURES // 16 * BUCKETIZE_FEATURES
+    lengths = torch.full((bags,), 16, dtype=torch.int64)
+    ids = torch.randint(0, BUCKETIZE_ROWS, (bags * 16,), dtype=torch.int64, generator=gen)
+    blocks = torch.full((BUCKETIZE_FEATURES,), -(-BUCKETIZE_ROWS // world), dtype=torch.int64)
+    if cuda:
+        lengths, ids, blocks = lengths.to(device), ids.to(device), blocks.to(device)
 
     def sync() -> None:
         if cuda:
             torch.cuda.synchronize(device)
+
+    def timed(fn: Any) -> float:
+        dist.barrier()
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        return (time.perf_counter() - t0) * 1e3
 
     for dim_sum in dim_sums:
         n = per_rank * world * dim_sum
@@ -117,25 +203,18 @@ def _worker(ctx: RankContext, dim_sums: Sequence[int], batch_size: int, elem_byt
         out = torch.empty_like(x)
         g = torch.randn(n, device=device).to(dtype)  # gradients of the pooled embeddings it received
         grad_in = torch.empty_like(g)
-        times = np.zeros((warmup + repeats, 2))
+        kept = torch.empty(n // world, device=device, dtype=dtype)  # this rank's samples' summed rows
+        times = np.zeros((warmup + repeats, 5))
         for k in range(warmup + repeats):
-            dist.barrier()
-            sync()
-            t0 = time.perf_counter()
-            dist.all_to_all_single(out, x)
-            sync()
-            t1 = time.perf_counter()
-            dist.barrier()
-            sync()
-            t2 = time.perf_counter()
-            dist.all_to_all_single(grad_in, g)  # backward: the reverse all-to-all of the gradients
-            sync()
-            t3 = time.perf_counter()
-            times[k] = ((t1 - t0) * 1e3, (t3 - t2) * 1e3)
+            times[k] = (timed(partial(dist.all_to_all_single, out, x)),
+                        timed(partial(dist.all_to_all_single, grad_in, g)),  # backward: the reverse
+                        timed(partial(dist.reduce_scatter_tensor, kept, x)),  # row shards' partial sums
+                        timed(partial(all_gather, grad_in, kept)),  # their gradients
+                        timed(partial(bucketize, lengths, ids, blocks, world)) * 1e6 / ids.numel())
         slowest = torch.tensor(times[warmup:], dtype=torch.float64, device=device)
         dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
         if ctx.rank == 0:
-            ctx.send((dim_sum, slowest.cpu().numpy().tolist()))
+            ctx.send((dim_sum, slowest.cpu().numpy().tolist(), op_name))
     dist.barrier()  # no rank leaves while another is still in the last collective
 
 
@@ -173,13 +252,14 @@ def measure_all_to_all(
                                backend=backend, idle_timeout_s=timeout_s, what="all-to-all",
                                timeout_hint="re-run profile-comm, or try --backend gloo", pin_cpus=pin_cpus)
     with closing(points):
-        for _, (dim_sum, runs) in points:
+        for _, (dim_sum, runs, op_name) in points:
             arr = np.asarray(runs)
+            med = np.median(arr, axis=0)
             yield CommRecord(num_devices, int(dim_sum), batch_size, elem_bytes,
                              all_to_all_bytes(dim_sum, batch_size // num_devices * num_devices, num_devices,
                                               elem_bytes),
-                             float(np.median(arr[:, 0])), float(np.median(arr[:, 1])), _cv(arr[:, 0]),
-                             _cv(arr[:, 1]), backend, host)
+                             float(med[0]), float(med[1]), _cv(arr[:, 0]), _cv(arr[:, 1]), backend, host,
+                             float(med[2]), float(med[3]), float(med[4]), str(op_name))
 
 
 def fit_alpha_beta(records: Sequence[CommRecord], source: str | None = None) -> AlphaBeta:
@@ -198,7 +278,37 @@ def fit_alpha_beta(records: Sequence[CommRecord], source: str | None = None) -> 
     fit = fit_points(x, y, source)
     if fit.bytes_per_ms >= FLAT_BYTES_PER_MS:
         raise AutoshardError("measured all-to-all times do not grow with message size; sweep larger dim sums")
-    return fit
+    return fit_row_wise(fit, records)
+
+
+MIN_FACTOR = 0.25
+"""Least reduce-scatter or all-gather factor a fit may give (a collective cannot beat an all-to-all of the
+same bytes by more than the noise of a few points; below this the points are not trusted)."""
+
+
+def fit_row_wise(fit: AlphaBeta, records: Sequence[CommRecord]) -> AlphaBeta:
+    """``fit`` with the row-wise terms from the records that timed them: each factor the least-squares slope
+    of (time - alpha) against the all-to-all model's bytes term (``alpha + factor x bytes / bandwidth``, so
+    small latency-bound points do not decide it), at least ``MIN_FACTOR``; bucketisation the median ns an id.
+    ``fit`` unchanged (and said so in its source) when no record has them."""
+    rows = [r for r in records if r.has_row_wise]
+    if not rows:
+        return replace(fit, source=f"{fit.source}; row-wise terms not measured (reduce-scatter and "
+                                   "all-gather priced as all-to-alls, bucketisation free)")
+    term = np.array([r.bytes_sent / fit.bytes_per_ms for r in rows])
+
+    def factor(ms: Sequence[float]) -> float:
+        y = np.asarray(ms, dtype=np.float64) - fit.alpha_ms
+        return max(MIN_FACTOR, float(term @ y / (term @ term))) if term @ term > 0 else 1.0
+
+    rs = factor([r.reduce_scatter_ms for r in rows])  # type: ignore[misc]
+    ag = factor([r.all_gather_ms for r in rows])  # type: ignore[misc]
+    ns = [r.bucketize_ns_per_id for r in rows if r.bucketize_ns_per_id is not None]
+    per_id = float(np.median(ns)) if ns else 0.0
+    ops = "/".join(sorted({r.bucketize_op for r in rows if r.bucketize_op})) or "?"
+    return replace(fit, reduce_scatter_factor=rs, all_gather_factor=ag, bucketize_ns_per_id=per_id,
+                   source=f"{fit.source}; row-wise: reduce-scatter x{rs:.2f}, all-gather x{ag:.2f}, "
+                          f"bucketise {per_id:.1f} ns an id ({ops})")
 
 
 FLAT_BYTES_PER_MS = 1e12
@@ -220,9 +330,17 @@ def fit_points(bytes_moved: np.ndarray, ms: np.ndarray, source: str) -> AlphaBet
 
 
 def load_comm_records(out_dir: str | Path) -> list[CommRecord]:
-    """The CommRecords of a profile directory (empty when none were measured)."""
+    """The CommRecords of a profile directory (empty when none were measured); of records of one point the
+    last (a point re-measured for the row-wise terms replaces its older record)."""
     path = Path(out_dir) / COMM_RECORDS_FILE
-    return [CommRecord.from_json(d) for d in read_jsonl(path)] if path.is_file() else []
+    if not path.is_file():
+        return []
+    latest = {}
+    for d in read_jsonl(path):
+        rec = CommRecord.from_json(d)
+        latest.pop(rec.key(), None)
+        latest[rec.key()] = rec
+    return list(latest.values())
 
 
 def profile_comm(out_dir: str | Path, num_devices: int, dim_sums: Sequence[int] = DEFAULT_DIM_SUMS,
@@ -238,7 +356,7 @@ def profile_comm(out_dir: str | Path, num_devices: int, dim_sums: Sequence[int] 
     path = out / COMM_RECORDS_FILE
     repair_tail(path)
     backend = resolve_backend(backend)
-    done = {r.key() for r in load_comm_records(out)}
+    done = {r.key() for r in load_comm_records(out) if r.has_row_wise}
     todo = [int(s) for s in dim_sums if (num_devices, int(s), batch_size, elem_bytes, backend) not in done]
     if not todo:
         return
