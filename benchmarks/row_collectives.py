@@ -1,8 +1,9 @@
 """How TorchRec's row-wise output collectives compare with the all-to-all the step model prices them as.
 
-The step model (``autoshard.costs.step``) prices a row shard's pooled outputs as partial sums sent to the
-rank that owns each sample: the volume of a reduce-scatter, timed (``--collectives measure``) or fitted
-(``AlphaBeta``) as an all-to-all. TorchRec's row-wise sharding runs a real ``reduce_scatter`` for the
+Until stop 44 the step model (``autoshard.costs.step``) priced a row shard's pooled outputs as partial sums
+sent to the rank that owns each sample, timed or fitted as an all-to-all; this script is what showed that
+wrong on gloo, and ``autoshard profile-comm`` now measures the factors (and the bucketisation) itself at
+every sweep point (``hardware.comm``). TorchRec's row-wise sharding runs a real ``reduce_scatter`` for the
 forward output and an ``all_gather`` for its gradient. On NCCL the three move the same bytes at about the
 same speed; on gloo (CPU ranks, this project's ground truth on CPU) they need not. This script times, on D
 gloo ranks (``--pin-cpus``: each on a physical core of its own), for each (global batch, summed dim of the
@@ -18,7 +19,7 @@ interleaved (each repeat runs the three once, a barrier before each), median ms 
 With ``--bucketize-ids N,...`` it also times, in this process on one thread, FBGEMM's
 ``block_bucketize_sparse_features`` on N ids (3 features of 100,000 rows, uniform ids, bags of 50, D row
 blocks): the op TorchRec's row-wise input distribution runs on every rank's local ids before the id
-all-to-all, a cost the step model has no term for (on a GPU a fast kernel; on CPU it is not).
+all-to-all (the step model's ``row_bucketize``, from stop 44; on a GPU a fast kernel, on CPU it is not).
 
     .venv/bin/python benchmarks/row_collectives.py --pin-cpus --bucketize-ids 307200,614400
     .venv/bin/python benchmarks/row_collectives.py --devices 4 --points 8192x64,8192x256 --json rc.json
@@ -39,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from autoshard.errors import AutoshardError
+from autoshard.hardware.comm import bucketizer
 from autoshard.hardware.multiprocess import RankContext, run_on_ranks
 from autoshard.host import host_info
 from autoshard.io import write_json
@@ -107,10 +109,9 @@ def time_bucketize(num_ids: int, devices: int, repeats: int, warmup: int) -> flo
     if num_ids < 1 or num_ids % (features * pooling):
         raise AutoshardError(f"--bucketize-ids {num_ids}: use a positive multiple of {features * pooling} "
                              f"ids ({features} features, bags of {pooling})")
-    try:
-        import fbgemm_gpu  # noqa: F401  (registers torch.ops.fbgemm)
-    except ImportError:
-        raise AutoshardError("--bucketize-ids needs fbgemm_gpu (fbgemm-gpu-cpu); not installed") from None
+    name, bucketize = bucketizer()
+    if name != "fbgemm":
+        raise AutoshardError("--bucketize-ids needs fbgemm_gpu (fbgemm-gpu-cpu); not installed")
     torch.set_num_threads(1)
     lengths = torch.full((num_ids // pooling,), pooling, dtype=torch.int64)  # feature by feature, as a KJT
     ids = torch.randint(0, rows, (num_ids,), dtype=torch.int64, generator=torch.Generator().manual_seed(0))
@@ -118,7 +119,7 @@ def time_bucketize(num_ids: int, devices: int, repeats: int, warmup: int) -> flo
     times = []
     for k in range(warmup + repeats):
         t0 = time.perf_counter()
-        torch.ops.fbgemm.block_bucketize_sparse_features(lengths, ids, False, False, blocks, devices, None)
+        bucketize(lengths, ids, blocks, devices)
         if k >= warmup:
             times.append((time.perf_counter() - t0) * 1e3)
     return float(np.median(times))

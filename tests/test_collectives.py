@@ -39,6 +39,11 @@ def test_bad_repeats_backend_and_empty_input() -> None:
     with pytest.raises(AutoshardError, match="unknown"):
         measure_all_to_alls([np.zeros((2, 2))], backend="mpi")
     assert measure_all_to_alls([]) == []
+    with pytest.raises(AutoshardError, match="kinds") as e:
+        measure_all_to_alls([np.zeros((2, 2))], kinds=["broadcast"])
+    assert "\n" not in str(e.value)
+    with pytest.raises(AutoshardError, match="kinds"):
+        measure_all_to_alls([np.zeros((2, 2))] * 2, kinds=["reduce_scatter"])
 
 
 def test_one_rank_is_zero_without_processes() -> None:
@@ -75,3 +80,13 @@ def test_two_ranks_time_uneven_and_zero_collectives(two_rank_timings: list[Colle
 def test_more_bytes_take_longer(two_rank_timings: list[CollectiveTiming]) -> None:
     _, _, tiny, large = two_rank_timings
     assert large.ms > tiny.ms
+
+
+@pytest.mark.slow
+def test_reduce_scatter_and_all_gather_move_one_chunk_a_pair() -> None:
+    """A row-wise plan's collectives: every rank sends each other rank the matrix's largest entry."""
+    chunk = np.full((2, 2), 1 * MB)
+    got = measure_all_to_alls([chunk, chunk, chunk], backend="gloo", warmup=1, repeats=3, timeout_s=120,
+                              kinds=["reduce_scatter", "all_gather", "all_to_all"])
+    assert [t.matrix_bytes_total for t in got] == [2 * MB] * 3
+    assert all(math.isfinite(t.ms) and t.ms > 0 and len(t.runs_ms) == 3 for t in got)

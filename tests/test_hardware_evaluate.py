@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 from autoshard.cli.main import main
 from autoshard.costs.base import CostModel
 from autoshard.costs.comm import AlphaBeta
-from autoshard.costs.step import COLLECTIVES, device_comm_ms, device_volumes
+from autoshard.costs.step import ALL_TO_ALLS, COLLECTIVES, device_comm_ms, device_volumes
 from autoshard.errors import AutoshardError, PlanError
 from autoshard.hardware import evaluator
 from autoshard.hardware.evaluator import (
@@ -22,7 +23,7 @@ from autoshard.hardware.evaluator import (
     rotated_rounds,
 )
 from autoshard.hardware.kernel import MeasureSettings
-from autoshard.plan import Plan, TablePlacement
+from autoshard.plan import Plan, TablePlacement, validate
 from autoshard.shards import ShardRef
 from autoshard.tables import LookupKind, LookupSpec, Table, TablePool
 from autoshard.tasks import Task
@@ -227,4 +228,23 @@ def test_evaluate_cli_pins_the_collectives_ranks(tmp_path: Path, monkeypatch, ca
     assert "each rank pinned to a physical core of its own" in capsys.readouterr().out
     d = json.loads(out.read_text())
     assert d["pin_cpus"] is True and pinned == [True]
-    assert all(c["measured_ms"] > 0 for c in d["cost"]["collectives"] if c["name"] != "replica_grads")
+    assert all(c["measured_ms"] > 0 for c in d["cost"]["collectives"] if c["name"] in ALL_TO_ALLS)
+
+
+@pytest.mark.slow
+def test_a_row_split_plans_reduce_scatter_and_all_gather_are_timed_as_those_collectives() -> None:
+    from autoshard.hardware.evaluator import measure_plan_collectives
+
+    task = Task(tuple(_tables()), (10**9,) * 2, batch_size=64)
+    plan = Plan((TablePlacement.row_wise("t0", [0, 1], [500, 500], 16),
+                 TablePlacement.table_wise("t1", 0, 16), TablePlacement.table_wise("t2", 1, 16)),
+                2, "rows", "small")
+    validate(plan, task)
+    slow = replace(COMM, reduce_scatter_factor=2.0, bucketize_ns_per_id=5.0)
+    cols = {c.name: c for c in measure_plan_collectives(task, plan, slow, backend="gloo", repeats=3)}
+    for name in (*ALL_TO_ALLS, "row_outputs", "row_grads"):
+        assert cols[name].source == "measured" and cols[name].measured_ms > 0, name
+    # the model's guess stays beside it; bucketisation and the (absent) replicas stay modelled
+    assert cols["row_outputs"].modelled_ms > 0 and cols["row_bucketize"].source == "modelled"
+    assert cols["row_bucketize"].ms == pytest.approx(32 * 3.0 * 5.0e-6)
+    assert cols["replica_grads"].ms == 0.0

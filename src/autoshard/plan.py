@@ -256,6 +256,8 @@ def format_report(plan: Plan, task: Task, proxy: Sequence[float] | None = None) 
         lines.append(f"{'collective':>16} {'stage':>5} {'max sent':>10} {'max received':>12} {'ms':>8} "
                      f"{'modelled ms':>11}  source")
         for col in cost.collectives:
+            if col.name.startswith("row_") and col.ms == 0.0:
+                continue  # no row shards: TorchRec runs none of the row-wise collectives
             sent, received = format_bytes(max(col.sent_bytes)), format_bytes(max(col.received_bytes))
             lines.append(f"{col.name:>16} {col.stage:>5} {sent:>10} {received:>12} {col.ms:>8.3f} "
                          f"{col.modelled_ms:>11.3f}  {col.source}")

@@ -163,19 +163,26 @@ def inter_host_bytes(task: Task, volumes: np.ndarray) -> dict[str, tuple[Any, An
 
 
 ALL_TO_ALLS = ("input_ids", "pooled_outputs", "output_grads")
-"""The collectives that are all-to-alls (measured with the plan's own splits); replica_grads is an
-all-reduce."""
+"""The collectives that are all-to-alls (measured with the plan's own splits)."""
+
+TIMED_KINDS = {"input_ids": "all_to_all", "pooled_outputs": "all_to_all", "output_grads": "all_to_all",
+               "row_outputs": "reduce_scatter", "row_grads": "all_gather"}
+"""The collectives the evaluator times on D processes, each as the collective TorchRec runs
+(``hardware.collectives.KINDS``); replica_grads (an all-reduce) and row_bucketize (per-rank work) stay
+modelled."""
 
 
 def collective_matrices(task: Task, volumes: np.ndarray) -> dict[str, np.ndarray]:
-    """(D, D) bytes rank ``src`` sends rank ``dst`` (entry [src, dst]) in each all-to-all of one plan with
-    (D, 3) device volumes; their row and column sums are ``collective_bytes``'s sent and received."""
+    """(D, D) bytes rank ``src`` sends rank ``dst`` (entry [src, dst]) in each timed collective of one plan
+    with (D, 5) device volumes; their row and column sums are ``collective_bytes``'s sent and received."""
     d = task.num_devices
     local = task.batch_size / d
     off = 1.0 - np.eye(d)
     ids = off * (local * volumes[:, 0])[None, :]  # every rank sends the owner its samples' ids
     outs = off * (local * volumes[:, 1])[:, None]  # the owner sends every rank its samples' outputs
-    return {"input_ids": ids, "pooled_outputs": outs, "output_grads": outs.T.copy()}
+    rows = off * (local * volumes[:, 3])[:, None]  # each row shard's rank its partial sums of them
+    return {"input_ids": ids, "pooled_outputs": outs, "row_outputs": rows, "output_grads": outs.T.copy(),
+            "row_grads": rows.T.copy()}
 
 
 def collective_ms(comm: AlphaBeta, sent: np.ndarray, received: np.ndarray,

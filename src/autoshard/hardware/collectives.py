@@ -18,7 +18,11 @@ include that contention and can be slower than D separate devices would be. A tr
 collectives, each one matrix: the input-id distribution (each rank sends the ids of its local batch to the
 ranks owning the tables they look up), the all-to-all of pooled outputs (each rank sends every other rank,
 for the shards it holds, the pooled rows of the receiver's local batch), and, in backward, the gradient
-all-to-all (the pooled-output matrix transposed).
+all-to-all (the pooled-output matrix transposed). A plan with row shards has two more, which TorchRec runs
+as other collectives (``kinds``): the row shards' partial sums reduce-scattered forward and their gradients
+all-gathered backward, over every rank with one chunk size, each rank's chunk the matrix's largest entry
+(exact for TorchRec's row-wise layout, where every rank holds a block of every row-wise table; an upper bound
+for row shards on some ranks only), fp32 as the outputs are.
 """
 
 from __future__ import annotations
@@ -37,6 +41,9 @@ from autoshard.hardware.multiprocess import (
     resolve_backend,
     run_on_ranks,
 )
+
+KINDS = ("all_to_all", "reduce_scatter", "all_gather")
+"""The collectives ``measure_all_to_alls`` times (``kinds``)."""
 
 DEFAULT_REPEATS = 30
 """Timed runs per matrix. Interleaved, 30 runs cut the spread between identical matrices of one call to a
@@ -85,40 +92,55 @@ def _check_matrices(matrices: Sequence[np.ndarray]) -> list[np.ndarray]:
 
 
 def _worker(ctx: RankContext, matrices: list[list[list[int]]], warmup: int,
-            repeats: int) -> list[list[float]]:
-    """One rank: time every matrix's all-to-all, interleaved (module docstring); this rank's ms of each timed
+            repeats: int, kinds: list[str] | None = None) -> list[list[float]]:
+    """One rank: time every matrix's collective, interleaved (module docstring); this rank's ms of each timed
     run, per matrix."""
     import torch
     import torch.distributed as dist
 
     torch.set_num_threads(1)
-    device, r = ctx.device, ctx.rank
+    device, r, world = ctx.device, ctx.rank, ctx.world_size
     cuda = device.type == "cuda"
+    kinds = kinds or ["all_to_all"] * len(matrices)
+    all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 
     def sync() -> None:
         if cuda:
             torch.cuda.synchronize(device)
 
-    sends = [[int(m[r][j]) for j in range(ctx.world_size)] for m in matrices]  # diagonal already 0
-    recvs = [[int(m[i][r]) for i in range(ctx.world_size)] for m in matrices]
+    sends = [[int(m[r][j]) for j in range(world)] for m in matrices]  # diagonal already 0
+    recvs = [[int(m[i][r]) for i in range(world)] for m in matrices]
+    chunks = [-(-max(max(row) for row in m) // 4) if k != "all_to_all" else 0  # fp32 elements
+              for m, k in zip(matrices, kinds)]
     # one buffer each way, sliced per matrix; zeros: pages touched before timing
     inp = torch.ones(max((sum(x) for x in sends), default=0), dtype=torch.uint8, device=device)
     out = torch.zeros(max((sum(x) for x in recvs), default=0), dtype=torch.uint8, device=device)
+    whole = torch.ones(max(chunks, default=0) * world, dtype=torch.float32, device=device)  # every sample
+    part = torch.zeros(max(chunks, default=0), dtype=torch.float32, device=device)  # this rank's samples
+
+    def run(i: int) -> None:
+        c = chunks[i]
+        if kinds[i] == "reduce_scatter":
+            dist.reduce_scatter_tensor(part[:c], whole[:c * world])
+        elif kinds[i] == "all_gather":
+            all_gather(whole[:c * world], part[:c])
+        else:
+            send, recv = sends[i], recvs[i]
+            dist.all_to_all_single(out[:sum(recv)], inp[:sum(send)], recv, send)
+
     times: list[list[float]] = [[] for _ in matrices]
     n = len(matrices)
     for k in range(warmup + repeats):
         for j in range(n):
             i = (j + k) % n  # every rank runs the same order: it depends on k only
-            send, recv = sends[i], recvs[i]
             dist.barrier()
             sync()
             t0 = time.perf_counter()
-            dist.all_to_all_single(out[:sum(recv)], inp[:sum(send)], recv, send)
+            run(i)
             sync()
             t1 = time.perf_counter()
             if k >= warmup:
                 times[i].append((t1 - t0) * 1e3)
-    del inp, out
     dist.barrier()  # no rank leaves while another is still in the last collective
     return times
 
@@ -126,16 +148,22 @@ def _worker(ctx: RankContext, matrices: list[list[list[int]]], warmup: int,
 def measure_all_to_alls(matrices: Sequence[np.ndarray], *, backend: str = "auto", warmup: int = 2,
                         repeats: int = DEFAULT_REPEATS,
                         timeout_s: float = DEFAULT_TIMEOUT_S,
-                        pin_cpus: bool = False) -> list[CollectiveTiming]:
-    """Time each byte matrix's all-to-all on D local processes (one start for all); one timing per matrix.
+                        pin_cpus: bool = False, kinds: Sequence[str] | None = None) -> list[CollectiveTiming]:
+    """Time each byte matrix's collective on D local processes (one start for all); one timing per matrix.
 
     ``matrices[k][src, dst]`` is the bytes rank ``src`` sends rank ``dst`` in collective ``k`` (the diagonal
     is ignored; fractional bytes are rounded). All matrices must be (D, D) with the same D; on D == 1 nothing
-    is communicated and every time is 0 without starting processes. ``timeout_s`` limits the whole run;
+    is communicated and every time is 0 without starting processes. ``kinds[k]`` (``KINDS``; all-to-alls by
+    default) says which collective matrix k is: a reduce-scatter or all-gather moves one chunk, the
+    matrix's largest entry, between every pair (module docstring). ``timeout_s`` limits the whole run;
     ``pin_cpus`` gives every rank a physical core of its own (``multiprocess.rank_cpus``).
     """
     if warmup < 0 or repeats < 1:
         raise AutoshardError(f"warmup {warmup} must be >= 0 and repeats {repeats} >= 1")
+    kinds = ["all_to_all"] * len(matrices) if kinds is None else list(kinds)
+    if len(kinds) != len(matrices) or any(k not in KINDS for k in kinds):
+        raise AutoshardError(f"kinds {kinds}: one of {', '.join(KINDS)} for each of the {len(matrices)} "
+                             "matrices")
     mats = _check_matrices(matrices)
     if not mats:
         return []
@@ -144,8 +172,8 @@ def measure_all_to_alls(matrices: Sequence[np.ndarray], *, backend: str = "auto"
         return [CollectiveTiming(0, (0.0,), 0.0, (0.0,) * repeats) for _ in mats]
     backend = resolve_backend(backend)
     check_world(backend, world)
-    per_rank = run_on_ranks(_worker, world, ([m.tolist() for m in mats], warmup, repeats), backend=backend,
-                            timeout_s=timeout_s, what=f"uneven all-to-all on {world} ranks",
+    per_rank = run_on_ranks(_worker, world, ([m.tolist() for m in mats], warmup, repeats, kinds),
+                            backend=backend, timeout_s=timeout_s, what=f"uneven all-to-all on {world} ranks",
                             timeout_hint="try fewer or smaller collectives", pin_cpus=pin_cpus)
     timings = []
     for k, m in enumerate(mats):

@@ -23,6 +23,7 @@ from autoshard.costs.base import ContentsAccumulator
 from autoshard.costs.comm import DEFAULT_COMM, AlphaBeta
 from autoshard.costs.step import (
     ALL_TO_ALLS,
+    TIMED_KINDS,
     collective_matrices,
     compose,
     device_comm_ms,
@@ -125,23 +126,25 @@ class MeasuredCostModel:
 def measure_plans_collectives(task: Task, plans: Sequence[Plan], comm: AlphaBeta, backend: str = "auto",
                                repeats: int = DEFAULT_REPEATS,
                                pin_cpus: bool = False) -> list[tuple[CollectiveCost, ...]]:
-    """Each plan's collectives with the all-to-alls timed on D local processes with the plan's own uneven
-    splits (``hardware.collectives``), all plans in one process group; each keeps the network model's
-    estimate beside the measurement. The replicas' all-reduce stays modelled. ``pin_cpus``: every rank on a
-    physical core of its own."""
+    """Each plan's collectives timed on D local processes with the plan's own uneven splits
+    (``hardware.collectives``; row shards' reduce-scatter and all-gather as those collectives), all plans in
+    one process group; each keeps the network model's estimate beside the measurement. The replicas'
+    all-reduce and the ids' bucketisation stay modelled, and so does a row collective of a plan without row
+    shards (nothing moves: 0). ``pin_cpus``: every rank on a physical core of its own."""
     devices = [plan.device_shards(task) for plan in plans]
     modelled = [plan_collectives(task, comm, devs) for devs in devices]
     if task.num_devices <= 1 or not plans:
         return modelled
-    matrices = [collective_matrices(task, device_volumes(task, devs)) for devs in devices]
-    timings = iter(measure_all_to_alls([m[name] for m in matrices for name in ALL_TO_ALLS], backend=backend,
-                                       repeats=repeats, pin_cpus=pin_cpus))
-    out = []
-    for cols in modelled:
-        timed = {name: next(timings).ms for name in ALL_TO_ALLS}
-        out.append(tuple(replace(c, ms=timed[c.name], measured_ms=timed[c.name]) if c.name in timed else c
-                         for c in cols))
-    return out
+    todo = []  # (plan, collective name, matrix) of every collective to time
+    for p, devs in enumerate(devices):
+        for name, m in collective_matrices(task, device_volumes(task, devs)).items():
+            if name in ALL_TO_ALLS or m.any():
+                todo.append((p, name, m))
+    timings = measure_all_to_alls([m for _, _, m in todo], backend=backend, repeats=repeats,
+                                  pin_cpus=pin_cpus, kinds=[TIMED_KINDS[name] for _, name, _ in todo])
+    timed = {(p, name): t.ms for (p, name, _), t in zip(todo, timings)}
+    return [tuple(replace(c, ms=timed[p, c.name], measured_ms=timed[p, c.name]) if (p, c.name) in timed else c
+                  for c in cols) for p, cols in enumerate(modelled)]
 
 
 def measure_plan_collectives(task: Task, plan: Plan, comm: AlphaBeta, backend: str = "auto",

@@ -38,7 +38,7 @@ import hashlib
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,7 @@ from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.learned import LearnedCostModel
 from autoshard.costs.learned.fine_tune import FineTuneOptions, fine_tune
 from autoshard.costs.metrics import mape
-from autoshard.costs.step import compose
+from autoshard.costs.step import ALL_TO_ALLS, compose
 from autoshard.errors import AutoshardError
 from autoshard.hardware.comm import COMM_MODEL_FILE, fit_points
 from autoshard.hardware.evaluator import measure_plans_collectives
@@ -285,8 +285,10 @@ def _round(r: int, tasks: list[Task], learned: list[str], options: PlannerOption
                                                               collectives_backend)))
             for placement, cols in timed.items():
                 plan_id = hashlib.sha256(placement.encode()).hexdigest()[:12]
+                # the all-to-alls only: the comm is refitted on them (row collectives have their factors)
                 points += [[c.busiest_bytes, c.measured_ms, c.modelled_ms, f"{task.name}/{plan_id}/{c.name}"]
-                           for c in cols if c.measured_ms is not None and c.busiest_bytes > 0]
+                           for c in cols if c.measured_ms is not None and c.busiest_bytes > 0
+                           and c.name in ALL_TO_ALLS]
             steps = {name: (placement, compose(_device_array(cost), timed[placement], "measured"))
                      for name, (placement, cost) in steps.items()}
         heuristic_steps = [cost.plan_ms for name, (_, cost) in steps.items() if name in GUARD_HEURISTICS]
@@ -328,7 +330,9 @@ def refit_comm(rows: list[dict[str, Any]], comm: AlphaBeta) -> AlphaBeta:
     if len(points) < MIN_COLLECTIVES or len(np.unique(points[:, 0])) < 2:
         return comm
     source = f"refit on the {len(points)} distinct all-to-alls the refresh loop timed (not {comm.source})"
-    return fit_points(points[:, 0], points[:, 1], source)
+    refit = fit_points(points[:, 0], points[:, 1], source)
+    return replace(refit, reduce_scatter_factor=comm.reduce_scatter_factor,
+                   all_gather_factor=comm.all_gather_factor, bucketize_ns_per_id=comm.bucketize_ns_per_id)
 
 
 def _plan(name: str, options: PlannerOptions, task: Task) -> Any:
