@@ -10,8 +10,8 @@ plan pairs the step model (measured collectives) orders as DMP does, its cheapes
 step over DMP's fastest. Then, per
 plan, the geometric mean over the runs of its ratio to the reference plan (``balanced``) in the step model
 and in DMP, and DMP's fixed cost (the step at the tiny ``--overhead-batch``) where it was run. Last, per
-run, DMP's extra time for the row-split plan beyond the step model's, per id and per MB it could be priced
-by.
+run, DMP's extra time for the row-split plan beyond the step model's (with its row-wise terms, from stop
+44), per id and per MB it could be priced by.
 ``--without PLAN,...`` leaves plans out of the run rows (Spearman recomputed on the rest).
 """
 
@@ -107,7 +107,8 @@ def print_row_wise_extra(runs: list[tuple[str, dict]], row_plan: str = "row_spli
     """Per run: how much more DMP's row-split plan took over the reference than the step model (measured
     collectives) said, against what a row-wise term could scale with: the ids a rank bucketises a step
     (local batch x the row-split tables' pooling) and the bytes of their partial outputs (global batch x
-    dims x 4)."""
+    dims x 4). From stop 44 the step model has row-wise terms (``costs.step``), so this is what they miss;
+    before, all of DMP's row-wise cost. The run's fitted terms are printed beside it where it has them."""
     rows = []
     for name, run in runs:
         plans = run["plans"]
@@ -120,16 +121,19 @@ def print_row_wise_extra(runs: list[tuple[str, dict]], row_plan: str = "row_spli
         out_mb = batch * sum(tables[n]["dim"] for n in split) * 4 / 1e6
         extra = ((plans[row_plan]["dmp"]["step_ms"] - plans[reference]["dmp"]["step_ms"])
                  - (plans[row_plan]["measured_ms"] - plans[reference]["measured_ms"]))
-        rows.append((name, len(split), ids, out_mb, extra))
+        comm = run.get("comm", {})
+        terms = (f"x{comm['reduce_scatter_factor']:.2f} / x{comm['all_gather_factor']:.2f} / "
+                 f"{comm['bucketize_ns_per_id']:.1f} ns" if "reduce_scatter_factor" in comm else "none")
+        rows.append((name, len(split), ids, out_mb, extra, terms))
     if not rows:
         return
     print(f"\n{row_plan} against {reference}: DMP's difference minus the step model's (measured comm)")
-    print("| run | row-split tables | ids a rank bucketises a step | partial outputs MB | extra ms | "
-          "ns an id | ms a MB |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for name, n, ids, out_mb, extra in rows:
-        print(f"| {name} | {n} | {ids:.0f} | {out_mb:.2f} | {extra:.2f} | {extra / ids * 1e6:.1f} | "
-              f"{extra / out_mb:.2f} |")
+    print("| run | step model's row-wise terms (reduce-scatter / all-gather / bucketise) | row-split tables "
+          "| ids a rank bucketises a step | partial outputs MB | extra ms | extra ns an id | extra ms a MB |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for name, n, ids, out_mb, extra, terms in rows:
+        print(f"| {name} | {terms} | {n} | {ids:.0f} | {out_mb:.2f} | {extra:.2f} | "
+              f"{extra / ids * 1e6:.1f} | {extra / out_mb:.2f} |")
 
 
 if __name__ == "__main__":

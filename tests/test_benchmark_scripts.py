@@ -167,8 +167,14 @@ def test_dmp_summary_restates_archived_dmp_runs(capsys):
     # the stored Spearman figures, recomputed; the step model's pick (row_split_hot) 1.27 of DMP's fastest
     assert ("| s43-intel-dmp-d2-pin-s1.json.gz | 2 | yes | +0.77 / +0.77 / +0.77 | 12 / 15 | row_split_hot "
             "| 1.27 |") in out
-    # DMP's extra for the row split beyond the step model's, per id a rank bucketises and per MB of outputs
-    assert "| s43-intel-dmp-d2-pin-s1.json.gz | 3 | 330742 | 1.84 | 11.79 | 35.7 | 6.43 |" in out
+    # DMP's extra for the row split beyond the step model's (no row-wise terms before stop 44), per id a rank
+    # bucketises and per MB of outputs
+    assert "| s43-intel-dmp-d2-pin-s1.json.gz | none | 3 | 330742 | 1.84 | 11.79 | 35.7 | 6.43 |" in out
+    # the same seed with the row-wise terms (stop 44): the step model now picks DMP's fastest plan
+    assert module.main([str(runs / "s44-intel-dmp-d2-pin-t10-b4096-s1.json.gz")]) == 0
+    out = capsys.readouterr().out
+    assert "| 11 / 15 | balanced | 1.00 |" in out
+    assert "| s44-intel-dmp-d2-pin-t10-b4096-s1.json.gz | x2.69 / x1.91 / 11.4 ns | 3 | 330742 |" in out
     assert module.main(["--without", "row_split_hot", str(runs / "s43-intel-dmp-d2-pin-s1.json.gz")]) == 0
     assert "| 8 / 10 | balanced | 1.00 |" in capsys.readouterr().out
     assert module.main(["--without", "nope", str(runs / "s43-intel-dmp-d2-pin-s1.json.gz")]) == 2

@@ -128,10 +128,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     k.add_argument("directory", help="profile directory (autoshard profile -o DIR)")
     k.set_defaults(func=run_profile_pack)
 
-    c = sub.add_parser("profile-comm", help="measure the all-to-all and fit the comm model (resumable)",
+    c = sub.add_parser("profile-comm",
+                       help="measure the step's collectives and fit the comm model (resumable)",
                        description="Time forward/backward all-to-all of pooled embeddings over D "
-                                   "processes, append to OUT/comm.jsonl and fit OUT/comm_model.json; "
-                                   "or, with --topology, derive the model from link bandwidths.")
+                                   "processes, and beside it a reduce-scatter and an all-gather of the same "
+                                   "bytes and the row-block bucketisation of ids (TorchRec's row-wise), "
+                                   "append to OUT/comm.jsonl and fit OUT/comm_model.json; or, with "
+                                   "--topology, derive the model from link bandwidths (row-wise collectives "
+                                   "priced as all-to-alls, bucketisation free).")
     c.add_argument("-o", "--output", required=True, help="profile directory")
     c.add_argument("--devices", type=positive_int, default=2, help="processes (devices) D (default 2)")
     c.add_argument("--dim-sums", default="16,64,256,1024,4096", help="per-device dim sums to sweep")

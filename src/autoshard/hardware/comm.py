@@ -384,7 +384,9 @@ class Topology:
     inter_host: Link
 
     def alpha_beta(self, num_devices: int) -> AlphaBeta:
-        """The all-to-all model for ``num_devices`` devices (see the module docstring for the rule)."""
+        """The all-to-all model for ``num_devices`` devices (see the module docstring for the rule); a
+        reduce-scatter or all-gather as fast as an all-to-all of the same bytes and free bucketisation (NCCL
+        on GPUs, where the declared links are), which its source says."""
         if num_devices < 2:
             raise AutoshardError(f"a topology comm model needs at least 2 devices, got {num_devices}")
         h = min(self.devices_per_host, num_devices)
@@ -396,7 +398,8 @@ class Topology:
         return AlphaBeta(latency_us / 1e3, 1.0 / ms_per_byte,
                          f"topology: {num_devices} devices, {self.devices_per_host}/host, "
                          f"intra {self.intra_host.bandwidth_gbps} GB/s, "
-                         f"inter {self.inter_host.bandwidth_gbps} GB/s")
+                         f"inter {self.inter_host.bandwidth_gbps} GB/s; row-wise collectives as all-to-alls, "
+                         "bucketisation free (declared, not measured)")
 
 
 def load_topology(path: str) -> Topology:
