@@ -40,7 +40,7 @@ def test_two_process_cpu_verify_matches_unsharded(small, tmp_path, capsys):
     out = str(tmp_path / "verify.json")
     code = main(["verify", "--plan", plan_file, "--tables", tables_file, "--batch-size", "64", "--steps", "2",
                  "--warmup", "1", "--rows-cap", "1000", "--timeout", "240", "--json", out,
-                 "--profile-steps", "1"])
+                 "--profile-steps", "1", "--profile-top", "400"])
     text = capsys.readouterr().out
     assert code == 0, text
     assert "matches the unsharded module" in text
@@ -55,9 +55,10 @@ def test_two_process_cpu_verify_matches_unsharded(small, tmp_path, capsys):
     assert all(len(r["step_ms"]) == 2 and r["median_ms"] > 0 for r in result["ranks"])
     assert result["max_step_ms"] == max(r["median_ms"] for r in result["ranks"])
     assert result["max_abs_diff"] <= 1e-4
-    for r in result["ranks"]:  # the profiled step's ops, the fused kernels among them
+    for r in result["ranks"]:  # the profiled step's ops, every one (at batch 64 the fused kernels need not
+        # be among the 15 slowest: one CI run listed none of them there), the fused kernels among them
         ops = {op["name"]: op for op in r["profile"]}
-        assert 0 < len(ops) <= 15 and all(op["self_ms"] >= 0 and op["calls"] > 0 for op in ops.values())
+        assert 15 < len(ops) <= 400 and all(op["self_ms"] >= 0 and op["calls"] > 0 for op in ops.values())
         assert any(name.startswith("fbgemm::split_embedding") for name in ops)
 
 
@@ -94,6 +95,10 @@ def test_bad_options_are_one_line_errors(small, capsys):
     assert main(["verify", "--plan", plan_file, "--tables", tables_file, "--profile-steps", "-1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "need profile_steps >= 0" in err[0]
+    assert main(["verify", "--plan", plan_file, "--tables", tables_file, "--profile-steps", "1",
+                 "--profile-top", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "profile_top >= 1" in err[0]
     assert main(["verify", "--plan", plan_file, "--tables", tables_file, "--profile-steps", "2", "--runtime",
                  "autoshard"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -48,6 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--profile-steps", type=int, default=0,
                    help="after the timed steps, profile this many more (torch.profiler, CPU) and print each "
                         "rank's ops by self time per step: where the step's time goes (default 0: off)")
+    p.add_argument("--profile-top", type=int, default=None,
+                   help="with --profile-steps: ops each rank lists, by self time (default: "
+                        "VerifySettings.profile_top, 15)")
     p.add_argument("--optimizer", default="exact_sgd",
                    help="fused optimizer: exact_sgd, exact_rowwise_adagrad or exact_adagrad")
     p.add_argument("--runtime", choices=RUNTIMES, default="torchrec",
@@ -102,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
         return _run_autoshard(args, plan, task, rows_cap, VerifySettings())
     settings = VerifySettings(steps=args.steps, warmup=args.warmup, timeout_s=args.timeout, rows_cap=rows_cap,
                               device=args.device, optimizer=optimizer, seed=args.seed, pin_cpus=args.pin_cpus,
-                              profile_steps=args.profile_steps)
+                              profile_steps=args.profile_steps,
+                              **({} if args.profile_top is None else {"profile_top": args.profile_top}))
     result = verify_plan(plan, task, settings)
     print(f"verified plan by {plan.algorithm or '?'} on {task.num_devices} {args.device} processes: "
           f"local batch {result.local_batch} (kernels see {result.global_batch}), rows cap {rows_cap}")
