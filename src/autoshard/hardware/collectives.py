@@ -38,6 +38,7 @@ from autoshard.hardware.multiprocess import (
     DEFAULT_TIMEOUT_S,
     RankContext,
     check_world,
+    one_tensor_collectives,
     resolve_backend,
     run_on_ranks,
 )
@@ -102,7 +103,7 @@ def _worker(ctx: RankContext, matrices: list[list[list[int]]], warmup: int,
     device, r, world = ctx.device, ctx.rank, ctx.world_size
     cuda = device.type == "cuda"
     kinds = kinds or ["all_to_all"] * len(matrices)
-    all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    reduce_scatter, all_gather = one_tensor_collectives()
 
     def sync() -> None:
         if cuda:
@@ -121,7 +122,7 @@ def _worker(ctx: RankContext, matrices: list[list[list[int]]], warmup: int,
     def run(i: int) -> None:
         c = chunks[i]
         if kinds[i] == "reduce_scatter":
-            dist.reduce_scatter_tensor(part[:c], whole[:c * world])
+            reduce_scatter(part[:c], whole[:c * world])
         elif kinds[i] == "all_gather":
             all_gather(whole[:c * world], part[:c])
         else:

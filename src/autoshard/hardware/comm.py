@@ -46,7 +46,13 @@ import numpy as np
 from autoshard.costs.comm import AlphaBeta, all_to_all_bytes
 from autoshard.errors import AutoshardError
 from autoshard.hardware.jsonl import append_jsonl, read_jsonl, repair_tail
-from autoshard.hardware.multiprocess import RankContext, check_world, resolve_backend, stream_from_ranks
+from autoshard.hardware.multiprocess import (
+    RankContext,
+    check_world,
+    one_tensor_collectives,
+    resolve_backend,
+    stream_from_ranks,
+)
 from autoshard.io import ARTEFACT_VERSION, check_finite, read_json
 
 log = logging.getLogger(__name__)
@@ -175,8 +181,7 @@ def _worker(ctx: RankContext, dim_sums: Sequence[int], batch_size: int, elem_byt
     dtype = {4: torch.float32, 2: torch.float16}[elem_bytes]
     per_rank = batch_size // world
     op_name, bucketize = bucketizer()
-    # torch 2.13 renamed the all-gather into one tensor (the old name warns); torch 2.11 has only the old one
-    all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    reduce_scatter, all_gather = one_tensor_collectives()
     gen = torch.Generator().manual_seed(ctx.rank)
     bags = per_rank * BUCKETIZE_IDS_PER_SAMPLE // BUCKETIZE_FEATURES // 16 * BUCKETIZE_FEATURES
     lengths = torch.full((bags,), 16, dtype=torch.int64)
@@ -208,7 +213,7 @@ def _worker(ctx: RankContext, dim_sums: Sequence[int], batch_size: int, elem_byt
         for k in range(warmup + repeats):
             times[k] = (timed(partial(dist.all_to_all_single, out, x)),
                         timed(partial(dist.all_to_all_single, grad_in, g)),  # backward: the reverse
-                        timed(partial(dist.reduce_scatter_tensor, kept, x)),  # row shards' partial sums
+                        timed(partial(reduce_scatter, kept, x)),  # row shards' partial sums
                         timed(partial(all_gather, grad_in, kept)),  # their gradients
                         timed(partial(bucketize, lengths, ids, blocks, world)) * 1e6 / ids.numel())
         slowest = torch.tensor(times[warmup:], dtype=torch.float64, device=device)

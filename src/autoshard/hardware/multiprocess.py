@@ -139,6 +139,16 @@ class RankContext:
         self._results.put(("sent", self.rank, value))
 
 
+def one_tensor_collectives() -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """(reduce_scatter(output, input), all_gather(output, input)) into and out of one tensor each, for a
+    rank's process: torch 2.13's ``*_single`` names (the old ones warn), torch 2.11's
+    ``reduce_scatter_tensor`` and ``all_gather_into_tensor`` where those are absent (the GPU hosts' torch)."""
+    import torch.distributed as dist
+
+    return (getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor,
+            getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor)
+
+
 def run_on_ranks(fn: Callable[..., Any], world_size: int, args: Sequence[Any] = (), *, backend: str = "gloo",
                  timeout_s: float | None = DEFAULT_TIMEOUT_S, idle_timeout_s: float | None = None,
                  what: str = "multi-process run", timeout_hint: str = "",
