@@ -73,6 +73,21 @@ def test_fit_recovers_the_row_wise_factors_and_the_per_id_cost() -> None:
     assert AlphaBeta.from_json(legacy) == AlphaBeta(old.alpha_ms, old.bytes_per_ms, "")
 
 
+@pytest.mark.parametrize(("field", "value", "match"), [
+    ("reduce_scatter_factor", "fast", "not a number"), ("bytes_per_ms", None, "not a number"),
+    ("all_gather_factor", 0.0, "must be > 0"), ("bucketize_ns_per_id", -1.0, "bucketize_ns_per_id >= 0"),
+    ("alpha_ms", -1.0, "alpha_ms must be >= 0")])
+def test_a_bad_comm_model_file_is_a_one_line_error(tmp_path: Path, field: str, value: object,
+                                                   match: str) -> None:
+    d = AlphaBeta(0.1, 1.0e6, "test").to_json()
+    d[field] = value
+    path = tmp_path / "comm_model.json"
+    path.write_text(json.dumps(d))
+    with pytest.raises(AutoshardError, match=match) as e:
+        AlphaBeta.load(str(path))
+    assert "\n" not in str(e.value) and "re-run profile-comm" in str(e.value)
+
+
 def test_a_point_re_measured_for_the_row_wise_terms_replaces_its_old_record(tmp_path: Path) -> None:
     from autoshard.hardware.jsonl import append_jsonl
 

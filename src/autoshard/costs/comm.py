@@ -36,8 +36,9 @@ class AlphaBeta:
     """'default' (uncalibrated), or what it was fitted on (host, backend, D)."""
     reduce_scatter_factor: float = 1.0
     """A reduce-scatter's time over an all-to-all's moving the same bytes a rank: row-wise shards' pooled
-    outputs are reduce-scattered (their partial sums added up on the way). 1.0 where not measured (NCCL runs
-    both at about the same speed; gloo on a CPU host 1.5-2.3x, docs/benchmarks.md "Stop 43")."""
+    outputs are reduce-scattered (their partial sums added up on the way). 1.0 where not measured (NCCL is
+    expected to run both at about the same speed, not measured here; gloo on this project's CPU host 2.7-3.5x,
+    docs/benchmarks.md "Stop 44")."""
     all_gather_factor: float = 1.0
     """An all-gather's time over an all-to-all's of the same bytes: row-wise shards' output gradients are
     all-gathered. 1.0 where not measured."""
@@ -81,9 +82,13 @@ class AlphaBeta:
     @staticmethod
     def load(path: str) -> AlphaBeta:
         d = read_json(path, kind="autoshard.comm_model")
-        if not d.get("bytes_per_ms", 0) > 0 or d.get("alpha_ms", -1) < 0:
+        try:
+            model = AlphaBeta.from_json(d)
+        except (KeyError, TypeError, ValueError) as e:
+            raise AutoshardError(f"{path}: a comm model field is missing or not a number ({e}); re-run "
+                                 "profile-comm") from None
+        if not model.bytes_per_ms > 0 or model.alpha_ms < 0:
             raise AutoshardError(f"{path}: alpha_ms must be >= 0 and bytes_per_ms > 0; re-run profile-comm")
-        model = AlphaBeta.from_json(d)
         if not (model.reduce_scatter_factor > 0 and model.all_gather_factor > 0
                 and model.bucketize_ns_per_id >= 0):
             raise AutoshardError(f"{path}: reduce_scatter_factor and all_gather_factor must be > 0 and "

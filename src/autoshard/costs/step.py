@@ -231,8 +231,8 @@ def device_comm_ms(task: Task, comm: AlphaBeta, volumes: Any) -> Any:
     local = task.batch_size / d
     parts = (((d - 1) * local * volumes[..., 0], 1.0), ((d - 1) * local * volumes[..., 1], 1.0),
              ((d - 1) * local * volumes[..., 1], 1.0), (2.0 * (d - 1) / d * volumes[..., 2], 1.0),
-             ((d - 1) * local * volumes[..., 3], comm.reduce_scatter_factor),
-             ((d - 1) * local * volumes[..., 3], comm.all_gather_factor))
+             ((d - 1) * local * volumes[..., 3], collective_factor(comm, "row_outputs")),
+             ((d - 1) * local * volumes[..., 3], collective_factor(comm, "row_grads")))
     return sum((v > 0) * (comm.alpha_ms + f * v / comm.bytes_per_ms) for v, f in parts)
 
 
@@ -243,9 +243,8 @@ def _collectives_ms(task: Task, comm: AlphaBeta, volumes: np.ndarray,
     bw = task.topology.inter_bytes_per_ms
     out = {name: collective_ms(comm, sent, recv, None if inter is None else inter[name], bw,
                                collective_factor(comm, name))
-           for name, (sent, recv) in traffic.items()}
-    out["row_bucketize"] = bucketize_ms(task, comm, volumes)
-    return out
+           for name, (sent, recv) in traffic.items() if name != "row_bucketize"}  # per-rank work, no bytes
+    return {"row_bucketize": bucketize_ms(task, comm, volumes), **out}
 
 
 @dataclass(frozen=True)

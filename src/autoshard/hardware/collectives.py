@@ -93,7 +93,7 @@ def _check_matrices(matrices: Sequence[np.ndarray]) -> list[np.ndarray]:
 
 
 def _worker(ctx: RankContext, matrices: list[list[list[int]]], warmup: int,
-            repeats: int, kinds: list[str] | None = None) -> list[list[float]]:
+            repeats: int, kinds: list[str]) -> list[list[float]]:
     """One rank: time every matrix's collective, interleaved (module docstring); this rank's ms of each timed
     run, per matrix."""
     import torch
@@ -102,7 +102,6 @@ def _worker(ctx: RankContext, matrices: list[list[list[int]]], warmup: int,
     torch.set_num_threads(1)
     device, r, world = ctx.device, ctx.rank, ctx.world_size
     cuda = device.type == "cuda"
-    kinds = kinds or ["all_to_all"] * len(matrices)
     reduce_scatter, all_gather = one_tensor_collectives()
 
     def sync() -> None:

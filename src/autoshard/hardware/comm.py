@@ -127,9 +127,10 @@ def _cv(x: np.ndarray) -> float:
     return float(np.std(x) / m) if m > 0 else 0.0
 
 
-BUCKETIZE_IDS_PER_SAMPLE = 64
-"""Ids of one local sample each rank bucketises at a sweep point: 4 row-wise features with bags of 16."""
 BUCKETIZE_FEATURES = 4
+BUCKETIZE_BAG = 16
+BUCKETIZE_IDS_PER_SAMPLE = BUCKETIZE_FEATURES * BUCKETIZE_BAG
+"""Ids of one local sample each rank bucketises at a sweep point: 4 row-wise features with bags of 16."""
 BUCKETIZE_ROWS = 100_000
 """Rows of each bucketised feature's table (the cost is per id; the row count only sets the blocks)."""
 
@@ -183,9 +184,9 @@ def _worker(ctx: RankContext, dim_sums: Sequence[int], batch_size: int, elem_byt
     op_name, bucketize = bucketizer()
     reduce_scatter, all_gather = one_tensor_collectives()
     gen = torch.Generator().manual_seed(ctx.rank)
-    bags = per_rank * BUCKETIZE_IDS_PER_SAMPLE // BUCKETIZE_FEATURES // 16 * BUCKETIZE_FEATURES
-    lengths = torch.full((bags,), 16, dtype=torch.int64)
-    ids = torch.randint(0, BUCKETIZE_ROWS, (bags * 16,), dtype=torch.int64, generator=gen)
+    bags = per_rank * BUCKETIZE_FEATURES  # one bag a local sample and feature, feature-major as in a KJT
+    lengths = torch.full((bags,), BUCKETIZE_BAG, dtype=torch.int64)
+    ids = torch.randint(0, BUCKETIZE_ROWS, (bags * BUCKETIZE_BAG,), dtype=torch.int64, generator=gen)
     blocks = torch.full((BUCKETIZE_FEATURES,), -(-BUCKETIZE_ROWS // world), dtype=torch.int64)
     if cuda:
         lengths, ids, blocks = lengths.to(device), ids.to(device), blocks.to(device)
