@@ -6,6 +6,7 @@ The profile is REAL: small tables of the broad design timed on this machine's ke
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -157,3 +158,34 @@ def test_the_cli_defaults_are_the_librarys():
 
     args = build_parser().parse_args(["calibrate-cost", "--model", "m.pt", "--data", "d", "-o", "o.pt"])
     assert (args.records, args.max_ms) == (DEFAULT_RECORDS, DEFAULT_MAX_MS)
+
+
+def test_calibrate_cost_cli_scales_another_cpus_model_to_this_host(model, profile_dir, tmp_path, capsys):
+    """The shipped model describes another CPU than most users': calibrate-cost loads it anyway (it re-times
+    that model's own records here), says so, and the checkpoint it writes still names the model's CPU."""
+    from autoshard.host import host_info
+
+    here = str(host_info()["cpu"])
+    other_profile = tmp_path / "other-cpu-profile"
+    other_profile.mkdir()
+    for f in profile_dir.iterdir():  # the same records, stated as measured on another CPU
+        if f.is_file():
+            text = f.read_text() if f.suffix in (".json", ".jsonl") else None
+            if text is None:
+                (other_profile / f.name).write_bytes(f.read_bytes())
+            else:
+                (other_profile / f.name).write_text(text.replace(json.dumps(here), json.dumps("Another CPU")))
+    other = LearnedCostModel(model.net, model.normalizer, model.scaler, model.comm,
+                             {**model.trained_on, "host": {**model.trained_on["host"], "cpu": "Another CPU"}},
+                             model.info)
+    other.save(tmp_path / "other.pt")
+    with pytest.raises(AutoshardError, match="Another CPU"):  # plan, evaluate, bench: refused as before
+        load_cost_model(str(tmp_path / "other.pt"))
+    out = tmp_path / "calibrated.pt"
+    assert main(["calibrate-cost", "--model", str(tmp_path / "other.pt"), "--data", str(other_profile),
+                 "--records", "2", "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "trained on 'Another CPU'" in printed and "this host / the profile's" in printed
+    calibrated = load_cost_model(str(out), allow_other_hardware=True)
+    assert calibrated.trained_on["host"]["cpu"] == "Another CPU"
+    assert calibrated.info["host_calibration"]["records"] == 2

@@ -262,11 +262,19 @@ def run_calibrate(args: argparse.Namespace) -> int:
     from autoshard.costs.loading import load_cost_model
     from autoshard.errors import AutoshardError
     from autoshard.hardware.host_calibration import calibrate, pick_records
+    from autoshard.host import host_info
 
-    model = load_cost_model(args.model)
+    # another CPU's model is what this command exists for: it re-times that model's own records here
+    model = load_cost_model(args.model, allow_other_hardware=True)
     if not isinstance(model, LearnedCostModel):
         raise AutoshardError(f"--model {args.model} is not a learned cost model checkpoint; "
                              "give one from train-cost or the shipped default")
+    trained_cpu = str((model.trained_on.get("host") or {}).get("cpu") or "")
+    here = str(host_info().get("cpu") or "")
+    if trained_cpu and here and trained_cpu != here:
+        print(f"the model was trained on {trained_cpu!r}, this host is {here!r}: one level factor per part "
+              "(forward, backward) for another CPU; fine-tune-cost --adapt-hardware on devices timed here "
+              "learns more than a factor")
     dataset = load_data(args.data)
     records = pick_records(dataset, args.data, args.records, args.max_ms)  # fail before the bar opens
     with tqdm(total=len(records), desc="calibrate-cost", unit="record", file=sys.stderr) as bar:
