@@ -51,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", required=True, help="the other planning cost model")
     ap.add_argument("--policy", default="src/autoshard/data/default_policy.pt", help="policy for rl")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--allow-other-hardware", action="store_true",
+                    help="plan with a --model trained on other hardware anyway (as bench's flag)")
     args = ap.parse_args(argv)
     path = Path(args.bench) / "bench" / "results.json"
     try:
@@ -60,9 +62,9 @@ def main(argv: list[str] | None = None) -> int:
         tasks = run.get("tasks") or []
         if not tasks or "comm" not in run or "measure_settings" not in run:
             raise AutoshardError(f"{path} has no measured tasks; let the bench finish first")
-        comm = AlphaBeta(run["comm"]["alpha_ms"], run["comm"]["bytes_per_ms"], source=run["comm"]["source"])
+        comm = AlphaBeta.from_json(run["comm"])  # the run's whole fit, its row-wise terms included
         settings = MeasureSettings.from_json(run["measure_settings"])
-        other = load_cost_model(args.model).with_comm(comm)
+        other = load_cost_model(args.model, allow_other_hardware=args.allow_other_hardware).with_comm(comm)
     except AutoshardError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
