@@ -272,9 +272,12 @@ def run_calibrate(args: argparse.Namespace) -> int:
     trained_cpu = str((model.trained_on.get("host") or {}).get("cpu") or "")
     here = str(host_info().get("cpu") or "")
     if trained_cpu and here and trained_cpu != here:
-        print(f"the model was trained on {trained_cpu!r}, this host is {here!r}: one level factor per part "
-              "(forward, backward) for another CPU; fine-tune-cost --adapt-hardware on devices timed here "
-              "learns more than a factor")
+        # measured (docs/benchmarks.md, "Stop 45"): the AMD-trained default on the Intel VM prices dim-16 DLRM
+        # devices 1.03-1.18x low and production-40-8's wide ones 1.59x low, so one factor fixes one suite and
+        # moves the other off
+        print(f"the model was trained on {trained_cpu!r}, this host is {here!r}: another CPU moves different "
+              "tables differently, and this gives one factor per part (forward, backward); "
+              "fine-tune-cost --adapt-hardware on devices timed here learns more than a factor")
     dataset = load_data(args.data)
     records = pick_records(dataset, args.data, args.records, args.max_ms)  # fail before the bar opens
     with tqdm(total=len(records), desc="calibrate-cost", unit="record", file=sys.stderr) as bar:
