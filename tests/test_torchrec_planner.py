@@ -56,7 +56,7 @@ def test_torchrec_baseline_bad_settings():
         make_planner("torchrec", PlannerOptions(extra=own_cpu_sharder))
     make_planner("torchrec", PlannerOptions(extra={"sharding_types": "row_wise", "compute_device": "cuda"}))
     make_planner("torchrec", PlannerOptions(extra={"sharding_types": "row_wise"}))  # the baseline's sharder
-    with pytest.raises(AutoshardError, match="cpu_row_wise='maybe' is not a valid bool"):
+    with pytest.raises(AutoshardError, match="cpu_row_wise='maybe': give auto"):
         make_planner("torchrec", PlannerOptions(extra={"cpu_row_wise": "maybe"}))
     with pytest.raises(AutoshardError, match="table_row_wise: a task has no host grouping"):
         make_planner("torchrec", PlannerOptions(extra={"sharding_types": "table_wise,table_row_wise",
@@ -145,6 +145,25 @@ def _oversize_task() -> Task:
     task = Task(tuple(tables), (50 * 10**6,) * 4, name="oversize")
     assert task.table_memory(task.tables[0]) > 50 * 10**6
     return task
+
+
+def test_torchrec_baseline_offers_row_wise_on_cpu_only_where_a_table_fits_no_device():
+    """TorchRec's perf model prices row_wise for NCCL; on cpu the baseline offers it by default only to a
+    table larger than every device (docs/benchmarks.md, stop 45); true offers it to all, cuda is unchanged."""
+    from autoshard.torchrec.baseline import TorchRecBaselineConfig, torchrec_constraints
+
+    def row_wise_tables(task: Task, **config) -> set[str]:
+        constraints = torchrec_constraints(task, TorchRecBaselineConfig(**config), set())
+        return {name for name, c in constraints.items() if "row_wise" in c.sharding_types}
+
+    oversize, hot = _oversize_task(), _hot_task()
+    assert make_planner("torchrec", PlannerOptions()).config.cpu_row_wise == "auto"
+    assert row_wise_tables(oversize) == {"t0"} and row_wise_tables(hot) == set()
+    assert row_wise_tables(hot, cpu_row_wise=True) == {t.name for t in hot.tables}
+    assert row_wise_tables(hot, compute_device="cuda") == {t.name for t in hot.tables}
+    assert row_wise_tables(oversize, cpu_row_wise=False) == set()
+    plan = run_planner(make_planner("torchrec", PlannerOptions()), hot)
+    assert all(p.sharding_type is not ShardingType.ROW_WISE for p in plan.placements)
 
 
 def test_torchrec_baseline_row_splits_a_table_larger_than_a_device_on_cuda():

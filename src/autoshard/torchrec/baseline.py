@@ -19,10 +19,15 @@ device or the task cannot express. Checked with TorchRec 1.8 (``EmbeddingBagColl
   a row-wise option on a ``cpu`` topology. That is a statement about TorchRec's CPU runtime of old, not about
   its planner (whose perf model and partitioners price row_wise on any device), and autoshard measures row
   shards on CPU (and DMP runs TorchRec's row_wise on gloo today: tests/test_torchrec_verify_timing.py). So the
-  baseline plans with ``BaselineSharder``, TorchRec's sharder that also proposes row_wise on ``cpu``
-  (``TorchRecBaselineConfig.cpu_row_wise``, default on; off: TorchRec's sharder as it is, row_wise dropped
-  on ``cpu``). Without it TorchRec could not plan a task whose table is larger than a device on ``cpu``
-  unless that table's column blocks fit (production-40-8 at stop 16: no plan on any task).
+  baseline plans with ``BaselineSharder``, TorchRec's sharder that also proposes row_wise on ``cpu``.
+  Without it TorchRec could not plan a task whose table is larger than a device on ``cpu`` unless that
+  table's column blocks fit (production-40-8 at stop 16: no plan on any task). But TorchRec's perf model
+  prices row_wise for NCCL, not for gloo on CPU, where this host's reduce-scatter runs 2.7-3.5x an all-to-all
+  of the same bytes (stop 44): offered row_wise for every table, it row-split 9.7 of DLRM-10 (8)'s 10 tables a
+  plan and measured 1.56x the best heuristic, where TorchRec's own cpu sharder measured 1.003x (stop 45,
+  docs/benchmarks.md). So ``TorchRecBaselineConfig.cpu_row_wise`` is ``"auto"`` by default: on ``cpu``
+  row_wise is offered only to the tables larger than every device (TorchRec's own sharder for the rest);
+  ``True`` offers it to every table, ``False`` is TorchRec's sharder as it is (no row_wise on ``cpu``).
 - ``table_row_wise``: not offered. It splits rows over the ranks of one host and needs a topology with hosts
   (``local_world_size < world_size``); a task has no host grouping, so its topology is one host, where
   TorchRec's table_row_wise is row_wise over all ranks under another name.
@@ -97,6 +102,10 @@ onto one rank."""
 COMPUTE_DEVICES = ("cpu", "cuda")
 
 
+AUTO = "auto"
+"""``TorchRecBaselineConfig.cpu_row_wise``'s default: row_wise on cpu only where a table fits no device."""
+
+
 @dataclass(frozen=True)
 class TorchRecBaselineConfig:
     """Settings of the TorchRec baseline."""
@@ -111,9 +120,10 @@ class TorchRecBaselineConfig:
     """Smallest column-wise shard width TorchRec may use (None: TorchRec's default, 128 columns)."""
     timeout_seconds: int | None = None
     """TorchRec planner time limit (None: no limit)."""
-    cpu_row_wise: bool = True
-    """Propose row_wise on a ``cpu`` topology too (``BaselineSharder``); False: TorchRec's sharder as it is,
-    which proposes it on ``cuda`` only."""
+    cpu_row_wise: bool | str = AUTO
+    """Row_wise on a ``cpu`` topology (``BaselineSharder``): ``"auto"`` for the tables larger than every
+    device only, True for every table, False never (TorchRec's sharder as it is, which proposes it on ``cuda``
+    only). The module docstring says why ``"auto"``."""
 
 
 def make_topology(task: Task, compute_device: str = "cpu") -> Any:
@@ -192,7 +202,7 @@ def proposed_sharding_types(compute_device: str, cpu_row_wise: bool = True) -> t
 def offered_sharding_types(config: TorchRecBaselineConfig) -> tuple[str, ...]:
     """``config.sharding_types`` that TorchRec proposes on ``config.compute_device``; AutoshardError if
     none."""
-    proposed = proposed_sharding_types(config.compute_device, config.cpu_row_wise)
+    proposed = proposed_sharding_types(config.compute_device, config.cpu_row_wise is not False)
     offered = tuple(t for t in config.sharding_types if t in proposed)
     if not offered:
         raise AutoshardError(f"TorchRec proposes none of {list(config.sharding_types)} on compute device "
@@ -211,15 +221,20 @@ def torchrec_constraints(
     task: Task, config: TorchRecBaselineConfig, no_column_wise: set[str]
 ) -> dict[str, Any]:
     """TorchRec ParameterConstraints per table: offered sharding types (column_wise not for tables in
-    ``no_column_wise`` nor of a dim it cannot split in multiples of 4), kernels, min_partition, pooling."""
+    ``no_column_wise`` nor of a dim it cannot split in multiples of 4; on cpu with ``cpu_row_wise`` "auto",
+    row_wise only for a table larger than every device), kernels, min_partition, pooling."""
     from torchrec.distributed.planner.types import ParameterConstraints
 
     from autoshard.torchrec.export import DENSE_KERNEL, FUSED_KERNEL
 
     offered = offered_sharding_types(config)
+    row_wise_where_needed = config.compute_device == "cpu" and config.cpu_row_wise == AUTO
+    largest_device = max(task.device_memory)
     constraints = {}
     for t in task.tables:
         types = _table_types(offered, t.dim, t.name in no_column_wise)
+        if row_wise_where_needed and task.table_memory(t) <= largest_device:
+            types = [st for st in types if st != ShardingType.ROW_WISE.value] or types
         # one list for all the table's types: TorchRec keeps of it what the sharder lists for each type
         # (fused for the sharded types, dense for data_parallel)
         kernels = sorted({DENSE_KERNEL if ShardingType(st).replicates else FUSED_KERNEL for st in types})
@@ -255,7 +270,8 @@ def torchrec_sharding_plan(task: Task, config: TorchRecBaselineConfig, no_column
         stats=[], timeout_seconds=config.timeout_seconds,
     )
     try:
-        return planner.plan(build_ebc(task, device="meta"), [baseline_sharder(config.cpu_row_wise)])
+        return planner.plan(build_ebc(task, device="meta"),
+                            [baseline_sharder(config.cpu_row_wise is not False)])
     except PlannerError as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise InfeasibleError(f"torchrec planner found no plan: {first[:300]}; give more memory or devices") \
@@ -318,7 +334,8 @@ class TorchRecPlanner:
 
 def torchrec_planner(options: PlannerOptions) -> TorchRecPlanner:
     """Registry factory; ``options.extra`` may set compute_device, sharding_types, min_partition (default
-    ``DEFAULT_MIN_PARTITION``; ``none``: TorchRec's own), timeout_seconds, cpu_row_wise (default true).
+    ``DEFAULT_MIN_PARTITION``; ``none``: TorchRec's own), timeout_seconds, cpu_row_wise (auto, true or
+    false; default auto).
     ``options.time_limit_s`` is not applied: TorchRec's planner has no anytime result."""
     extra = dict(options.extra)
     known = {"compute_device", "sharding_types", "min_partition", "timeout_seconds", "cpu_row_wise"}
@@ -334,8 +351,18 @@ def torchrec_planner(options: PlannerOptions) -> TorchRecPlanner:
         sharding_types=tuple(st),
         min_partition=_min_partition(extra.get("min_partition", DEFAULT_MIN_PARTITION)),
         timeout_seconds=int(extra["timeout_seconds"]) if extra.get("timeout_seconds") is not None else None,
-        cpu_row_wise=bool(parse_setting("cpu_row_wise", str(extra.get("cpu_row_wise", True)), bool)),
+        cpu_row_wise=_cpu_row_wise(extra.get("cpu_row_wise", AUTO)),
     ))
+
+
+def _cpu_row_wise(value: Any) -> bool | str:
+    text = str(value).strip().lower()
+    if text == AUTO:
+        return AUTO
+    if text not in ("true", "false", "1", "0", "yes", "no"):
+        raise AutoshardError(f"torchrec planner: cpu_row_wise={value!r}: give auto (row_wise only for tables "
+                             "larger than every device), true or false")
+    return bool(parse_setting("cpu_row_wise", text, bool))
 
 
 def _min_partition(value: Any) -> int | None:
