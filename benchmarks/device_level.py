@@ -25,14 +25,11 @@ import math
 import sys
 from collections import defaultdict
 
+from autoshard.bench.summary import geomean
 from autoshard.errors import AutoshardError
 from autoshard.io import read_json
 
 DIM_GROUPS = ((16, "dim <= 16"), (64, "dim 17-64"), (math.inf, "dim > 64"))
-
-
-def _geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def levels(results: dict) -> tuple[dict[str, tuple[float, float]], dict[str, list[float]]]:
@@ -60,7 +57,7 @@ def levels(results: dict) -> tuple[dict[str, tuple[float, float]], dict[str, lis
                     continue
                 mean_dim = sum(held[rank]) / len(held[rank])
                 groups[next(label for top, label in DIM_GROUPS if mean_dim <= top)].append(m_ms / p_ms)
-    per_algo = {a: (sum(e) / len(e), _geomean(kernels[a])) for a, e in errors.items()}
+    per_algo = {a: (sum(e) / len(e), geomean(kernels[a])) for a, e in errors.items()}
     return per_algo, groups
 
 
@@ -70,9 +67,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     for path in args.results:
         try:
-            per_algo, groups = levels(read_json(path))
-        except (AutoshardError, OSError, KeyError, ValueError) as e:
-            print(f"error: {path}: {e}", file=sys.stderr)
+            per_algo, groups = levels(read_json(path, kind="autoshard.bench"))
+        except AutoshardError as e:  # names the file itself
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        except (OSError, KeyError, ValueError) as e:
+            print(f"error: {path}: not a bench results file ({e})", file=sys.stderr)
             return 2
         print(path)
         print("  algorithm            step error   measured / predicted max fwd + max bwd")
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {algo:20s} {100 * error:9.1f}%   {level:.2f}")
         for _, label in DIM_GROUPS:
             if groups.get(label):
-                print(f"  devices of {label}: measured / predicted fwd + bwd {_geomean(groups[label]):.2f} "
+                print(f"  devices of {label}: measured / predicted fwd + bwd {geomean(groups[label]):.2f} "
                       f"({len(groups[label])} devices)")
     return 0
 

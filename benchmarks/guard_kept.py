@@ -14,14 +14,11 @@ cut in that list. ``benchmarks/guard_margin.py`` gives the geometric means at ea
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 
 from autoshard.errors import AutoshardError
 from autoshard.io import read_json
-
-KEPT = re.compile(r"(\w+): kept its (?:(\S+) )?plan \(predicted ([\d.]+) ms below (\w+)'s, more than the "
-                  r"model's uncertainty ([\d.]+) ms\)")
+from autoshard.planners.guard import kept_gain_margin
 
 
 def kept_rows(results: dict) -> list[tuple[str, str, float, float, float]]:
@@ -29,13 +26,13 @@ def kept_rows(results: dict) -> list[tuple[str, str, float, float, float]]:
     rows = []
     for task in results.get("tasks") or []:
         by_algo = {r["algorithm"]: r for r in task["results"] if r.get("ok") and r.get("measured")}
-        for r in by_algo.values():
-            m = KEPT.match(r.get("guard") or "")
-            if not m or m.group(4) not in by_algo:
+        for algo, r in by_algo.items():
+            kept = kept_gain_margin(r.get("guard") or "")
+            if kept is None or kept[0] not in by_algo:
                 continue
-            algo, _, gain, heuristic, margin = m.groups()
+            heuristic, gain, margin = kept
             ratio = r["measured"]["plan_ms"] / by_algo[heuristic]["measured"]["plan_ms"]
-            rows.append((task["task"]["name"], algo, float(gain), float(margin), ratio))
+            rows.append((task["task"]["name"], algo, gain, margin, ratio))
     return rows
 
 
@@ -45,9 +42,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     for path in args.results:
         try:
-            rows = kept_rows(read_json(path))
-        except (AutoshardError, OSError, KeyError, ValueError) as e:
-            print(f"error: {path}: {e}", file=sys.stderr)
+            rows = kept_rows(read_json(path, kind="autoshard.bench"))
+        except AutoshardError as e:  # names the file itself
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        except (OSError, KeyError, ValueError) as e:
+            print(f"error: {path}: not a bench results file ({e})", file=sys.stderr)
             return 2
         print(f"{path}: {len(rows)} kept plans (gain / margin, measured ratio to the weighed heuristic's)")
         for task, algo, gain, margin, ratio in sorted(rows, key=lambda r: r[2] / r[3]):

@@ -20,13 +20,13 @@ interval (``costs.metrics.geomean_interval``) and each learned plan against the 
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 
 import torch
 
-from autoshard.bench.summary import is_heuristic
+from autoshard.bench.summary import geomean, is_heuristic
+from autoshard.cli.plan import parse_options
 from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.metrics import geomean_interval
 from autoshard.errors import AutoshardError
@@ -39,17 +39,11 @@ from autoshard.tasks import Task
 
 
 def _variant(text: str) -> dict[str, str]:
-    out = {}
-    for part in text.split(";"):
-        key, sep, value = part.partition("=")
-        if not sep or not key.strip():
-            raise AutoshardError(f"--variant {text!r}: give KEY=VALUE[;KEY=VALUE], e.g. cpu_row_wise=false")
-        out[key.strip()] = value.strip()
-    return out
-
-
-def _geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
+    try:
+        return parse_options(text.split(";"))
+    except AutoshardError:
+        raise AutoshardError(f"--variant {text!r}: give KEY=VALUE[;KEY=VALUE], e.g. cpu_row_wise=false"
+                             ) from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,12 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     for n in names:
         ratios = [r["ms"][n] / r["ms"]["H*"] for r in rows if n in r["ms"]]
         low, high = geomean_interval(ratios)
-        print(f"  {n:40s} {_geomean(ratios):.3f} [{low:.3f}, {high:.3f}] ({len(ratios)} tasks)")
+        print(f"  {n:40s} {geomean(ratios):.3f} [{low:.3f}, {high:.3f}] ({len(ratios)} tasks)")
     torchrecs = [n for n in names if n.startswith("torchrec")]
     for a in (n for n in names if not n.startswith("torchrec")):
         ratios = [r["ms"][a] / min(r["ms"][n] for n in torchrecs) for r in rows if a in r["ms"]]
         low, high = geomean_interval(ratios)
-        print(f"  {a} / the best TorchRec plan of the task: {_geomean(ratios):.3f} [{low:.3f}, {high:.3f}]")
+        print(f"  {a} / the best TorchRec plan of the task: {geomean(ratios):.3f} [{low:.3f}, {high:.3f}]")
     if args.output:
         write_json(args.output, {"command": sys.argv, "rows": rows})
     return 0

@@ -667,7 +667,7 @@ def test_guard_keeps_the_best_heuristic_unless_the_gain_beats_the_uncertainty(en
 def test_guard_weighs_the_planners_other_plan_only_where_its_own_does_not_clear_the_margin(ensemble, dataset):
     from autoshard.costs.base import plan_cost
     from autoshard.planners.base import make_planner
-    from autoshard.planners.guard import GUARD_HEURISTICS, guard_plan
+    from autoshard.planners.guard import GUARD_HEURISTICS, guard_plan, kept_gain_margin
 
     task = _task(dataset, devices=3)
     options = PlannerOptions(cost_model=ensemble)
@@ -690,6 +690,9 @@ def test_guard_weighs_the_planners_other_plan_only_where_its_own_does_not_clear_
     assert chosen.placements == better.placements and chosen.algorithm == "ilp"
     assert decision.planner_ms == pytest.approx(step(better))
     assert "kept its other plan" in decision.describe()
+    # a kept decision's text (as bench results store it) reads back to its heuristic, gain and margin
+    assert kept_gain_margin(decision.describe()) == (
+        "middle", round(decision.heuristic_ms - decision.planner_ms, 3), round(decision.margin_ms, 3))
     # the returned plan first: kept where it clears, whatever the alternatives
     chosen, decision = guard_plan(task, better, heuristics, ensemble, 0.0, (("other", worse),))
     assert decision.kept_planner and decision.candidate == "" and chosen.placements == better.placements
@@ -697,6 +700,7 @@ def test_guard_weighs_the_planners_other_plan_only_where_its_own_does_not_clear_
     chosen, decision = guard_plan(task, worse, heuristics, ensemble, 0.0, (("other", worse),))
     assert not decision.kept_planner and decision.candidate == "" and decision.heuristic == "middle"
     assert chosen.placements == middle.placements
+    assert kept_gain_margin(decision.describe()) is None
     assert decision.planner_ms == pytest.approx(step(worse))
     # a huge margin: no candidate clears it
     _, decision = guard_plan(task, worse, heuristics, ensemble, 1e6, (("other", better),))

@@ -262,22 +262,23 @@ def run_calibrate(args: argparse.Namespace) -> int:
     from autoshard.costs.loading import load_cost_model
     from autoshard.errors import AutoshardError
     from autoshard.hardware.host_calibration import calibrate, pick_records
-    from autoshard.host import host_info
+    from autoshard.host import hardware_difference, host_info
 
     # another CPU's model is what this command exists for: it re-times that model's own records here
     model = load_cost_model(args.model, allow_other_hardware=True)
     if not isinstance(model, LearnedCostModel):
         raise AutoshardError(f"--model {args.model} is not a learned cost model checkpoint; "
                              "give one from train-cost or the shipped default")
-    trained_cpu = str((model.trained_on.get("host") or {}).get("cpu") or "")
-    here = str(host_info().get("cpu") or "")
-    if trained_cpu and here and trained_cpu != here:
+    trained, here = model.trained_on.get("host") or {}, host_info()
+    differs = hardware_difference(trained, here)  # what a model load refuses other hardware by
+    if differs:
         # measured (docs/benchmarks.md, "Stop 45"): the AMD-trained default on the Intel VM prices dim-16 DLRM
         # devices 1.03-1.18x low and production-40-8's wide ones 1.59x low, so one factor fixes one suite and
         # moves the other off
-        print(f"the model was trained on {trained_cpu!r}, this host is {here!r}: another CPU moves different "
-              "tables differently, and this gives one factor per part (forward, backward); "
-              "fine-tune-cost --adapt-hardware on devices timed here learns more than a factor")
+        print(f"the model was trained on {trained[differs]!r}, this host is {here[differs]!r} ({differs}): "
+              "other hardware moves different tables differently, and this gives one factor per part "
+              "(forward, backward); fine-tune-cost --adapt-hardware on devices timed here learns more than a "
+              "factor")
     dataset = load_data(args.data)
     records = pick_records(dataset, args.data, args.records, args.max_ms)  # fail before the bar opens
     with tqdm(total=len(records), desc="calibrate-cost", unit="record", file=sys.stderr) as bar:

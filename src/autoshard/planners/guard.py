@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -99,6 +100,18 @@ class GuardDecision:
 def kept_in(description: str) -> str:
     """``GuardDecision.kept`` of a decision stored as its ``describe()`` text (bench results)."""
     return description.split(": ", 1)[-1].split(" (", 1)[0]
+
+
+_KEPT_PLANNER = re.compile(r"\w+: kept its (?:\S+ )?plan \(predicted (-?[\d.]+) ms below (\w+)'s, more than "
+                           r"the model's uncertainty ([\d.]+) ms\)")
+
+
+def kept_gain_margin(description: str) -> tuple[str, float, float] | None:
+    """(heuristic, predicted gain ms, margin ms) of a decision stored as its ``describe()`` text where the
+    planner kept a plan of its own (bench results; ``benchmarks/guard_kept.py``), None where it kept a
+    heuristic's."""
+    m = _KEPT_PLANNER.fullmatch(description)
+    return None if m is None else (m.group(2), float(m.group(1)), float(m.group(3)))
 
 
 def parse_guard(value: Any) -> float:

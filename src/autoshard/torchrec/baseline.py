@@ -125,6 +125,11 @@ class TorchRecBaselineConfig:
     device only, True for every table, False never (TorchRec's sharder as it is, which proposes it on ``cuda``
     only). The module docstring says why ``"auto"``."""
 
+    @property
+    def proposes_cpu_row_wise(self) -> bool:
+        """Whether the sharder proposes row_wise on cpu at all (``"auto"`` then narrows it per table)."""
+        return self.cpu_row_wise is not False
+
 
 def make_topology(task: Task, compute_device: str = "cpu") -> Any:
     """A TorchRec Topology with one device per task device, each with the task's memory in the fused tier."""
@@ -202,7 +207,7 @@ def proposed_sharding_types(compute_device: str, cpu_row_wise: bool = True) -> t
 def offered_sharding_types(config: TorchRecBaselineConfig) -> tuple[str, ...]:
     """``config.sharding_types`` that TorchRec proposes on ``config.compute_device``; AutoshardError if
     none."""
-    proposed = proposed_sharding_types(config.compute_device, config.cpu_row_wise is not False)
+    proposed = proposed_sharding_types(config.compute_device, config.proposes_cpu_row_wise)
     offered = tuple(t for t in config.sharding_types if t in proposed)
     if not offered:
         raise AutoshardError(f"TorchRec proposes none of {list(config.sharding_types)} on compute device "
@@ -271,7 +276,7 @@ def torchrec_sharding_plan(task: Task, config: TorchRecBaselineConfig, no_column
     )
     try:
         return planner.plan(build_ebc(task, device="meta"),
-                            [baseline_sharder(config.cpu_row_wise is not False)])
+                            [baseline_sharder(config.proposes_cpu_row_wise)])
     except PlannerError as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise InfeasibleError(f"torchrec planner found no plan: {first[:300]}; give more memory or devices") \
@@ -359,10 +364,11 @@ def _cpu_row_wise(value: Any) -> bool | str:
     text = str(value).strip().lower()
     if text == AUTO:
         return AUTO
-    if text not in ("true", "false", "1", "0", "yes", "no"):
+    try:
+        return bool(parse_setting("cpu_row_wise", text, bool))
+    except AutoshardError:
         raise AutoshardError(f"torchrec planner: cpu_row_wise={value!r}: give auto (row_wise only for tables "
-                             "larger than every device), true or false")
-    return bool(parse_setting("cpu_row_wise", text, bool))
+                             "larger than every device), true or false") from None
 
 
 def _min_partition(value: Any) -> int | None:
