@@ -123,7 +123,8 @@ def test_old_checkpoint_loads_as_an_ensemble_of_one_and_predicts_exactly_as_befo
     task, devices = _shipped_case()
     got = model.device_costs(task, devices)
     np.testing.assert_allclose(got, OLD_EXPECTED, rtol=1e-6, atol=0)
-    # bit for bit the single network's arithmetic, recomputed here from the raw checkpoint
+    # the single network's arithmetic, recomputed here from the raw checkpoint (to float32 rounding: the
+    # model takes whole tables from the task's batched encodings, this encodes the devices' shards)
     ck = torch.load(OLD_CHECKPOINT, weights_only=True)
     net = CostNet(CostNetConfig.from_json(ck["architecture"]))
     net.load_state_dict(ck["state_dict"])
@@ -141,7 +142,7 @@ def test_old_checkpoint_loads_as_an_ensemble_of_one_and_predicts_exactly_as_befo
         _, out = net.device_forward(segment_sum(vec, seg, len(devices)))
         ms = scaler.to_ms(out, slice(0, 2)).double().numpy()
     used = np.array([bool(d) for d in devices])
-    np.testing.assert_array_equal(got[used, :2], ms[used])
+    np.testing.assert_allclose(got[used, :2], ms[used], rtol=1e-6, atol=0)
     # no spread, no support: everything in support, spread 0, and the planners' view is the model itself
     assert model.out_of_support(task, devices) == [] and model.describe_fallback(task, devices) == ""
     np.testing.assert_array_equal(model.device_costs_spread(task, devices), np.zeros((4, 3)))
@@ -162,9 +163,11 @@ def test_ensemble_mean_is_the_members_mean_and_its_spread_is_positive(ensemble, 
     mean = ensemble.device_costs(task, devices)
     spread = ensemble.device_costs_spread(task, devices)
     members = np.stack([m.device_costs(task, devices) for m in ensemble.member_models()])
-    np.testing.assert_allclose(mean[:, :2], members[..., :2].mean(axis=0), rtol=1e-12)
+    # the ensemble prices its members in one batched float32 matmul (``StackedDeviceNets``), each member
+    # alone in its own: the last bits may differ
+    np.testing.assert_allclose(mean[:, :2], members[..., :2].mean(axis=0), rtol=1e-5)
     np.testing.assert_allclose(mean[:, 2], members[0, :, 2], rtol=1e-6)  # comm: the same closed form
-    np.testing.assert_allclose(spread[:, :2], members[..., :2].std(axis=0, ddof=1), rtol=1e-9)
+    np.testing.assert_allclose(spread[:, :2], members[..., :2].std(axis=0, ddof=1), rtol=1e-4)
     used = [0, 1, 3]
     assert np.all(spread[used, :2] > 0) and np.all(spread[:, 2] == 0) and np.all(spread[2] == 0)
     # the members really differ (own seeds, own bootstraps)
@@ -463,6 +466,30 @@ def test_accumulator_and_plan_costs_agree_with_device_costs_fallback_included(en
     assert any(ensemble.out_of_support(task, placed))
 
 
+def test_split_shards_and_replicas_price_alike_one_by_one_batched_and_accumulated(ensemble, dataset):
+    """``encode_refs`` takes whole tables from the task's cached encodings and encodes the rest; the
+    accumulator keeps each shard's parts: neither may change what a device of mixed shards costs."""
+    task = _task(dataset, devices=3, extra=(HUGE,))
+    rows = task.tables[0].rows
+    devices = [[ShardRef(0, task.tables[0].dim, 0, rows // 3), ShardRef(1, task.tables[1].dim)],
+               [ShardRef(0, task.tables[0].dim, rows // 3, None), ShardRef(2, task.tables[2].dim // 2),
+                ShardRef(task.num_tables - 1, HUGE.dim)],
+               [ShardRef(3, task.tables[3].dim, replica=True), ShardRef(2, task.tables[2].dim // 2)]]
+    flat = [s for d in devices for s in d]
+    one_by_one = torch.cat([ensemble.encode_refs(task, [s]) for s in flat])
+    torch.testing.assert_close(ensemble.encode_refs(task, flat), one_by_one)
+    acc = ensemble.accumulator(task, 1)
+    placed: list[list[ShardRef]] = [[], [], []]
+    for d, shards in enumerate(devices):
+        for shard in shards:
+            if_added = acc.costs_if_added(shard)[0, d]
+            acc.add(0, d, shard)
+            placed[d].append(shard)
+            np.testing.assert_allclose(if_added, ensemble.predict(task, placed).mean[d], rtol=1e-5)
+    with pytest.raises(AutoshardError, match="out of range"):
+        ensemble.encode_refs(task, [ShardRef(1, 4), ShardRef(task.num_tables, 4)])
+
+
 # -- risk selection and coverage -----------------------------------------------------------------------------
 def test_select_risk_k_covers_84_percent():
     rng = np.random.default_rng(0)
@@ -626,7 +653,7 @@ def test_without_the_fallback_the_networks_price_every_device_and_support_still_
     assert model.describe_fallback(task, devices) == ""
     members = np.stack([m.device_costs(task, devices) for m in model.member_models()])
     np.testing.assert_allclose(model.device_costs(task, devices)[:, :2], members[..., :2].mean(axis=0),
-                               rtol=1e-12)
+                               rtol=1e-5)  # one batched matmul against one per member: the last bits
 
 
 # -- the heuristic guard -------------------------------------------------------------------------------------

@@ -82,7 +82,7 @@ def shard_volumes(task: Task, shards: Sequence[ShardRef]) -> np.ndarray:
         return out
     table = np.fromiter((s.table for s in shards), dtype=np.int64, count=n)
     dims = np.fromiter((s.dim for s in shards), dtype=np.float64, count=n)
-    pooling = np.array([t.pooling_factor for t in task.tables])[table]
+    pooling = np.array([task.tables[i].pooling_factor for i in table], dtype=np.float64)
     replica = np.fromiter((s.replica for s in shards), dtype=bool, count=n)
     share = np.ones(n)
     whole = np.fromiter((s.is_whole for s in shards), dtype=bool, count=n)

@@ -4,7 +4,7 @@ in one batched network call."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -14,6 +14,15 @@ from autoshard.costs.learned.support import combine, empty_stats, shard_stats, s
 from autoshard.costs.step import VOLUMES, shard_volumes
 from autoshard.shards import ShardRef
 from autoshard.tasks import Task
+
+
+class _ShardParts(NamedTuple):
+    """What adding one shard adds to a device's state (``LearnedAccumulator._parts``)."""
+
+    vector: torch.Tensor
+    volumes: torch.Tensor
+    stats: np.ndarray | None
+    unverified: bool
 
 
 class LearnedAccumulator:
@@ -31,32 +40,42 @@ class LearnedAccumulator:
         """The split kinds the model has not seen on its machine; devices holding one are flagged."""
         self.unverified = (np.zeros((num_envs, task.num_devices), dtype=bool) if self.unverified_kinds
                            else None)
+        self._cache: dict[ShardRef, _ShardParts] = {}
 
-    def _vector(self, shard: ShardRef) -> torch.Tensor:
-        if shard.is_whole and shard.dim == self.task.tables[shard.table].dim:
-            return self.enc[shard.table]
-        return self.model.encode_refs(self.task, [shard])[0]
-
-    def _stats(self, shard: ShardRef) -> np.ndarray:
-        return shard_stats(shard_values(self.task, [shard], self.model.support))[0]
-
-    def _is_unverified(self, shard: ShardRef) -> bool:
-        return any(k in self.unverified_kinds for k in shard_split_kinds(self.task, shard))
+    def _parts(self, shard: ShardRef) -> _ShardParts:
+        """The shard's additive vector, traffic volumes, support statistics and unverified flag, computed
+        once per shard: a planner's step prices a shard on every device (``costs_if_added``) and then adds
+        it to one (``add``). Whole tables at their full dim come from the task's batched encodings."""
+        parts = self._cache.get(shard)
+        if parts is None:
+            task, model = self.task, self.model
+            whole = shard.is_whole and shard.dim == task.tables[shard.table].dim
+            vector = self.enc[shard.table] if whole else model.encode_refs(task, [shard])[0]
+            volumes = torch.from_numpy(shard_volumes(task, [shard])[0])
+            stats = None
+            if self.stats is not None:
+                stats = (model._table_stats(task)[shard.table] if whole
+                         else shard_stats(shard_values(task, [shard], model.support))[0])
+            unverified = any(k in self.unverified_kinds for k in shard_split_kinds(task, shard))
+            parts = self._cache[shard] = _ShardParts(vector, volumes, stats, unverified)
+        return parts
 
     def costs_if_added(self, shard: ShardRef) -> np.ndarray:
-        volumes = self.volumes + torch.from_numpy(shard_volumes(self.task, [shard])[0])
-        acc = self.acc + self._vector(shard)
+        parts = self._parts(shard)
+        volumes = self.volumes + parts.volumes
+        acc = self.acc + parts.vector
         if self.model._plain and self.unverified is None:
             return self.model.costs_from_acc(self.task, acc, volumes).double().numpy()
-        stats = None if self.stats is None else combine(self.stats, self._stats(shard))
-        unverified = None if self.unverified is None else self.unverified | self._is_unverified(shard)
+        stats = None if self.stats is None else combine(self.stats, parts.stats)
+        unverified = None if self.unverified is None else self.unverified | parts.unverified
         pred = self.model._price(self.task, acc, volumes, stats, unverified)
         return pred.mean + self.risk * pred.std if self.risk else pred.mean
 
     def add(self, env: int, device: int, shard: ShardRef) -> None:
-        self.acc[env, device] += self._vector(shard)
-        self.volumes[env, device] += torch.from_numpy(shard_volumes(self.task, [shard])[0])
+        parts = self._parts(shard)
+        self.acc[env, device] += parts.vector
+        self.volumes[env, device] += parts.volumes
         if self.stats is not None:
-            self.stats[env, device] = combine(self.stats[env, device], self._stats(shard))
-        if self.unverified is not None and self._is_unverified(shard):
+            self.stats[env, device] = combine(self.stats[env, device], parts.stats)
+        if self.unverified is not None and parts.unverified:
             self.unverified[env, device] = True

@@ -89,6 +89,15 @@ def shard_features(raw: np.ndarray, table_idx: np.ndarray, dims: np.ndarray,
     return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
 
 
+def model_space_to_ms(target: Target, out: torch.Tensor, loc: torch.Tensor,
+                      scale: torch.Tensor) -> torch.Tensor:
+    """Network outputs -> milliseconds, given the heads' ``loc`` and ``scale`` (broadcasting against
+    ``out``); the one place of the mapping (``TargetScaler``)."""
+    if target is Target.LOG:
+        return torch.exp(out * scale + loc)
+    return torch.nn.functional.softplus(out) * scale
+
+
 @dataclass(frozen=True)
 class TargetScaler:
     """Maps milliseconds to the network's output space and back, per head (fwd, bwd, plan)."""
@@ -118,9 +127,11 @@ class TargetScaler:
         """Network outputs (..., k) for ``heads`` (a slice of 0..2 or an index) -> milliseconds."""
         loc = self._loc_t[heads].to(out.dtype)  # type: ignore[attr-defined]
         scale = self._scale_t[heads].to(out.dtype)  # type: ignore[attr-defined]
-        if self.target is Target.LOG:
-            return torch.exp(out * scale + loc)
-        return torch.nn.functional.softplus(out) * scale
+        return model_space_to_ms(self.target, out, loc, scale)
+
+    def tensors(self, heads: slice | int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(loc, scale) of ``heads`` as float32 tensors (``model_space_to_ms``'s arguments)."""
+        return self._loc_t[heads], self._scale_t[heads]  # type: ignore[attr-defined]
 
     def scaled(self, fwd: float, bwd: float) -> TargetScaler:
         """The same mapping with the fwd and bwd heads' milliseconds multiplied by ``fwd`` and ``bwd`` (a

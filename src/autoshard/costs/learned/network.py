@@ -226,27 +226,11 @@ class CostNet(nn.Module):
     def device_forward(self, acc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(..., acc_width) device accumulators -> (representation (..., hidden), compute (..., 2)
         model space)."""
-        c = self.config
-        s = acc[..., : c.embed]
-        if c.interaction:
-            sq = acc[..., c.embed: 2 * c.embed]
-            x = torch.cat([s, 0.5 * (s * s - sq)], dim=-1)
-        else:
-            x = s
-        rep = self.device_mlp(x)
+        rep = self.device_mlp(device_input(self.config, acc))
         out = self.compute_head(rep)
-        if c.additive:
-            lo = c.embed * (2 if c.interaction else 1)
-            total = acc[..., lo: lo + NUM_COMPUTE_HEADS] + torch.exp(self.launch_log)
-            if c.kernel_groups:
-                # a channel above zero is a dim the device holds (a planner's scaled state stays above zero)
-                g = c.group_offset
-                groups = (acc[..., g: g + KERNEL_GROUP_CHANNELS] > 1e-3).sum(dim=-1, keepdim=True)
-                total = total + groups.to(acc.dtype) * torch.exp(self.group_log)
-            # a bounded correction: on devices with more tables than any training record, the summed encodings
-            # leave the training range and an unbounded head extrapolates wildly; the additive part does not
-            b = c.correction_bound
-            out = b * torch.tanh(out / b) + torch.log(total) / self.log_scale
+        if self.config.additive:
+            out = additive_output(self.config, out, acc, self.launch_log,
+                                  getattr(self, "group_log", None), self.log_scale)
         return rep, out
 
     def plan_forward(self, rep: torch.Tensor, comm_ms: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -257,6 +241,83 @@ class CostNet(nn.Module):
         pooled = x.max(dim=1).values
         pooled = torch.where(torch.isfinite(pooled), pooled, torch.zeros_like(pooled))  # all-empty plan
         return self.plan_head(pooled)[..., 0]
+
+
+def device_input(config: CostNetConfig, acc: torch.Tensor) -> torch.Tensor:
+    """(..., acc_width) device accumulators -> (..., pooled) the device MLP's input: the summed encodings,
+    and with ``interaction`` their pairwise term."""
+    s = acc[..., : config.embed]
+    if not config.interaction:
+        return s
+    sq = acc[..., config.embed: 2 * config.embed]
+    return torch.cat([s, 0.5 * (s * s - sq)], dim=-1)
+
+
+def additive_output(config: CostNetConfig, out: torch.Tensor, acc: torch.Tensor, launch_log: torch.Tensor,
+                    group_log: torch.Tensor | None, log_scale: torch.Tensor) -> torch.Tensor:
+    """The additive head: the compute head's (..., 2) ``out`` bounded, plus log(launch + sum of the per-table
+    costs (+ the kernel groups' cost)) of the (..., acc_width) accumulators, in model space. The parameters
+    broadcast against (..., 2) (one network's (2,), or an ensemble's stacked (M, 1, 2))."""
+    lo = config.embed * (2 if config.interaction else 1)
+    total = acc[..., lo: lo + NUM_COMPUTE_HEADS] + torch.exp(launch_log)
+    if config.kernel_groups:
+        assert group_log is not None
+        # a channel above zero is a dim the device holds (a planner's scaled state stays above zero)
+        g = config.group_offset
+        groups = (acc[..., g: g + KERNEL_GROUP_CHANNELS] > 1e-3).sum(dim=-1, keepdim=True)
+        total = total + groups.to(acc.dtype) * torch.exp(group_log)
+    # a bounded correction: on devices with more tables than any training record, the summed encodings
+    # leave the training range and an unbounded head extrapolates wildly; the additive part does not
+    b = config.correction_bound
+    return b * torch.tanh(out / b) + torch.log(total) / log_scale
+
+
+class StackedDeviceNets:
+    """The device path (device MLP, compute head, additive head) of an ensemble's M networks of one
+    architecture, their weights stacked so that one batched matmul per layer prices every member: a
+    planner's step prices D candidate devices with every member, and five small matmuls and their
+    elementwise ops cost more in calls than in arithmetic (rl on 856 tables x 128 devices: 856 steps). The
+    same arithmetic as ``CostNet.device_forward`` (``device_input``, ``additive_output``), member by member;
+    a snapshot of the weights (build it after training)."""
+
+    def __init__(self, nets: list[CostNet]) -> None:
+        self.config = nets[0].config
+        if any(n.config != self.config for n in nets):
+            raise AutoshardError("ensemble members differ in architecture; retrain the ensemble")
+
+        def linears(net: CostNet) -> list[nn.Linear]:
+            return [m for m in net.device_mlp.modules() if isinstance(m, nn.Linear)] + [net.compute_head]
+
+        layers = [linears(n) for n in nets]
+        with torch.no_grad():
+            # (M, in, out) weights and (M, 1, out) biases: x (M, N, in) @ w + b
+            depth = range(len(layers[0]))
+            self.weights = [torch.stack([ls[k].weight.t() for ls in layers]).contiguous() for k in depth]
+            self.biases = [torch.stack([ls[k].bias for ls in layers])[:, None, :] for k in depth]
+
+            def stacked(name: str) -> torch.Tensor | None:
+                if not hasattr(nets[0], name):
+                    return None
+                return torch.stack([getattr(n, name) for n in nets])[:, None, :]
+
+            self.launch_log, self.group_log = stacked("launch_log"), stacked("group_log")
+            self.log_scale = torch.stack([n.log_scale for n in nets])[:, None, :]
+
+    def forward(self, acc: torch.Tensor) -> torch.Tensor:
+        """(..., M x acc_width) device states (member m's in its slice) -> (M, ..., 2) model space."""
+        c = self.config
+        lead = acc.shape[:-1]
+        m = len(self.log_scale)
+        x = acc.reshape(-1, m, c.acc_width).transpose(0, 1)  # (M, N, acc_width)
+        h = device_input(c, x)
+        last = len(self.weights) - 1
+        for k, (w, b) in enumerate(zip(self.weights, self.biases)):
+            h = torch.baddbmm(b, h, w)
+            if k < last:  # every layer of the device MLP ends in a ReLU, the compute head does not
+                h = torch.relu(h)
+        if c.additive:
+            h = additive_output(c, h, x, self.launch_log, self.group_log, self.log_scale)
+        return h.reshape((m, *lead, NUM_COMPUTE_HEADS))
 
 
 def segment_sum(values: torch.Tensor, segment: torch.Tensor, num_segments: int) -> torch.Tensor:

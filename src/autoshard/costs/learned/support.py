@@ -66,7 +66,7 @@ def shard_values(task: Task, shards: Sequence[ShardRef], support: Support | None
         return out
     terms = AnalyticalCostModel.shard_terms(task, shards)
     table = np.fromiter((s.table for s in shards), dtype=np.int64, count=n)
-    rows = np.array([t.rows for t in task.tables], dtype=np.float64)[table]
+    rows = np.array([task.tables[i].rows for i in table], dtype=np.float64)
     if not all(s.is_whole for s in shards):
         rows = np.array([s.num_rows(task.tables[s.table].rows) for s in shards], dtype=np.float64)
     dims = np.fromiter((s.dim for s in shards), dtype=np.float64, count=n)
