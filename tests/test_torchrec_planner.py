@@ -201,6 +201,21 @@ def test_torchrec_baseline_row_splits_on_cpu_a_table_no_column_split_fits():
     assert max(plan.memory_used(task)) <= 50 * 10**6
 
 
+def test_torchrec_baseline_offers_every_table_row_wise_when_it_finds_no_plan_without():
+    """Three dim-4 tables of 30 MB on two 50 MB devices: each fits a device, no two fit one, none splits
+    its columns. With row_wise only where a table fits no device (none here) TorchRec finds no plan; the
+    default baseline then offers row_wise to every table, as a TorchRec user would."""
+    tables = [_table(i, 1_875_000, 5.0, dim=4) for i in range(3)]
+    task = Task(tuple(tables), (50 * 10**6,) * 2, name="packed-dim4")
+    assert all(task.table_memory(t) < 50 * 10**6 for t in tables)
+    with pytest.raises(InfeasibleError, match="torchrec planner found no plan"):
+        run_planner(make_planner("torchrec", PlannerOptions(extra={"cpu_row_wise": "false"})), task)
+    plan = run_planner(make_planner("torchrec", PlannerOptions()), task)
+    validate(plan, task)
+    assert any(p.sharding_type is ShardingType.ROW_WISE for p in plan.placements)
+    assert max(plan.memory_used(task)) <= 50 * 10**6
+
+
 def test_torchrec_baseline_data_parallel_comes_back_as_replicas():
     task = _small_task(10**9)
     plan = run_planner(make_planner("torchrec", PlannerOptions(extra={"sharding_types": "data_parallel"})),

@@ -26,7 +26,9 @@ device or the task cannot express. Checked with TorchRec 1.8 (``EmbeddingBagColl
   of the same bytes (stop 44): offered row_wise for every table, it row-split 9.7 of DLRM-10 (8)'s 10 tables a
   plan and measured 1.56x the best heuristic, where TorchRec's own cpu sharder measured 1.003x (stop 45,
   docs/benchmarks.md). So ``TorchRecBaselineConfig.cpu_row_wise`` is ``"auto"`` by default: on ``cpu``
-  row_wise is offered only to the tables larger than every device (TorchRec's own sharder for the rest);
+  row_wise is offered only to the tables larger than every device (TorchRec's own sharder for the rest),
+  and to every table when TorchRec finds no plan so (memory it cannot pack with whole tables and column
+  splits; one oversize-22-8 task of ten at stop 46: the plan a user who turned row_wise on would get);
   ``True`` offers it to every table, ``False`` is TorchRec's sharder as it is (no row_wise on ``cpu``).
 - ``table_row_wise``: not offered. It splits rows over the ranks of one host and needs a topology with hosts
   (``local_world_size < world_size``); a task has no host grouping, so its topology is one host, where
@@ -71,7 +73,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from autoshard.errors import AutoshardError, InfeasibleError, PlanError
@@ -103,7 +105,8 @@ COMPUTE_DEVICES = ("cpu", "cuda")
 
 
 AUTO = "auto"
-"""``TorchRecBaselineConfig.cpu_row_wise``'s default: row_wise on cpu only where a table fits no device."""
+"""``TorchRecBaselineConfig.cpu_row_wise``'s default: row_wise on cpu only where a table fits no device,
+and for every table when TorchRec finds no plan without it (``TorchRecPlanner.plan``)."""
 
 
 @dataclass(frozen=True)
@@ -122,8 +125,9 @@ class TorchRecBaselineConfig:
     """TorchRec planner time limit (None: no limit)."""
     cpu_row_wise: bool | str = AUTO
     """Row_wise on a ``cpu`` topology (``BaselineSharder``): ``"auto"`` for the tables larger than every
-    device only, True for every table, False never (TorchRec's sharder as it is, which proposes it on ``cuda``
-    only). The module docstring says why ``"auto"``."""
+    device only (for every table if TorchRec then finds no plan), True for every table, False never
+    (TorchRec's sharder as it is, which proposes it on ``cuda`` only). The module docstring says why
+    ``"auto"``."""
 
     @property
     def proposes_cpu_row_wise(self) -> bool:
@@ -313,12 +317,22 @@ class TorchRecPlanner:
                         self.config.compute_device)
 
     def plan(self, task: Task) -> Plan:
+        try:
+            return self._plan(task, self.config)
+        except InfeasibleError as e:
+            if not (self.config.compute_device == "cpu" and self.config.cpu_row_wise == AUTO):
+                raise
+            # what a TorchRec user does when the planner finds no plan: offer row_wise to every table
+            logger.warning("torchrec: %s; planning again with row_wise offered to every table", e)
+            return self._plan(task, replace(self.config, cpu_row_wise=True))
+
+    def _plan(self, task: Task, config: TorchRecBaselineConfig) -> Plan:
         from autoshard.torchrec.export import from_sharding_plan, placement_from_parameter_sharding
 
         dims = {t.name: t.dim for t in task.tables}
         no_column_wise: set[str] = set()
         for _ in range(MAX_REPLANS + 1):
-            sharding_plan = torchrec_sharding_plan(task, self.config, no_column_wise)
+            sharding_plan = torchrec_sharding_plan(task, config, no_column_wise)
             module_plan = next(iter(sharding_plan.plan.values()))
             split = set()
             for name, ps in module_plan.items():
