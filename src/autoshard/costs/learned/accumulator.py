@@ -41,7 +41,7 @@ class LearnedAccumulator:
         self.unverified = (np.zeros((num_envs, task.num_devices), dtype=bool) if self.unverified_kinds
                            else None)
         self._cache: dict[ShardRef, _ShardParts] = {}
-        self._whole_volumes: torch.Tensor | None = None
+        self._whole_volumes = model.task_volumes(task)  # every table's at its full dim, in one call
 
     def _parts(self, shard: ShardRef) -> _ShardParts:
         """The shard's additive vector, traffic volumes, support statistics and unverified flag, computed
@@ -52,8 +52,6 @@ class LearnedAccumulator:
             task, model = self.task, self.model
             whole = shard.is_whole and shard.dim == task.tables[shard.table].dim
             vector = self.enc[shard.table] if whole else model.encode_refs(task, [shard])[0]
-            if whole and self._whole_volumes is None:
-                self._whole_volumes = model.task_volumes(task)  # every table's at once
             volumes = (self._whole_volumes[shard.table] if whole
                        else torch.from_numpy(shard_volumes(task, [shard])[0]))
             stats = None

@@ -434,7 +434,7 @@ class LearnedCostModel:
         whole = np.fromiter((s.is_whole for s in shards), dtype=bool, count=len(shards))
         if not len(idx) or idx.min() < 0 or idx.max() >= task.num_tables:  # encode_shards says what is wrong
             return self._encode_refs(task, shards, idx, dims, whole)
-        cached = whole & (dims == np.array([t.dim for t in task.tables], dtype=np.int64)[idx])
+        cached = whole & (dims == self._task_raw(task)[idx, 0])  # raw feature 0: the table's dim
         if not cached.any():
             return self._encode_refs(task, shards, idx, dims, whole)
         out = self.encode_task(task)[torch.from_numpy(idx)]
