@@ -94,9 +94,10 @@ class AnalyticalCostModel:
         dims = np.fromiter((s.dim for s in shards), dtype=np.float64, count=n)
         pooling = _pooling_factors(task)[table]
         outputs = np.ones(n)
-        if not all(s.is_whole for s in shards):
-            pooling = pooling * np.array([task.lookup_share(s) for s in shards])
-            outputs = np.array([1.0 / task.num_devices if s.replica else 1.0 for s in shards])
+        for i, s in enumerate(shards):  # a whole table keeps share 1 and one output a sample
+            if not s.is_whole:
+                pooling[i] *= task.lookup_share(s)  # (a copy: fancy-indexed above)
+                outputs[i] = 1.0 / task.num_devices if s.replica else 1.0
         out[:, 0] = task.batch_size * pooling
         out[:, 1] = task.batch_size * (pooling + outputs) * dims * task.precision.bytes
         return out

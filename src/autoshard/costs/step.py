@@ -84,10 +84,10 @@ def shard_volumes(task: Task, shards: Sequence[ShardRef]) -> np.ndarray:
     dims = np.fromiter((s.dim for s in shards), dtype=np.float64, count=n)
     pooling = np.array([task.tables[i].pooling_factor for i in table], dtype=np.float64)
     replica = np.fromiter((s.replica for s in shards), dtype=bool, count=n)
-    share = np.ones(n)
     whole = np.fromiter((s.is_whole for s in shards), dtype=bool, count=n)
-    if not whole.all():
-        share = np.array([task.lookup_share(s) for s in shards])  # ids bucketised by row range
+    share = np.ones(n)  # a whole table's ids all go to its shard; a row shard's are bucketised by range
+    for i in np.flatnonzero(~whole):
+        share[i] = task.lookup_share(shards[i])
     row = ~whole & ~replica
     out[:, 0] = np.where(replica, 0.0, pooling * share * INDEX_BYTES + LENGTH_BYTES)
     out[:, 1] = np.where(whole, dims * OUTPUT_BYTES, 0.0)

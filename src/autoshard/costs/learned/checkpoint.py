@@ -19,7 +19,7 @@ from autoshard import __version__
 from autoshard.costs.analytical import AnalyticalCostModel
 from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.learned.features import TargetScaler
-from autoshard.costs.learned.network import CostNet, CostNetConfig
+from autoshard.costs.learned.network import CostNet, CostNetConfig, without_subnormals
 from autoshard.costs.learned.support import Support
 from autoshard.errors import AutoshardError
 from autoshard.host import host_info
@@ -89,11 +89,11 @@ def load_checkpoint(path: str | Path, build: Callable[..., Any], allow_other_har
     try:
         config = CostNetConfig.from_json(ck["architecture"])
         net = CostNet(config)
-        net.load_state_dict(ck["state_dict"])
+        net.load_state_dict(without_subnormals(ck["state_dict"]))
         extra = []
         for m in ck.get("members", []):
             m_net = CostNet(config)
-            m_net.load_state_dict(m["state_dict"])
+            m_net.load_state_dict(without_subnormals(m["state_dict"]))
             extra.append((m_net, TargetScaler.from_json(m["target_scaler"])))
         comm_model = AlphaBeta.from_json(ck["comm"])
         fb = ck.get("fallback")

@@ -67,8 +67,9 @@ def shard_values(task: Task, shards: Sequence[ShardRef], support: Support | None
     terms = AnalyticalCostModel.shard_terms(task, shards)
     table = np.fromiter((s.table for s in shards), dtype=np.int64, count=n)
     rows = np.array([task.tables[i].rows for i in table], dtype=np.float64)
-    if not all(s.is_whole for s in shards):
-        rows = np.array([s.num_rows(task.tables[s.table].rows) for s in shards], dtype=np.float64)
+    for i, s in enumerate(shards):
+        if not s.is_whole:
+            rows[i] = s.num_rows(task.tables[s.table].rows)
     dims = np.fromiter((s.dim for s in shards), dtype=np.float64, count=n)
     batch, elem = float(task.batch_size), float(task.precision.bytes)
     pooling = terms[:, 0] / batch
