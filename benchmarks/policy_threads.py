@@ -5,8 +5,8 @@ Run: .venv/bin/python benchmarks/policy_threads.py --run RUN_DIR [--iterations 2
 
 RUN_DIR is a bench or quickstart output (its ``train_tasks.json`` and ``cost_model.pt``). For each load
 (idle, one busy process) and thread count it trains ``--iterations`` iterations from scratch with
-``planners.rl.train._train`` (the body of ``train``, which pins ``TRAIN_THREADS`` itself) and prints the
-seconds. Why: stop 27 saw a policy stage take 385 s instead of 42 s beside an analysis.
+``planners.rl.train._train`` (the body of ``train``, which pins one thread itself: ``autoshard.threads``)
+and prints the seconds. Why: stop 27 saw a policy stage take 385 s instead of 42 s beside an analysis.
 """
 
 from __future__ import annotations

@@ -211,8 +211,9 @@ def test_checkpoint_round_trip_and_exact_resume(tmp_path):
 
 def test_training_runs_on_one_thread_and_restores_the_callers():
     """Two torch threads on a shared 2-vCPU host spin against each other (2.8x slower beside one busy
-    process): the policy trains on TRAIN_THREADS, inside the bench's stage too, and leaves the caller's."""
-    from autoshard.planners.rl.train import TRAIN_THREADS
+    process): the policy trains on SMALL_WORK_THREADS, inside the bench's stage too, and leaves the
+    caller's."""
+    from autoshard.threads import SMALL_WORK_THREADS
 
     seen: list[int] = []
     before = torch.get_num_threads()
@@ -221,7 +222,37 @@ def test_training_runs_on_one_thread_and_restores_the_callers():
         train(MODEL, [make_task(4, 2)], TrainConfig(iterations=2, tasks_per_iteration=1, samples_per_task=2,
                                                     hidden=8, eval_every=2),
               progress=lambda it, m: seen.append(torch.get_num_threads()))
-        assert seen == [TRAIN_THREADS, TRAIN_THREADS] and torch.get_num_threads() == 2
+        assert seen == [SMALL_WORK_THREADS, SMALL_WORK_THREADS] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+class _RecordsThreads:
+    """A user's planner (the ``Planner`` protocol): lookup_greedy's plan, noting its torch threads."""
+
+    name = "records_threads"
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+        self.inner = make_planner("lookup_greedy")
+
+    def plan(self, task: Task):
+        self.seen.append(torch.get_num_threads())
+        return self.inner.plan(task)
+
+
+def test_planning_runs_on_one_thread_and_restores_the_callers():
+    """A learned planner prices thousands of small batches, where two threads on a busy 2-vCPU host spin
+    against each other (rl on 856 tables: 9-40 s at two threads, 1.6 s at one): ``run_planner`` plans on
+    SMALL_WORK_THREADS and leaves the caller's setting."""
+    from autoshard.threads import SMALL_WORK_THREADS
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        planner = _RecordsThreads()
+        validate(run_planner(planner, make_task(6, 2)), make_task(6, 2))
+        assert planner.seen == [SMALL_WORK_THREADS] and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
 

@@ -39,6 +39,7 @@ from autoshard.planners.rl.policy import TrainedPolicy
 from autoshard.planners.rl.train import TrainConfig, train
 from autoshard.shards import ShardRef
 from autoshard.tasks import Task
+from autoshard.threads import torch_threads
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +169,8 @@ def measure_plans(policy: TrainedPolicy, model: CostModel, tasks: Sequence[Task]
     comm = dataset.comm or model.comm  # a dataset profiled without comm: the model's
     measured, predicted, index = [], [], 0
     for task in tasks:
-        plan = RLPlanner(policy, model).plan(task)
+        with torch_threads():  # as ``run_planner`` plans (``autoshard.threads``)
+            plan = RLPlanner(policy, model).plan(task)
         cost, index = recorder.plan_cost(task, plan.device_shards(task), comm, round_index, index)
         measured.append(cost.plan_ms)
         predicted.append(plan_cost(model.with_comm(comm), task, plan).plan_ms)

@@ -25,6 +25,7 @@ from autoshard.planners.guard import (
 )
 from autoshard.planners.row_split import split_oversize
 from autoshard.tasks import Task
+from autoshard.threads import torch_threads
 
 
 @runtime_checkable
@@ -152,15 +153,17 @@ def run_planner(planner: Planner, task: Task, torchrec_rows: bool = False) -> Pl
     """Plan ``task``, record the wall time, and validate the result (a planner bug never yields a bad
     plan). Tables larger than any device are cut into row pieces for the planner and merged into row-wise
     shards after (``row_split``), unless the planner plans rows itself (``plans_rows = True``);
-    ``torchrec_rows``: placed in TorchRec's even row_wise over every rank instead, so the plan exports."""
+    ``torchrec_rows``: placed in TorchRec's even row_wise over every rank instead, so the plan exports.
+    The planner runs on one torch thread (``autoshard.threads``); the caller's setting is restored after."""
     task.check_fits()
     start = time.perf_counter()
-    pieces = None if getattr(planner, "plans_rows", False) else split_oversize(task, torchrec_rows)
-    if pieces is None:
-        plan = planner.plan(task)
-    else:
-        plan = pieces.merge(planner.plan(pieces.task) if pieces.left_to_plan else None)
-        plan = replace(plan, algorithm=plan.algorithm or planner.name)
+    with torch_threads():  # a learned model prices thousands of small batches (``autoshard.threads``)
+        pieces = None if getattr(planner, "plans_rows", False) else split_oversize(task, torchrec_rows)
+        if pieces is None:
+            plan = planner.plan(task)
+        else:
+            plan = pieces.merge(planner.plan(pieces.task) if pieces.left_to_plan else None)
+            plan = replace(plan, algorithm=plan.algorithm or planner.name)
     elapsed = time.perf_counter() - start
     validate(plan, task)
     return replace(plan, planning_time_s=elapsed, task_name=task.name)

@@ -50,12 +50,9 @@ from autoshard.costs.metrics import mape
 from autoshard.errors import AutoshardError
 from autoshard.tables.table import NUM_FEATURES, Precision, TablePool
 from autoshard.tasks import shard_lookup_share
+from autoshard.threads import torch_threads
 
 log = logging.getLogger(__name__)
-
-TRAIN_THREADS = 1
-"""torch threads while training: measured ~3x faster than 2 threads for these small batches on the shared
-host."""
 
 PLAN_GROUP_SIZES = (2, 4, 8)
 """Device counts of the synthetic plans the plan head trains on (records of one batch grouped at random)."""
@@ -370,14 +367,9 @@ def train(pool: TablePool, records: Sequence[Any], comm: AlphaBeta, batch_size: 
     single network of ``options.seed``. ``init``: start from this trained network and keep its target scaling
     (fine-tuning, ``fine_tune``), and stop early only on a validation error below the one it starts with;
     ``normalizer``: the feature normaliser the network was trained with (default: the pool's)."""
-    old_threads = torch.get_num_threads()
-    # one thread: the batches are small, and on a shared 2-vCPU host two threads spin against each other
-    torch.set_num_threads(TRAIN_THREADS)
-    try:
+    with torch_threads():  # small batches: one thread (``autoshard.threads``)
         return _train(pool, records, comm, batch_size, precision, options, progress, hold_out, member, init,
                       normalizer)
-    finally:
-        torch.set_num_threads(old_threads)
 
 
 def _train(pool: TablePool, records: Sequence[Any], comm: AlphaBeta, batch_size: int | None,

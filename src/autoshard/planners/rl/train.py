@@ -29,15 +29,9 @@ from autoshard.planners.rl.env import PlacementEnv, TaskContext
 from autoshard.planners.rl.policy import PlacementPolicy, PolicyConfig, TrainedPolicy, run_episodes
 from autoshard.tables.table import FeatureNormalizer
 from autoshard.tasks import Task
+from autoshard.threads import torch_threads
 
 logger = logging.getLogger(__name__)
-
-TRAIN_THREADS = 1
-"""torch threads while training: the policy's batches are small. On this project's 2-vCPU host 20
-iterations of the quick suite's training took 9.5 s on 1 thread and 8.3 s on 2 when idle, but 7.6 s and
-20.2 s beside one busy process (two threads spin against each other: stop 27 saw a bench's policy stage take
-385 s instead of 42 s beside an analysis; ``benchmarks/policy_threads.py``); the CLI used 1 thread already,
-the bench's stage did not."""
 
 HEURISTICS = ("random", "round_robin", "dim_greedy", "lookup_greedy", "size_greedy", "size_lookup_greedy")
 """The heuristic planners (planners/heuristics.py) a policy is compared against."""
@@ -162,16 +156,12 @@ def train(
     """Train a policy against ``model`` on ``train_tasks``; see the module docstring.
 
     ``resume`` continues a checkpoint written by an interrupted run of the same config (its normaliser and
-    optimizer state are kept). ``progress(iteration, metrics)`` is called after every update. Runs on
-    ``TRAIN_THREADS`` torch threads, restoring the caller's setting after.
+    optimizer state are kept). ``progress(iteration, metrics)`` is called after every update. Runs on one
+    torch thread (``autoshard.threads``), restoring the caller's setting after.
     """
-    old_threads = torch.get_num_threads()
-    torch.set_num_threads(TRAIN_THREADS)
-    try:
+    with torch_threads():
         return _train(model, train_tasks, config, eval_tasks, cost_model_spec, checkpoint_path, resume,
                       progress)
-    finally:
-        torch.set_num_threads(old_threads)
 
 
 def _train(model: CostModel, train_tasks: Sequence[Task], config: TrainConfig, eval_tasks: Sequence[Task],
