@@ -12,22 +12,17 @@ threads. Stop 48 (docs/benchmarks.md) ran it on stop 45's 856-table x 128-device
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
 import sys
 import time
 
 import torch
+from policy_threads import LOADS, host_load  # the same idle / busy host (a sibling script)
 
 from autoshard.costs.base import plan_cost
 from autoshard.errors import AutoshardError
 from autoshard.planners.base import PlannerOptions, make_planner
 from autoshard.planners.guard import mean_model
 from autoshard.tasks import load_tasks
-
-
-def _spin(stop_at: float) -> None:
-    while time.time() < stop_at:
-        pass
 
 
 def timed(planner, task, threads: int) -> tuple[float, float]:
@@ -56,22 +51,14 @@ def main(argv: list[str] | None = None) -> int:
         planner = make_planner(args.algo, PlannerOptions())
         timed(planner, task, 1)  # warm: the model's task caches, the first calls' allocations
         print(f"{task.num_tables} tables on {task.num_devices} devices, {args.algo}", flush=True)
-        for load in ("idle", "one busy process"):
-            busy = None
-            if load != "idle":
-                busy = mp.get_context("spawn").Process(target=_spin, args=(time.time() + 600,), daemon=True)
-                busy.start()
-            try:
+        for load in LOADS:
+            with host_load(load):
                 for threads in (1, 2):
                     runs = [timed(planner, task, threads) for _ in range(args.repeats)]
                     seconds = ", ".join(f"{s:.2f}" for s, _ in runs)
                     steps = sorted({f"{ms:.6f}" for _, ms in runs})
                     print(f"{load}, {threads} thread(s): {seconds} s; predicted step {' / '.join(steps)} ms",
                           flush=True)
-            finally:
-                if busy is not None:
-                    busy.terminate()
-                    busy.join()
     except AutoshardError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

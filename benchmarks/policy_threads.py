@@ -15,6 +15,8 @@ import argparse
 import multiprocessing as mp
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -28,6 +30,24 @@ from autoshard.tasks import load_tasks
 def _spin(stop_at: float) -> None:
     while time.time() < stop_at:
         pass
+
+
+LOADS = ("idle", "one busy process")
+
+
+@contextmanager
+def host_load(load: str) -> Iterator[None]:
+    """Run the block with the host idle or beside one spinning process (``LOADS``); stopped after."""
+    busy = None
+    if load != "idle":
+        busy = mp.get_context("spawn").Process(target=_spin, args=(time.time() + 600,), daemon=True)
+        busy.start()
+    try:
+        yield
+    finally:
+        if busy is not None:
+            busy.terminate()
+            busy.join()
 
 
 def timed(model, tasks, iterations: int, threads: int) -> float:
@@ -55,20 +75,12 @@ def main(argv: list[str] | None = None) -> int:
         # the policy trains against the model, nothing timed but the training: any host
         model = load_cost_model(str(run / "cost_model.pt"), allow_other_hardware=True)
         tasks = load_tasks(str(run / "train_tasks.json"))
-        for load in ("idle", "one busy process"):
-            busy = None
-            if load != "idle":
-                busy = mp.get_context("spawn").Process(target=_spin, args=(time.time() + 600,), daemon=True)
-                busy.start()
-            try:
+        for load in LOADS:
+            with host_load(load):
                 for threads in (1, 2):
                     seconds = timed(model, tasks, args.iterations, threads)
                     print(f"{load}, {threads} thread(s): {seconds:.1f} s for {args.iterations} iterations",
                           flush=True)
-            finally:
-                if busy is not None:
-                    busy.terminate()
-                    busy.join()
     except AutoshardError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
