@@ -14,27 +14,25 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-
-import torch
-from policy_threads import LOADS, host_load  # the same idle / busy host (a sibling script)
+from pathlib import Path
 
 from autoshard.costs.base import plan_cost
 from autoshard.errors import AutoshardError
 from autoshard.planners.base import PlannerOptions, make_planner
 from autoshard.planners.guard import mean_model
 from autoshard.tasks import load_tasks
+from autoshard.threads import torch_threads
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # policy_threads.py, beside this script
+from policy_threads import LOADS, host_load  # the same idle / busy host
 
 
 def timed(planner, task, threads: int) -> tuple[float, float]:
     """(seconds, predicted step ms by the planner's mean model) of one planning at ``threads``."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
+    with torch_threads(threads):
         t0 = time.perf_counter()
         plan = planner.plan(task)
         seconds = time.perf_counter() - t0
-    finally:
-        torch.set_num_threads(before)
     return seconds, plan_cost(mean_model(getattr(planner, "cost_model", None)), task, plan).plan_ms
 
 

@@ -19,12 +19,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import torch
-
 from autoshard.errors import AutoshardError
 from autoshard.pipeline.models import load_cost_model
 from autoshard.planners.rl.train import TrainConfig, _train
 from autoshard.tasks import load_tasks
+from autoshard.threads import torch_threads
 
 
 def _spin(stop_at: float) -> None:
@@ -51,15 +50,11 @@ def host_load(load: str) -> Iterator[None]:
 
 
 def timed(model, tasks, iterations: int, threads: int) -> float:
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
+    with torch_threads(threads):
         t0 = time.perf_counter()
         _train(model, tasks, TrainConfig(iterations=iterations, seed=0), eval_tasks=(), cost_model_spec=None,
                checkpoint_path=None, resume=None, progress=None)
         return time.perf_counter() - t0
-    finally:
-        torch.set_num_threads(before)
 
 
 def main(argv: list[str] | None = None) -> int:
