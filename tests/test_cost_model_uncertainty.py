@@ -245,6 +245,39 @@ def test_pooling_bounds_have_a_small_slack_in_log_1p_space():
     assert s.reasons(task, stats)[2] == "pooling 230 > 200"
 
 
+def test_outside_agrees_with_the_reasons_on_random_devices_and_at_the_bounds():
+    """``Support.outside`` compares every shard feature in one vectorised pass; ``reasons`` says why, feature
+    by feature: a device is outside exactly when it has a reason, also a hair either side of a bound."""
+    from autoshard.costs.learned.support import POOLING_LOG_SLACK, STATS, SUM_STATS, Support
+
+    s = Support({"dim": 4, "log10_rows": 2, "pooling": 0.0002, "tables_per_device": 1, "batch_size": 512},
+                {"dim": 256, "log10_rows": 8, "pooling": 200, "tables_per_device": 40, "batch_size": 65536},
+                ("fp32",))
+    task = Task((Table("a", 16, 1000, 2.0),), (10**12,))
+    rng = np.random.default_rng(0)
+    # the least and greatest values inside (pooling's with its slack in log10(1 + pooling))
+    pooling = ((1.0 + 0.0002) * 10.0 ** -POOLING_LOG_SLACK - 1.0,
+               (1.0 + 200) * 10.0 ** POOLING_LOG_SLACK - 1.0)
+    edges = {"dim": (4, 256), "log10_rows": (2, 8), "pooling": pooling}
+    stats = np.zeros((400, len(STATS)))
+    stats[:, 0] = rng.choice([0, 1, 5, 40, 41], size=400)
+    for i, k in enumerate(("dim", "log10_rows", "pooling")):
+        lo, hi = edges[k]
+        for j, edge in ((SUM_STATS + 2 * i, lo), (SUM_STATS + 2 * i + 1, hi)):
+            # at the edge, a relative hair either side of it (inside the tolerance, on it, or not) or far
+            hair = rng.choice([0.0, 1e-6, -1e-6, 1e-7, -1e-7, 1e-5, -1e-5, 0.5, -0.5], size=400)
+            stats[:, j] = edge + hair * max(1.0, abs(edge))
+    stats[:, SUM_STATS::2], stats[:, SUM_STATS + 1::2] = (np.minimum(stats[:, SUM_STATS::2],
+                                                                      stats[:, SUM_STATS + 1::2]),
+                                                           np.maximum(stats[:, SUM_STATS::2],
+                                                                      stats[:, SUM_STATS + 1::2]))
+    outside = s.outside(task, stats)
+    assert outside.tolist() == [bool(r) for r in s.reasons(task, stats)]
+    assert 50 < outside.sum() < 350  # both kinds drawn
+    # the batched shape a planner's step asks about: (envs, devices, len(STATS))
+    assert s.outside(task, stats.reshape(4, 100, -1)).ravel().tolist() == outside.tolist()
+
+
 def test_batch_bounds_have_the_same_small_slack_in_log_space():
     """The shipped model's broad design drew batches 513..65455 out of 512..65536: batch 512 is inside."""
     from autoshard.costs.learned.support import Support, device_stats

@@ -228,12 +228,20 @@ def device_comm_ms(task: Task, comm: AlphaBeta, volumes: Any) -> Any:
     d = task.num_devices
     if d <= 1:
         return volumes[..., 0] * 0.0
-    local = task.batch_size / d
-    parts = (((d - 1) * local * volumes[..., 0], 1.0), ((d - 1) * local * volumes[..., 1], 1.0),
-             ((d - 1) * local * volumes[..., 1], 1.0), (2.0 * (d - 1) / d * volumes[..., 2], 1.0),
-             ((d - 1) * local * volumes[..., 3], collective_factor(comm, "row_outputs")),
-             ((d - 1) * local * volumes[..., 3], collective_factor(comm, "row_grads")))
-    return sum((v > 0) * (comm.alpha_ms + f * v / comm.bytes_per_ms) for v, f in parts)
+    ids = (d - 1) * (task.batch_size / d)  # the ids / outputs of one sample's share sent to each other rank
+    # the six collectives a device joins, as (volume channel, bytes per unit of it, time factor): ids,
+    # pooled outputs, gradients, replicas' all-reduce, row outputs' reduce-scatter, row gradients'
+    # all-gather; one vectorised pass (a planner's step prices 128 candidates: 3x faster than six)
+    channel = [0, 1, 1, 2, 3, 3]
+    scale = [ids, ids, ids, 2.0 * (d - 1) / d, ids, ids]
+    factor = [1.0, 1.0, 1.0, 1.0, collective_factor(comm, "row_outputs"),
+              collective_factor(comm, "row_grads")]
+    if isinstance(volumes, np.ndarray):
+        scale, factor = np.array(scale), np.array(factor)
+    else:
+        scale, factor = volumes.new_tensor(scale), volumes.new_tensor(factor)
+    v = volumes[..., channel] * scale
+    return ((v > 0) * (comm.alpha_ms + factor * v / comm.bytes_per_ms)).sum(-1)
 
 
 def _collectives_ms(task: Task, comm: AlphaBeta, volumes: np.ndarray,

@@ -45,8 +45,15 @@ def _with(plan: Plan, placement: TablePlacement) -> Plan:
                                           for p in plan.placements))
 
 
-def _fits(task: Task, plan: Plan) -> bool:
-    return all(u <= c for u, c in zip(plan.memory_used(task), task.device_memory))
+def _placement_memory(task: Task, placement: TablePlacement, table: int) -> np.ndarray:
+    """(D,) bytes ``placement``'s shards take on each rank (what ``Plan.memory_used`` sums for it): a move
+    changes one table's placement, so a candidate's memory is the plan's with that table's swapped, not
+    its 856 tables summed again. ``table``: the placed table's index in ``task``."""
+    replica = placement.sharding_type.replicates
+    out = np.zeros(task.num_devices, dtype=np.int64)
+    for s in placement.shards:
+        out[s.rank] += task.shard_memory(s.ref(table, replica))
+    return out
 
 
 def lookup_balanced_row_wise(table: Table, num_devices: int) -> TablePlacement | None:
@@ -72,6 +79,8 @@ def improve(task: Task, plan: Plan, model: CostModel, tries: int = 8, min_gain: 
     cost = plan_cost(model, task, plan).plan_ms
     row_gain = max(min_gain, float(getattr(model, "row_move_margin", 0.0)))
     alone = model.device_costs(task, [[ShardRef(i, t.dim)] for i, t in enumerate(task.tables)]).sum(axis=1)
+    capacity = np.asarray(task.device_memory, dtype=np.int64)
+    used = np.asarray(plan.memory_used(task), dtype=np.int64)
     changes: list[str] = []
     tried = 0
     for i in np.argsort(-alone, kind="stable").tolist():
@@ -88,17 +97,19 @@ def improve(task: Task, plan: Plan, model: CostModel, tries: int = 8, min_gain: 
             if balanced is not None:
                 options.append(("row_wise (lookup-balanced)", balanced))
         best = None
+        without = used - _placement_memory(task, plan.placement(t.name), i)
         for label, placement in options:
-            candidate = _with(plan, placement)
-            if not _fits(task, candidate):
+            candidate_used = without + _placement_memory(task, placement, i)
+            if np.any(candidate_used > capacity):
                 continue
+            candidate = _with(plan, placement)
             c = plan_cost(model, task, candidate).plan_ms
             gain = min_gain if placement.sharding_type is ShardingType.DATA_PARALLEL else row_gain
             if c < cost * (1 - gain) and (best is None or c < best[0]):
-                best = (c, candidate, label)
+                best = (c, candidate, label, candidate_used)
         if best is not None:
             changes.append(f"{t.name} -> {best[2]} ({cost:.3f} -> {best[0]:.3f} ms)")
-            cost, plan = best[0], best[1]
+            cost, plan, used = best[0], best[1], best[3]
     if changes:
         log.info("%s: sharding moves %s", who, "; ".join(changes))
     return plan, changes

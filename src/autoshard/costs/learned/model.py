@@ -508,15 +508,18 @@ class LearnedCostModel:
     def _members_moments(self, task: Task, members: torch.Tensor,
                          volumes: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(mean (..., 3) with comm, std (..., 3), std of fwd + bwd (...)) of the members' (M, ..., 2) ms."""
-        ms = members.mean(dim=0).numpy()
+        # fwd, bwd and their sum side by side, so one mean and one std call give every moment (a planner's
+        # step prices 128 candidates: the calls' overhead is most of the cost)
+        both = torch.cat([members, members.sum(dim=-1, keepdim=True)], dim=-1)
+        mean = both.mean(dim=0).numpy()
+        mean[..., 2] = device_comm_ms(task, self.comm, volumes.double().numpy())
         if self.ensemble_size > 1:
-            std = members.std(dim=0).numpy()
-            total_std = members.sum(dim=-1).std(dim=0).numpy()
+            std = both.std(dim=0).numpy()
+            total_std = std[..., 2].copy()
+            std[..., 2] = 0.0  # comm's spread: it comes from the measured fit, not the members
         else:
-            std, total_std = np.zeros_like(ms), np.zeros(ms.shape[:-1])
-        mean = np.concatenate([ms, device_comm_ms(task, self.comm, volumes.double().numpy())[..., None]],
-                              axis=-1)
-        return mean, np.concatenate([std, np.zeros(std.shape[:-1] + (1,))], axis=-1), total_std
+            std, total_std = np.zeros_like(mean), np.zeros(mean.shape[:-1])
+        return mean, std, total_std
 
     def _price_outside(self, task: Task, acc: torch.Tensor, volumes: torch.Tensor, stats: np.ndarray,
                        outside: np.ndarray, inside_price: tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -529,36 +532,40 @@ class LearnedCostModel:
         if handover == "networks":
             return inside_price
         mean, std, total_std = (np.array(x) for x in inside_price)
+        # only the devices outside are re-priced (a planner's step has 1-2 of its 128 candidates there)
+        sel = np.nonzero(outside)
+        out_mean, out_std = mean[sel], std[sel]  # (K, 3) copies
         keys = ("count", "lookups", "nbytes", "lookups_in", "nbytes_in")
-        col = {k: stats[..., STATS.index(k)] for k in keys}
+        col = {k: stats[sel + (STATS.index(k),)] for k in keys}
         fwd, bwd = self.fallback.compute_ms(col["count"], col["lookups"], col["nbytes"])
         real = np.stack([fwd, bwd], axis=-1)
         rel = self.fallback_rel_std
         if handover == "fallback":
-            mean[..., :2] = np.where(outside[..., None], real, mean[..., :2])
-            std[..., :2] = np.where(outside[..., None], rel * real, std[..., :2])
-            return mean, std, np.where(outside, rel * (fwd + bwd), total_std)
+            out_mean[:, :2], out_std[:, :2] = real, rel * real
+            mean[sel], std[sel], total_std[sel] = out_mean, out_std, rel * (fwd + bwd)
+            return mean, std, total_std
         count_in = self.support.nearest_count(col["count"])
         scale = np.where(col["count"] > 0, count_in / np.maximum(col["count"], 1.0), 1.0)
-        if np.any(outside & (scale != 1.0)):
+        if np.any(scale != 1.0):
+            rows = tuple(torch.from_numpy(i) for i in sel)
             with torch.no_grad():
-                scaled = acc * torch.from_numpy(np.where(outside, scale, 1.0)).to(acc.dtype)[..., None]
+                scaled = acc[rows] * torch.from_numpy(scale).to(acc.dtype)[:, None]
                 near_mean, near_std, near_total = self._members_moments(
-                    task, self._member_ms(scaled).double(), volumes)
+                    task, self._member_ms(scaled).double(), volumes[rows])
         else:
-            near_mean, near_std, near_total = mean, std, total_std
+            near_mean, near_std, near_total = out_mean, out_std, total_std[sel]
         fwd_in, bwd_in = self.fallback.compute_ms(count_in, scale * col["lookups_in"],
                                                   scale * col["nbytes_in"])
         near = np.stack([fwd_in, bwd_in], axis=-1)
         ratio = real / np.where(near > 0, near, 1.0)
-        graded = near_mean[..., :2] * ratio
-        added = graded - near_mean[..., :2]
-        graded_std = np.hypot(near_std[..., :2] * ratio, rel * added)
+        graded = near_mean[:, :2] * ratio
+        added = graded - near_mean[:, :2]
         total_ratio = (fwd + bwd) / np.where(fwd_in + bwd_in > 0, fwd_in + bwd_in, 1.0)
-        graded_total = np.hypot(near_total * total_ratio, rel * added.sum(axis=-1))
-        mean[..., :2] = np.where(outside[..., None], graded, mean[..., :2])
-        std[..., :2] = np.where(outside[..., None], graded_std, std[..., :2])
-        return mean, std, np.where(outside, graded_total, total_std)
+        out_std[:, :2] = np.hypot(near_std[:, :2] * ratio, rel * added)
+        out_mean[:, :2] = graded
+        mean[sel], std[sel] = out_mean, out_std
+        total_std[sel] = np.hypot(near_total * total_ratio, rel * added.sum(axis=-1))
+        return mean, std, total_std
 
     def task_volumes(self, task: Task) -> torch.Tensor:
         """(T, 3) traffic volumes of every table at its full dim."""
