@@ -508,13 +508,14 @@ class LearnedCostModel:
     def _members_moments(self, task: Task, members: torch.Tensor,
                          volumes: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(mean (..., 3) with comm, std (..., 3), std of fwd + bwd (...)) of the members' (M, ..., 2) ms."""
-        # fwd, bwd and their sum side by side, so one mean and one std call give every moment (a planner's
-        # step prices 128 candidates: the calls' overhead is most of the cost)
-        both = torch.cat([members, members.sum(dim=-1, keepdim=True)], dim=-1)
-        mean = both.mean(dim=0).numpy()
+        # fwd, bwd and their sum side by side, so one mean and one std call give every moment; in numpy (a
+        # planner's step prices 128 candidates: torch's std over the members took 65 us of it, numpy's 15)
+        ms = members.numpy()
+        both = np.concatenate([ms, ms.sum(axis=-1, keepdims=True)], axis=-1)
+        mean = both.mean(axis=0)
         mean[..., 2] = device_comm_ms(task, self.comm, volumes.double().numpy())
         if self.ensemble_size > 1:
-            std = both.std(dim=0).numpy()
+            std = both.std(axis=0, ddof=1)
             total_std = std[..., 2].copy()
             std[..., 2] = 0.0  # comm's spread: it comes from the measured fit, not the members
         else:
