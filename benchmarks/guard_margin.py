@@ -17,7 +17,9 @@ step over the per-task best heuristic's (the bench's ratio) of:
   predicted cheaper by more than the same margin), 'always' (the default heuristic), and H* itself;
 - prices for H* itself (the pick among the heuristic plans, which is all a learned planner returns where
   its own plan does not beat them): the mean step (today), the step at mean + 1 and + 2 x spread (an upper
-  quantile), and the sum over devices of the mean fwd + bwd (the total work, balance left out).
+  quantile), the sum over devices of the mean fwd + bwd (the total work, balance left out), and the
+  expected step with every device's error drawn at the ensemble's spread or at 12% of its cost (the
+  measured per-device MAPE), ``expected_step`` (stop 49).
 
 A planner whose measured plan is already a heuristic's (the guard returned it in the run) keeps that plan
 at every margin: a stricter margin can only return more heuristic plans, so the figures are exact for
@@ -27,6 +29,7 @@ k >= the run's, and for k below it they are those plans' (an upper bound on what
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import sys
 from pathlib import Path
@@ -46,7 +49,27 @@ from autoshard.planners.guard import GUARD_HEURISTICS, GUARDED, _leximax, plan_s
 from autoshard.tasks import Task
 
 RULES = ("cheapest", "default", "always")
-PRICES = ("mean", "mean+1s", "mean+2s", "sum")
+PRICES = ("mean", "mean+1s", "mean+2s", "sum", "E[max]", "E[max]12%")
+
+NOISE_DRAWS = 4000
+"""Draws of the devices' errors behind an E[max] price."""
+
+
+@functools.lru_cache(maxsize=8)
+def _noise(devices: int) -> np.ndarray:
+    """(NOISE_DRAWS, devices) standard normals, the same for every plan of that many devices."""
+    return np.random.default_rng(0).standard_normal((NOISE_DRAWS, devices))
+
+
+def expected_step(cost: Any, spread: np.ndarray) -> float:
+    """E[max fwd] + E[max bwd] + collectives of a plan whose devices' fwd and bwd are off by ``spread`` (D, 2)
+    x a standard normal, one draw per device shared by its fwd and bwd (the same tables): among near-tied
+    plans, the one with fewer devices near its bottleneck has less room for the model's errors to raise it."""
+    z = _noise(len(cost.devices))
+    fwd = np.array([x.fwd_ms for x in cost.devices])
+    bwd = np.array([x.bwd_ms for x in cost.devices])
+    return float((fwd + spread[:, 0] * z).max(axis=1).mean() + (bwd + spread[:, 1] * z).max(axis=1).mean()
+                 + cost.collectives_ms)
 
 
 def geomean(values: list[float]) -> float:
@@ -71,6 +94,10 @@ def _price_keys(model: LearnedCostModel, task: Task, plans: dict[str, Plan],
         upper = risk_priced(model, k)
         keys[f"mean+{k:g}s"] = {h: (plan_cost(upper, task, p).plan_ms,) for h, p in plans.items()}
     keys["sum"] = {h: (sum(d.fwd_ms + d.bwd_ms for d in c.devices),) for h, c in costs.items()}
+    spreads = {h: model.device_costs_spread(task, p.device_shards(task))[:, :2] for h, p in plans.items()}
+    keys["E[max]"] = {h: (expected_step(c, spreads[h]),) for h, c in costs.items()}
+    keys["E[max]12%"] = {h: (expected_step(c, 0.12 * np.array([[d.fwd_ms, d.bwd_ms] for d in c.devices])),)
+                         for h, c in costs.items()}
     return keys
 
 
