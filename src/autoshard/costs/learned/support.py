@@ -215,9 +215,8 @@ class Support:
         count = stats[..., 0]
         if not self._task_inside(task):
             return count > 0
-        # every shard feature's min against its lowest value inside and max against its highest, in two
-        # vectorised comparisons (``_below`` / ``_above`` with the bounds as one vector: a planner's step asks
-        # this of 128 candidates, and per-feature calls were most of its cost)
+        # every shard feature's min against its lowest value inside and max against its highest: ``_below`` /
+        # ``_above`` with the bounds as one vector, built once (two comparisons for all the features)
         lo, hi = self._feature_bounds
         out = ((stats[..., SUM_STATS::2] < lo).any(axis=-1) | (stats[..., SUM_STATS + 1::2] > hi).any(axis=-1)
                | _above(count, self.hi["tables_per_device"]) | _below(count, self.lo["tables_per_device"]))
