@@ -5,10 +5,10 @@ the guard's heuristic plans and its pick (``planners.guard.guard_plan``); the wh
 Run: .venv/bin/python benchmarks/plan_phases.py --task TASKS.json [--algo rl] [--repeats 5]
 
 The first plan in a process pays one-off costs (lookup samples of the row-cut tables, the stacked ensemble),
-so one warm-up plan runs first (``autoshard plan`` pays it; 0.1-0.2 s on stop 45's 856-table task). Each of
-``--repeats`` plans is then timed; printed per phase: the least and the median over the repeats (a shared
-2-vCPU host drifts by 20% within minutes: compare two checkouts by running this script on each in turn,
-several times, ``PYTHONPATH=OTHER/src`` for the other), and the plan's predicted step, which must not move.
+so one warm-up plan runs first (``autoshard plan`` pays them). Each of ``--repeats`` plans is then timed;
+printed per phase: the least and the median over the repeats (a shared 2-vCPU host drifts by 20% within
+minutes: compare two checkouts by running this script on each in turn, several times, ``PYTHONPATH=OTHER/src``
+for the other), and the plan's predicted step, which must not move.
 Stop 49 (docs/benchmarks.md) ran it on stop 45's 856-table x 128-device task.
 """
 
@@ -37,8 +37,9 @@ PHASES = ("episodes", "finish", "heuristics", "guard_plan")
 @contextmanager
 def timing(owner: Any, name: str, phase: str, totals: dict[str, float]) -> Iterator[None]:
     """``owner.name`` (a function or method) adds its calls' wall time to ``totals[phase]`` inside the block,
-    and is restored after it."""
+    and is restored after it (an instance's method by removing the wrapper again)."""
     inner = getattr(owner, name)
+    own = name in vars(owner)  # a module's function or an instance's own attribute, not a class's method
 
     def timed(*args: Any, **kwargs: Any) -> Any:
         t0 = time.perf_counter()
@@ -51,7 +52,10 @@ def timing(owner: Any, name: str, phase: str, totals: dict[str, float]) -> Itera
     try:
         yield
     finally:
-        setattr(owner, name, inner)
+        if own:
+            setattr(owner, name, inner)
+        else:
+            delattr(owner, name)
 
 
 def timed_plan(planner: Any, task: Any) -> tuple[dict[str, float], float]:

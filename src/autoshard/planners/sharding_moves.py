@@ -87,7 +87,8 @@ def improve(task: Task, plan: Plan, model: CostModel, tries: int = 8, min_gain: 
         if tried >= tries or (deadline is not None and time.perf_counter() > deadline):
             break
         t = task.tables[i]
-        if is_piece(task, t.name) or plan.placement(t.name).sharding_type is not ShardingType.TABLE_WISE:
+        current = plan.placement(t.name)
+        if is_piece(task, t.name) or current.sharding_type is not ShardingType.TABLE_WISE:
             continue
         tried += 1
         options = [("data_parallel", TablePlacement.data_parallel(t.name, range(task.num_devices), t.dim))]
@@ -97,7 +98,7 @@ def improve(task: Task, plan: Plan, model: CostModel, tries: int = 8, min_gain: 
             if balanced is not None:
                 options.append(("row_wise (lookup-balanced)", balanced))
         best = None
-        without = used - _placement_memory(task, plan.placement(t.name), i)
+        without = used - _placement_memory(task, current, i)
         for label, placement in options:
             candidate_used = without + _placement_memory(task, placement, i)
             if np.any(candidate_used > capacity):
