@@ -24,7 +24,7 @@ from autoshard.costs.learned.risk import risk_priced
 from autoshard.costs.loading import SHIPPED_COST_MODEL, SHIPPED_POLICY, load_cost_model
 from autoshard.errors import AutoshardError
 from autoshard.planners.rl.env import PlacementEnv, TaskContext
-from autoshard.planners.rl.policy import TrainedPolicy, obs_tensors
+from autoshard.planners.rl.policy import PolicyScorer, TrainedPolicy, obs_tensors
 from autoshard.tasks import load_tasks
 
 
@@ -65,10 +65,11 @@ def episode(task: Any, model: Any, policy: TrainedPolicy) -> dict[str, float]:
         totals["observe"] += time.perf_counter() - t0
         return out
     env._observe = timed_observe  # type: ignore[method-assign]
+    score = PolicyScorer(policy.net)  # as ``run_episodes`` decodes
     with torch.no_grad():
         while obs is not None:
             t0 = time.perf_counter()
-            logits = policy.net(*obs_tensors(obs)).numpy().astype(np.float64)
+            logits = score(*obs_tensors(obs)).numpy().astype(np.float64)
             totals["policy"] += time.perf_counter() - t0
             obs = env.step(logits.argmax(axis=1))
     totals["episode"] = time.perf_counter() - start

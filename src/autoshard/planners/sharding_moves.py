@@ -77,6 +77,10 @@ def improve(task: Task, plan: Plan, model: CostModel, tries: int = 8, min_gain: 
     if task.num_devices <= 1 or tries <= 0:
         return plan, []
     cost = plan_cost(model, task, plan).plan_ms
+    # a learned model prices a candidate from the plan's device states with the one table swapped
+    # (``costs.learned.swaps``); any other model, the candidate plan whole
+    swaps = getattr(model, "placement_swaps", None)
+    states = swaps(task, plan) if callable(swaps) else None
     row_gain = max(min_gain, float(getattr(model, "row_move_margin", 0.0)))
     alone = model.device_costs(task, [[ShardRef(i, t.dim)] for i, t in enumerate(task.tables)]).sum(axis=1)
     capacity = np.asarray(task.device_memory, dtype=np.int64)
@@ -103,14 +107,18 @@ def improve(task: Task, plan: Plan, model: CostModel, tries: int = 8, min_gain: 
             candidate_used = without + _placement_memory(task, placement, i)
             if np.any(candidate_used > capacity):
                 continue
-            candidate = _with(plan, placement)
-            c = plan_cost(model, task, candidate).plan_ms
+            if states is not None:
+                c = states.step_ms(placement)
+            else:
+                c = plan_cost(model, task, _with(plan, placement)).plan_ms
             gain = min_gain if placement.sharding_type is ShardingType.DATA_PARALLEL else row_gain
             if c < cost * (1 - gain) and (best is None or c < best[0]):
-                best = (c, candidate, label, candidate_used)
+                best = (c, placement, label, candidate_used)
         if best is not None:
             changes.append(f"{t.name} -> {best[2]} ({cost:.3f} -> {best[0]:.3f} ms)")
-            cost, plan, used = best[0], best[1], best[3]
+            cost, plan, used = best[0], _with(plan, best[1]), best[3]
+            if states is not None:
+                states = states.swapped(best[1])
     if changes:
         log.info("%s: sharding moves %s", who, "; ".join(changes))
     return plan, changes

@@ -97,8 +97,10 @@ from autoshard.costs.learned.support import (
     shard_stats,
     shard_values,
 )
+from autoshard.costs.learned.swaps import DeviceStates, PlanSwaps
 from autoshard.costs.step import device_comm_ms, device_volumes, shard_volumes
 from autoshard.errors import AutoshardError
+from autoshard.plan import Plan
 from autoshard.shards import ShardRef
 from autoshard.tables.table import FeatureNormalizer
 from autoshard.tasks import Task
@@ -463,8 +465,7 @@ class LearnedCostModel:
         stacked, loc, scale = self._stacked
         out = stacked.forward(acc)
         shape = (len(loc),) + (1,) * (out.dim() - 2) + (2,)
-        return model_space_to_ms(self.scaler.target, out, loc.view(shape).to(out.dtype),
-                                 scale.view(shape).to(out.dtype))
+        return model_space_to_ms(self.scaler.target, out, loc.view(shape), scale.view(shape))
 
     def costs_from_acc(self, task: Task, acc: torch.Tensor, volumes: torch.Tensor) -> torch.Tensor:
         """(..., A) device states and their (..., 3) traffic volumes (``costs.step``) -> (..., 3) fwd, bwd,
@@ -485,17 +486,32 @@ class LearnedCostModel:
         statistics (..., len(STATS)); ``unverified`` (...): the devices holding split shards the model has not
         seen on its machine (``unverified_devices``), whose spread is at least ``UNVERIFIED_SPLIT_REL`` x
         their cost."""
-        with torch.no_grad():
-            members = self._member_ms(acc).double()
+        lead = acc.shape[:-1]
         used = (acc[..., -2] > 0.5).numpy()
-        mean, std, total_std = self._members_moments(task, members, volumes)
         outside = np.zeros(used.shape, dtype=bool)
         if stats is not None and self.prices_fallback:
-            assert self.support is not None and self.fallback is not None
+            assert self.support is not None
             outside = self.support.outside(task, stats) & used
-            if outside.any():
-                mean, std, total_std = self._price_outside(task, acc, volumes, stats, outside,
-                                                           (mean, std, total_std))
+        sel = np.nonzero(outside)
+        states, vols = acc.reshape(-1, acc.shape[-1]), volumes.reshape(-1, volumes.shape[-1])
+        n = len(states)
+        scale = near = None
+        if outside.any():
+            assert stats is not None
+            scale, near = self._nearest_inside(acc, stats, sel)
+        if near is not None:
+            # the graded hand-over's nearest states inside go in the same network call as the devices (a
+            # planner's step: 128 candidates and 1-2 such states; a second call cost as much as 40 rows)
+            rows = tuple(torch.from_numpy(i) for i in sel)
+            states, vols = torch.cat([states, near]), torch.cat([vols, volumes[rows]])
+        with torch.no_grad():
+            members = self._member_ms(states).double()
+        moments = self._members_moments(task, members, vols)
+        mean, std, total_std = (x[:n].reshape(lead + x.shape[1:]) for x in moments)
+        if outside.any():
+            assert stats is not None and scale is not None
+            near_price = None if near is None else tuple(x[n:] for x in moments)
+            mean, std, total_std = self._price_outside(stats, sel, (mean, std, total_std), scale, near_price)
         if unverified is not None and unverified.any():
             floor = UNVERIFIED_SPLIT_REL * mean[..., :2]
             std = np.array(std)
@@ -508,36 +524,60 @@ class LearnedCostModel:
     def _members_moments(self, task: Task, members: torch.Tensor,
                          volumes: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(mean (..., 3) with comm, std (..., 3), std of fwd + bwd (...)) of the members' (M, ..., 2) ms."""
-        # fwd, bwd and their sum side by side, so one mean and one std call give every moment; in numpy (a
-        # planner's step prices 128 candidates: torch's std over the members took 65 us of it, numpy's 15)
+        # fwd, bwd and their sum side by side, so one mean and one std give every moment; in numpy (a
+        # planner's step prices 128 candidates: torch's std over the members took 65 us of it, numpy's 15),
+        # the std written out as ``np.std(ddof=1)`` computes it (the same operations, half its call
+        # overhead: 38 -> 21 us for 5 x 128 devices, AMD EPYC)
         ms = members.numpy()
-        both = np.concatenate([ms, ms.sum(axis=-1, keepdims=True)], axis=-1)
-        mean = both.mean(axis=0)
-        mean[..., 2] = device_comm_ms(task, self.comm, volumes.double().numpy())
-        if self.ensemble_size > 1:
-            std = both.std(axis=0, ddof=1)
+        m = len(ms)
+        both = np.empty(ms.shape[:-1] + (3,))
+        both[..., :2] = ms
+        np.add(ms[..., 0], ms[..., 1], out=both[..., 2])
+        mean = np.add.reduce(both, axis=0) / m  # ``both.mean(axis=0)``'s operations, less its call overhead
+        if m > 1:
+            dev = both - mean
+            dev *= dev
+            std = np.sqrt(dev.sum(axis=0) / (m - 1))
             total_std = std[..., 2].copy()
             std[..., 2] = 0.0  # comm's spread: it comes from the measured fit, not the members
         else:
             std, total_std = np.zeros_like(mean), np.zeros(mean.shape[:-1])
+        mean[..., 2] = device_comm_ms(task, self.comm, volumes.double().numpy())
         return mean, std, total_std
 
-    def _price_outside(self, task: Task, acc: torch.Tensor, volumes: torch.Tensor, stats: np.ndarray,
-                       outside: np.ndarray, inside_price: tuple[np.ndarray, np.ndarray, np.ndarray]
+    def _nearest_inside(self, acc: torch.Tensor, stats: np.ndarray, sel: tuple[np.ndarray, ...]
+                        ) -> tuple[np.ndarray, torch.Tensor | None]:
+        """For the devices ``sel`` outside the support: the factor (K,) that moves their tables per device
+        to the nearest trained count, and their states so scaled for the graded hand-over (None when it is
+        not the graded one or no count moves). ``acc`` holds shards already encoded at their nearest values
+        inside (``_encode``), so only the tables per device are left to move in, by scaling the additive
+        state."""
+        assert self.support is not None
+        count = stats[sel + (STATS.index("count"),)]
+        count_in = self.support.nearest_count(count)
+        scale = np.where(count > 0, count_in / np.maximum(count, 1.0), 1.0)
+        if self.handover != "graded" or not (scale != 1.0).any():
+            return scale, None
+        rows = tuple(torch.from_numpy(i) for i in sel)
+        return scale, acc[rows] * torch.from_numpy(scale).to(acc.dtype)[:, None]
+
+    def _price_outside(self, stats: np.ndarray, sel: tuple[np.ndarray, ...],
+                       inside_price: tuple[np.ndarray, np.ndarray, np.ndarray], scale: np.ndarray,
+                       near_price: tuple[np.ndarray, np.ndarray, np.ndarray] | None
                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``inside_price`` (mean, std, total std) with the devices ``outside`` the support re-priced by the
-        hand-over (the module docstring): ``acc`` holds shards already encoded at their nearest values inside
-        (``_encode``), so only the tables per device are left to move in, by scaling the additive state."""
+        """``inside_price`` (mean, std, total std) with the devices ``sel`` outside the support re-priced by
+        the hand-over (the module docstring). ``scale`` and ``near_price``: their tables-per-device factor
+        and the networks' moments at their nearest states inside (``_nearest_inside``; None: the states
+        are their own)."""
         assert self.support is not None and self.fallback is not None
         handover = self.handover
         if handover == "networks":
             return inside_price
         mean, std, total_std = (np.array(x) for x in inside_price)
         # only the devices outside are re-priced (a planner's step has 1-2 of its 128 candidates there)
-        sel = np.nonzero(outside)
         out_mean, out_std = mean[sel], std[sel]  # (K, 3) copies
-        keys = ("count", "lookups", "nbytes", "lookups_in", "nbytes_in")
-        col = {k: stats[sel + (STATS.index(k),)] for k in keys}
+        rows = stats[sel]  # (K, len(STATS))
+        col = {k: rows[:, STATS.index(k)] for k in ("count", "lookups", "nbytes", "lookups_in", "nbytes_in")}
         fwd, bwd = self.fallback.compute_ms(col["count"], col["lookups"], col["nbytes"])
         real = np.stack([fwd, bwd], axis=-1)
         rel = self.fallback_rel_std
@@ -546,15 +586,10 @@ class LearnedCostModel:
             mean[sel], std[sel], total_std[sel] = out_mean, out_std, rel * (fwd + bwd)
             return mean, std, total_std
         count_in = self.support.nearest_count(col["count"])
-        scale = np.where(col["count"] > 0, count_in / np.maximum(col["count"], 1.0), 1.0)
-        if np.any(scale != 1.0):
-            rows = tuple(torch.from_numpy(i) for i in sel)
-            with torch.no_grad():
-                scaled = acc[rows] * torch.from_numpy(scale).to(acc.dtype)[:, None]
-                near_mean, near_std, near_total = self._members_moments(
-                    task, self._member_ms(scaled).double(), volumes[rows])
-        else:
+        if near_price is None:
             near_mean, near_std, near_total = out_mean, out_std, total_std[sel]
+        else:
+            near_mean, near_std, near_total = near_price
         fwd_in, bwd_in = self.fallback.compute_ms(count_in, scale * col["lookups_in"],
                                                   scale * col["nbytes_in"])
         near = np.stack([fwd_in, bwd_in], axis=-1)
@@ -573,36 +608,50 @@ class LearnedCostModel:
         whole = [ShardRef(i, t.dim) for i, t in enumerate(task.tables)]
         return torch.from_numpy(shard_volumes(task, whole))
 
-    def predict(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> Prediction:
-        """Mean, spread and fallback of every device (``device_costs`` is its mean)."""
+    def device_states(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> DeviceStates:
+        """What the pricing of ``devices`` starts from: their additive states, traffic volumes, support
+        statistics (with a fallback) and unverified flags (``DeviceStates``)."""
         self.check_compatible(task)
+        n = len(devices)
         counts = np.array([len(d) for d in devices], dtype=np.int64)
         flat = [s for d in devices for s in d]
-        n = len(devices)
-        if not flat:
-            return Prediction(np.zeros((n, 3)), np.zeros((n, 3)), np.zeros(n), np.zeros(n, dtype=bool))
-        vec = self.encode_refs(task, flat)
-        seg = torch.from_numpy(np.repeat(np.arange(n), counts))
-        acc = segment_sum(vec, seg, n)
-        volumes = torch.from_numpy(device_volumes(task, devices))
+        if flat:
+            vec = self.encode_refs(task, flat)
+            acc = segment_sum(vec, torch.from_numpy(np.repeat(np.arange(n), counts)), n)
+        else:
+            acc = torch.zeros((n, self.config.acc_width * self.ensemble_size), dtype=torch.float32)
         stats = device_stats(task, devices, self.support) if self.prices_fallback else None
-        return self._price(task, acc, volumes, stats, self.unverified_devices(task, devices))
+        return DeviceStates(acc, device_volumes(task, devices), stats, self.unverified_devices(task, devices))
+
+    def predict(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> Prediction:
+        """Mean, spread and fallback of every device (``device_costs`` is its mean)."""
+        n = len(devices)
+        if not any(devices):
+            self.check_compatible(task)
+            return Prediction(np.zeros((n, 3)), np.zeros((n, 3)), np.zeros(n), np.zeros(n, dtype=bool))
+        return self.predict_states(task, self.device_states(task, devices))
+
+    def predict_states(self, task: Task, states: DeviceStates) -> Prediction:
+        """``predict`` of devices given by their ``device_states``."""
+        return self._price(task, states.acc, torch.from_numpy(states.volumes), states.stats,
+                           states.unverified)
+
+    def state_costs(self, task: Task, states: DeviceStates, risk: float = 0.0) -> np.ndarray:
+        """(D, 3) fwd, bwd, comm ms of devices given by their ``device_states``, at mean + ``risk`` x spread:
+        ``device_costs_risk`` (``device_costs`` at 0), the one place of the choice between the plain
+        network's arithmetic and the ensemble's."""
+        if self.has_spread and risk:
+            pred = self.predict_states(task, states)
+            return pred.mean + risk * pred.std
+        if not self._plain:
+            return self.predict_states(task, states).mean
+        volumes = torch.from_numpy(states.volumes)
+        return self.costs_from_acc(task, states.acc, volumes).double().numpy()
 
     def device_costs(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> np.ndarray:
         """The ``CostModel`` call: (len(devices), 3) fwd, bwd, comm ms (the ensemble's mean; the fallback's
         for devices outside the support)."""
-        if not self._plain:
-            return self.predict(task, devices).mean
-        self.check_compatible(task)
-        counts = np.array([len(d) for d in devices], dtype=np.int64)
-        flat = [s for d in devices for s in d]
-        if not flat:
-            return np.zeros((len(devices), 3))
-        vec = self.encode_refs(task, flat)
-        seg = torch.from_numpy(np.repeat(np.arange(len(devices)), counts))
-        acc = segment_sum(vec, seg, len(devices))
-        volumes = torch.from_numpy(device_volumes(task, devices))
-        return self.costs_from_acc(task, acc, volumes).double().numpy()
+        return self.device_costs_risk(task, devices, 0.0)
 
     def device_costs_spread(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> np.ndarray:
         """(len(devices), 3) spread (std) of fwd, bwd, comm ms: the members' std (0 for one network; comm's is
@@ -615,10 +664,15 @@ class LearnedCostModel:
     def device_costs_risk(self, task: Task, devices: Sequence[Sequence[ShardRef]],
                           risk: float) -> np.ndarray:
         """(len(devices), 3) mean + ``risk`` x spread, in one pass."""
-        if not self.has_spread or not risk:
-            return self.device_costs(task, devices)
-        pred = self.predict(task, devices)
-        return pred.mean + risk * pred.std
+        if not any(devices):
+            self.check_compatible(task)
+            return np.zeros((len(devices), 3))
+        return self.state_costs(task, self.device_states(task, devices), risk)
+
+    def placement_swaps(self, task: Task, plan: Plan, risk: float = 0.0) -> PlanSwaps:
+        """``plan``'s device states, to price plans that differ from it in one table's placement
+        (``PlanSwaps``; the sharding moves' candidates), at mean + ``risk`` x spread."""
+        return PlanSwaps(self, task, plan, risk)
 
     def accumulator(self, task: Task, num_envs: int, risk: float = 0.0) -> LearnedAccumulator:
         """Empty devices to fill shard by shard, priced at mean + ``risk`` x spread (0: the mean)."""

@@ -229,8 +229,9 @@ class CostNet(nn.Module):
         rep = self.device_mlp(device_input(self.config, acc))
         out = self.compute_head(rep)
         if self.config.additive:
-            out = additive_output(self.config, out, acc, self.launch_log,
-                                  getattr(self, "group_log", None), self.log_scale)
+            group_log = getattr(self, "group_log", None)
+            out = additive_output(self.config, out, acc, torch.exp(self.launch_log),
+                                  None if group_log is None else torch.exp(group_log), self.log_scale)
         return rep, out
 
     def plan_forward(self, rep: torch.Tensor, comm_ms: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -253,19 +254,20 @@ def device_input(config: CostNetConfig, acc: torch.Tensor) -> torch.Tensor:
     return torch.cat([s, 0.5 * (s * s - sq)], dim=-1)
 
 
-def additive_output(config: CostNetConfig, out: torch.Tensor, acc: torch.Tensor, launch_log: torch.Tensor,
-                    group_log: torch.Tensor | None, log_scale: torch.Tensor) -> torch.Tensor:
+def additive_output(config: CostNetConfig, out: torch.Tensor, acc: torch.Tensor, launch_cost: torch.Tensor,
+                    group_cost: torch.Tensor | None, log_scale: torch.Tensor) -> torch.Tensor:
     """The additive head: the compute head's (..., 2) ``out`` bounded, plus log(launch + sum of the per-table
-    costs (+ the kernel groups' cost)) of the (..., acc_width) accumulators, in model space. The parameters
-    broadcast against (..., 2) (one network's (2,), or an ensemble's stacked (M, 1, 2))."""
+    costs (+ the kernel groups' cost)) of the (..., acc_width) accumulators, in model space; ``launch_cost``
+    and ``group_cost`` are exp of the learned ``launch_log`` and ``group_log``. The parameters broadcast
+    against (..., 2) (one network's (2,), or an ensemble's stacked (M, 1, 2))."""
     lo = config.embed * (2 if config.interaction else 1)
-    total = acc[..., lo: lo + NUM_COMPUTE_HEADS] + torch.exp(launch_log)
+    total = acc[..., lo: lo + NUM_COMPUTE_HEADS] + launch_cost
     if config.kernel_groups:
-        assert group_log is not None
+        assert group_cost is not None
         # a channel above zero is a dim the device holds (a planner's scaled state stays above zero)
         g = config.group_offset
         groups = (acc[..., g: g + KERNEL_GROUP_CHANNELS] > 1e-3).sum(dim=-1, keepdim=True)
-        total = total + groups.to(acc.dtype) * torch.exp(group_log)
+        total = total + groups.to(acc.dtype) * group_cost
     # a bounded correction: on devices with more tables than any training record, the summed encodings
     # leave the training range and an unbounded head extrapolates wildly; the additive part does not
     b = config.correction_bound
@@ -302,7 +304,11 @@ class StackedDeviceNets:
                     return None
                 return torch.stack([getattr(n, name) for n in nets])[:, None, :]
 
-            self.launch_log, self.group_log = stacked("launch_log"), stacked("group_log")
+            # exp of the learned log costs, taken once (``additive_output`` takes the costs)
+            launch_log, group_log = stacked("launch_log"), stacked("group_log")
+            assert launch_log is not None or not self.config.additive
+            self.launch_cost = None if launch_log is None else torch.exp(launch_log)
+            self.group_cost = None if group_log is None else torch.exp(group_log)
             self.log_scale = torch.stack([n.log_scale for n in nets])[:, None, :]
 
     def forward(self, acc: torch.Tensor) -> torch.Tensor:
@@ -319,7 +325,8 @@ class StackedDeviceNets:
                 h = torch.relu(h)
         h = h.transpose(1, 2)  # (M, N, 2)
         if c.additive:
-            h = additive_output(c, h, x, self.launch_log, self.group_log, self.log_scale)
+            assert self.launch_cost is not None
+            h = additive_output(c, h, x, self.launch_cost, self.group_cost, self.log_scale)
         return h.reshape((m, *lead, NUM_COMPUTE_HEADS))
 
 

@@ -24,6 +24,7 @@ import numpy as np
 from autoshard.costs.base import ContentsAccumulator, CostModel, DeviceAccumulator
 from autoshard.costs.comm import AlphaBeta
 from autoshard.errors import AutoshardError
+from autoshard.plan import Plan
 from autoshard.shards import ShardRef
 from autoshard.tasks import Task
 
@@ -79,6 +80,11 @@ class RiskPricedModel:
 
     def with_comm(self, comm: AlphaBeta) -> RiskPricedModel:
         return RiskPricedModel(self.base.with_comm(comm), self.risk)
+
+    def placement_swaps(self, task: Task, plan: Plan) -> Any:
+        """The base model's ``placement_swaps`` at this risk (None where it has none)."""
+        swaps = getattr(self.base, "placement_swaps", None)
+        return swaps(task, plan, risk=self.risk) if callable(swaps) else None
 
     # what planners and reports ask a learned model besides the CostModel calls
     @property

@@ -110,11 +110,12 @@ def shard_stats(values: np.ndarray) -> np.ndarray:
 
 def combine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """The statistics of the union of devices with statistics ``a`` and ``b`` (broadcasting)."""
-    a, b = np.broadcast_arrays(a, b)
-    out = np.empty(a.shape)
-    out[..., :SUM_STATS] = a[..., :SUM_STATS] + b[..., :SUM_STATS]
-    out[..., SUM_STATS::2] = np.minimum(a[..., SUM_STATS::2], b[..., SUM_STATS::2])
-    out[..., SUM_STATS + 1::2] = np.maximum(a[..., SUM_STATS + 1::2], b[..., SUM_STATS + 1::2])
+    # the sums, then the (min, max) pairs written over (whole rows in one add: a planner combines every
+    # candidate device with a shard each step). A column holds only minima (+inf when empty) or only maxima
+    # (-inf), so the add never meets inf - inf.
+    out = np.add(a, b, dtype=np.float64)
+    np.minimum(a[..., SUM_STATS::2], b[..., SUM_STATS::2], out=out[..., SUM_STATS::2])
+    np.maximum(a[..., SUM_STATS + 1::2], b[..., SUM_STATS + 1::2], out=out[..., SUM_STATS + 1::2])
     return out
 
 
@@ -262,7 +263,17 @@ class Support:
         return x
 
     def _task_inside(self, task: Task) -> bool:
-        return task.precision.value in self.precisions and not self._batch_outside(task)
+        # asked once per planner step: remembered per (precision, batch size)
+        key = (task.precision.value, task.batch_size)
+        inside = self._inside_contexts.get(key)
+        if inside is None:
+            inside = self._inside_contexts[key] = (task.precision.value in self.precisions
+                                                   and not self._batch_outside(task))
+        return inside
+
+    @cached_property
+    def _inside_contexts(self) -> dict[tuple[str, int], bool]:
+        return {}
 
     def _batch_outside(self, task: Task) -> bool:
         b = np.float64(task.batch_size)

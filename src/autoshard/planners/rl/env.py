@@ -110,6 +110,11 @@ class PlacementEnv:
         if num_envs <= 0:
             raise AutoshardError(f"num_envs {num_envs} must be positive")
         self.ctx, self.cost_model, self.num_envs = ctx, cost_model, num_envs
+        # every table's observation (its features, single-table cost / S, memory / mean capacity), made once
+        single = ctx.single_costs.sum(axis=1) / ctx.scale
+        memory = ctx.memory / ctx.capacity.mean()
+        self._table_obs = np.concatenate([ctx.table_features, single[:, None], memory[:, None]],
+                                         axis=1).astype(np.float32)
         self.reset()
 
     # -- episode state -------------------------------------------------------------------------------------
@@ -179,7 +184,10 @@ class PlacementEnv:
         need = ctx.memory[i]
         mask = self.free >= need
         forced = self.failed.copy()
-        for b in np.flatnonzero(~mask.any(axis=1) | self.failed):
+        room = mask.any(axis=1)
+        # the episodes with no device of room or already failed: usually none, so that is checked first
+        stuck = np.flatnonzero(~room | forced) if forced.any() or not room.all() else ()
+        for b in stuck:
             if not self.failed[b]:
                 best = int(self.free[b].max())
                 self.failure[b] = (f"table {task.tables[i].name} needs {format_bytes(need)} "
@@ -211,9 +219,7 @@ class PlacementEnv:
         best = np.where(mask, dev[..., 7], np.inf).min(axis=1, keepdims=True)
         dev[..., 15 + NUM_FEATURES] = np.clip((dev[..., 7] - best) / unit, -RELATIVE_CLIP, RELATIVE_CLIP)
         dev[..., 16 + NUM_FEATURES] = np.clip((run_max - dev[..., 7]) / unit, -RELATIVE_CLIP, RELATIVE_CLIP)
-        tab = np.concatenate([ctx.table_features[i],
-                              [ctx.single_costs[i].sum() / s, need / ctx.capacity.mean()]])
-        return Observation(dev, np.tile(tab.astype(np.float32), (b, 1)), mask, forced)
+        return Observation(dev, np.tile(self._table_obs[i], (b, 1)), mask, forced)
 
     def step_rewards(self, previous_plan_costs: np.ndarray) -> np.ndarray:
         """Shaped reward of the last step: minus the rise of the running plan cost, in units of S. Summed over
