@@ -98,7 +98,8 @@ def test_unverified_split_shards_keep_their_spread_floor_when_swapped(shipped, t
     assert not np.allclose(model.device_costs(task, plan.device_shards(task)),
                            risk_priced(shipped, 1.0).device_costs(task, plan.device_shards(task)))
     _check(model, task, plan)
-    back = TablePlacement(task.tables[5].name, ShardingType.TABLE_WISE, column_shards([5], [task.tables[5].dim]))
+    t5 = task.tables[5]
+    back = TablePlacement(t5.name, ShardingType.TABLE_WISE, column_shards([5], [t5.dim]))
     swaps = model.placement_swaps(task, plan)
     expected = model.device_costs(task, _swapped(plan, back).device_shards(task))
     np.testing.assert_allclose(swaps.device_costs(back), expected, rtol=REL)

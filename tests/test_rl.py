@@ -21,7 +21,14 @@ from autoshard.planners.rl.env import (
     TaskContext,
 )
 from autoshard.planners.rl.planner import RLPlanner
-from autoshard.planners.rl.policy import PlacementPolicy, PolicyConfig, TrainedPolicy, run_episodes
+from autoshard.planners.rl.policy import (
+    PlacementPolicy,
+    PolicyConfig,
+    PolicyScorer,
+    TrainedPolicy,
+    obs_tensors,
+    run_episodes,
+)
 from autoshard.planners.rl.train import TrainConfig, train
 from autoshard.shards import ShardRef
 from autoshard.tables import FeatureNormalizer, Table
@@ -59,6 +66,25 @@ def tight_task() -> Task:
     need = [Task(tables=(t,), device_memory=(1,)).table_memory(t) for t in tables]
     per_device = max(int(sum(need) / 4 * 1.1), max(need))
     return Task(tables=tuple(tables), device_memory=(per_device,) * 4, name="tight")
+
+
+def test_the_decoding_scorer_gives_the_networks_logits_bit_for_bit():
+    # episodes decode with ``PolicyScorer`` (a weight snapshot without module calls); training's loss runs
+    # the modules: they must agree exactly, for one episode and for many side by side, masks included
+    task = tight_task()
+    ctx = TaskContext.build(task, MODEL, normalizer_for(task))
+    net = untrained(3)
+    for envs in (1, 16):
+        ro = run_episodes(net, PlacementEnv(ctx, MODEL, num_envs=envs), np.random.default_rng(1), record=True)
+        score = PolicyScorer(net)
+        for t in range(0, task.num_tables, 3):
+            args = tuple(torch.from_numpy(x[t]) for x in (ro.devices, ro.tables, ro.masks))
+            with torch.no_grad():
+                assert torch.equal(score(*args), net(*args))
+    env = PlacementEnv(ctx, MODEL, num_envs=1)
+    obs = env.reset()
+    with torch.no_grad():
+        assert torch.equal(PolicyScorer(net)(*obs_tensors(obs)), net(*obs_tensors(obs)))
 
 
 def test_masked_devices_are_never_taken_under_tight_memory():

@@ -322,7 +322,7 @@ class StackedDeviceNets:
         for k, (w, b) in enumerate(zip(self.weights, self.biases)):
             h = torch.baddbmm(b, w, h)
             if k < last:  # every layer of the device MLP ends in a ReLU, the compute head does not
-                h = torch.relu(h)
+                h = h.relu_()  # in place: h is baddbmm's fresh result
         h = h.transpose(1, 2)  # (M, N, 2)
         if c.additive:
             assert self.launch_cost is not None

@@ -88,13 +88,14 @@ class PolicyScorer:
 
     @torch.no_grad()
     def __call__(self, devices: torch.Tensor, table: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        linear, relu = nn.functional.linear, nn.functional.relu
+        # ReLUs in place: every input is a fresh result of the op before
+        linear = nn.functional.linear
         enc = devices
         for w, b in self._device:
-            enc = relu(linear(enc, w, b))
-        ctx = torch.cat([enc.mean(dim=-2), enc.amax(dim=-2), relu(linear(table, *self._table))], dim=-1)
+            enc = linear(enc, w, b).relu_()
+        ctx = torch.cat([enc.mean(dim=-2), enc.amax(dim=-2), linear(table, *self._table).relu_()], dim=-1)
         hidden = enc @ self._own + (ctx @ self._shared + self._bias).unsqueeze(-2)
-        logits = linear(relu(hidden), *self._out).squeeze(-1)
+        logits = linear(hidden.relu_(), *self._out).squeeze(-1)
         return logits.masked_fill(~mask, MASKED_LOGIT)
 
 
