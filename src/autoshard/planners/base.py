@@ -14,6 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from autoshard.costs.base import CostModel
 from autoshard.errors import AutoshardError
+from autoshard.gc_pause import paused_collection
 from autoshard.plan import Plan, validate
 from autoshard.planners.guard import (
     DEFAULT_GUARD_K,
@@ -154,10 +155,13 @@ def run_planner(planner: Planner, task: Task, torchrec_rows: bool = False) -> Pl
     plan). Tables larger than any device are cut into row pieces for the planner and merged into row-wise
     shards after (``row_split``), unless the planner plans rows itself (``plans_rows = True``);
     ``torchrec_rows``: placed in TorchRec's even row_wise over every rank instead, so the plan exports.
-    The planner runs on one torch thread (``autoshard.threads``); the caller's setting is restored after."""
+    The planner runs on one torch thread (``autoshard.threads``) with the cyclic garbage collector paused
+    (``autoshard.gc_pause``); the caller's settings are restored after."""
     task.check_fits()
     start = time.perf_counter()
-    with torch_threads():  # a learned model prices thousands of small batches (``autoshard.threads``)
+    # a learned model prices thousands of small batches (``autoshard.threads``); a full collection in the
+    # middle of a plan cost 83 ms (``autoshard.gc_pause``)
+    with torch_threads(), paused_collection():
         pieces = None if getattr(planner, "plans_rows", False) else split_oversize(task, torchrec_rows)
         if pieces is None:
             plan = planner.plan(task)
