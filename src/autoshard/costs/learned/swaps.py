@@ -53,13 +53,16 @@ class PlanSwaps:
 
     def device_costs(self, placement: TablePlacement) -> np.ndarray:
         """(D, 3) fwd, bwd, comm ms of the plan's devices with ``placement`` in place of its table's."""
-        return self.model.state_costs(self.task, self._swapped(placement)[1], self.risk)
+        return self._priced(placement)[0]
 
     def step_ms(self, placement: TablePlacement) -> float:
         """The model's step (ms) of the plan with ``placement`` in place of its table's."""
-        states = self._swapped(placement)[1]
-        costs = self.model.state_costs(self.task, states, self.risk)
+        costs, states = self._priced(placement)
         return float(step_cost(self.task, self.model.comm, costs[:, 0], costs[:, 1], states.volumes).total_ms)
+
+    def _priced(self, placement: TablePlacement) -> tuple[np.ndarray, DeviceStates]:
+        states = self._swapped(placement)[1]
+        return self.model.state_costs(self.task, states, self.risk), states
 
     def _swapped(self, placement: TablePlacement) -> tuple[list[list[ShardRef]], DeviceStates]:
         """The device shard lists and states with ``placement`` in place of its table's."""
@@ -67,19 +70,22 @@ class PlanSwaps:
         table = self.index[placement.table]
         replica = placement.sharding_type.replicates
         added = [(s.rank, s.ref(table, replica)) for s in placement.shards]
-        left = [d for d, dev in enumerate(self.devices) if any(s.table == table for s in dev)]
+        # the devices the table leaves, with their remaining shards
+        remaining = {d: [s for s in dev if s.table != table] for d, dev in enumerate(self.devices)
+                     if any(s.table == table for s in dev)}
         devices = list(self.devices)
-        for d in left:
-            devices[d] = [s for s in devices[d] if s.table != table]
+        for d, shards in remaining.items():
+            devices[d] = shards
         for d, ref in added:
             devices[d] = [*devices[d], ref]
         acc, volumes = old.acc.clone(), old.volumes.copy()
         stats = None if old.stats is None else old.stats.copy()
         unverified = None if old.unverified is None else old.unverified.copy()
-        # the devices the table leaves: re-derived from their remaining shards (a minimum or maximum cannot
-        # be taken back); the new shards join below, there too
-        if left:
-            rest = model.device_states(task, [[s for s in self.devices[d] if s.table != table] for d in left])
+        # those devices are re-derived from their remaining shards (a minimum or maximum cannot be taken
+        # back); the new shards join below, there too
+        if remaining:
+            left = list(remaining)
+            rest = model.device_states(task, list(remaining.values()))
             acc[left] = rest.acc
             volumes[left] = rest.volumes
             if stats is not None and rest.stats is not None:
