@@ -9,7 +9,7 @@ so one warm-up plan runs first (``autoshard plan`` pays them). Each of ``--repea
 printed per phase: the least and the median over the repeats (a shared 2-vCPU host drifts by 20% within
 minutes: compare two checkouts by running this script on each in turn, several times, ``PYTHONPATH=OTHER/src``
 for the other), and the plan's predicted step, which must not move.
-Stop 49 (docs/benchmarks.md) ran it on stop 45's 856-table x 128-device task.
+Stops 49 and 50 (docs/benchmarks.md) ran it on stop 45's 856-table x 128-device task.
 """
 
 from __future__ import annotations
