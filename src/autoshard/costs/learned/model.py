@@ -578,21 +578,27 @@ class LearnedCostModel:
         out_mean, out_std = mean[sel], std[sel]  # (K, 3) copies
         rows = stats[sel]  # (K, len(STATS))
         col = {k: rows[:, STATS.index(k)] for k in ("count", "lookups", "nbytes", "lookups_in", "nbytes_in")}
-        fwd, bwd = self.fallback.compute_ms(col["count"], col["lookups"], col["nbytes"])
-        real = np.stack([fwd, bwd], axis=-1)
         rel = self.fallback_rel_std
         if handover == "fallback":
-            out_mean[:, :2], out_std[:, :2] = real, rel * real
+            fwd, bwd = self.fallback.compute_ms(col["count"], col["lookups"], col["nbytes"])
+            out_mean[:, 0], out_mean[:, 1] = fwd, bwd
+            out_std[:, :2] = rel * out_mean[:, :2]
             mean[sel], std[sel], total_std[sel] = out_mean, out_std, rel * (fwd + bwd)
             return mean, std, total_std
-        count_in = self.support.nearest_count(col["count"])
         if near_price is None:
             near_mean, near_std, near_total = out_mean, out_std, total_std[sel]
         else:
             near_mean, near_std, near_total = near_price
-        fwd_in, bwd_in = self.fallback.compute_ms(count_in, scale * col["lookups_in"],
-                                                  scale * col["nbytes_in"])
-        near = np.stack([fwd_in, bwd_in], axis=-1)
+        # the fallback's price of the devices and of their nearest states inside, in one call (of K + K)
+        k = len(rows)
+        count_in = self.support.nearest_count(col["count"])
+        counts = np.concatenate([col["count"], count_in])
+        lookups = np.concatenate([col["lookups"], scale * col["lookups_in"]])
+        nbytes = np.concatenate([col["nbytes"], scale * col["nbytes_in"]])
+        both_fwd, both_bwd = self.fallback.compute_ms(counts, lookups, nbytes)
+        both = np.stack([both_fwd, both_bwd], axis=-1)
+        fwd, fwd_in, bwd, bwd_in = both_fwd[:k], both_fwd[k:], both_bwd[:k], both_bwd[k:]
+        real, near = both[:k], both[k:]
         ratio = real / np.where(near > 0, near, 1.0)
         graded = near_mean[:, :2] * ratio
         added = graded - near_mean[:, :2]
