@@ -517,9 +517,11 @@ class LearnedCostModel:
             std = np.array(std)
             std[..., :2] = np.where(unverified[..., None], np.maximum(std[..., :2], floor), std[..., :2])
             total_std = np.where(unverified, np.maximum(total_std, floor.sum(axis=-1)), total_std)
-        mean = np.where(used[..., None], mean, 0.0)
-        std = np.where(used[..., None], std, 0.0)
-        return Prediction(mean, std, np.where(used, total_std, 0.0), outside)
+        if not used.all():  # an empty device costs 0 (a planner's candidates all hold the shard priced)
+            mean = np.where(used[..., None], mean, 0.0)
+            std = np.where(used[..., None], std, 0.0)
+            total_std = np.where(used, total_std, 0.0)
+        return Prediction(mean, std, total_std, outside)
 
     def _members_moments(self, task: Task, members: torch.Tensor,
                          volumes: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
