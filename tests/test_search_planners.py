@@ -15,7 +15,7 @@ from autoshard.cli.main import main
 from autoshard.costs.analytical import AnalyticalCostModel
 from autoshard.costs.base import plan_cost
 from autoshard.errors import AutoshardError, InfeasibleError
-from autoshard.plan import Plan, validate
+from autoshard.plan import Plan, ShardingType, validate
 from autoshard.planners.base import PlannerOptions, available_planners, make_planner, run_planner
 from autoshard.planners.local_search import LocalSearchPlanner
 from autoshard.planners.neuroshard import NeuroShardConfig, NeuroShardPlanner
@@ -122,6 +122,17 @@ def test_neuroshard_past_its_deadline_keeps_the_table_wise_level_and_without_one
     far = NeuroShardPlanner(MODEL).search(task, deadline=time.perf_counter() + 3600.0)
     assert far[0] == free[0] and far[2] == free[2]
     assert len(free[0]) > task.num_tables  # the test needs a task where splitting pays
+
+
+def test_neuroshard_plans_within_the_options_time_limit():
+    """``time_limit_s`` bounds the beam search: none left, only the table-wise level runs (no column split);
+    the default leaves this small task's search whole."""
+    task = Task(tables=tuple(make_tables(30, seed=1, dims=(16, 32, 64, 128))), device_memory=(10**10,) * 4)
+    options = {"cost_model": MODEL, "extra": {"sharding_moves": 0}}
+    rushed = run_planner(make_planner("neuroshard", PlannerOptions(time_limit_s=0.0, **options)), task)
+    assert all(p.sharding_type is not ShardingType.COLUMN_WISE for p in rushed.placements)
+    free = run_planner(make_planner("neuroshard", PlannerOptions(**options)), task)
+    assert any(p.sharding_type is ShardingType.COLUMN_WISE for p in free.placements)
 
 
 def test_extra_settings_are_used_and_unknown_ones_refused():

@@ -49,7 +49,7 @@ class PlannerOptions:
     policy_path: str | None = None
     """Trained policy checkpoint for ``rl``."""
     time_limit_s: float = 10.0
-    """Wall-time budget for planners that search (local search, ilp)."""
+    """Wall-time budget for planners that search (local search, ilp, neuroshard's beam search)."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Planner-specific settings (e.g. beam width), by name."""
     algorithm_extra: dict[str, dict[str, Any]] = field(default_factory=dict)

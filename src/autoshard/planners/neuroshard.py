@@ -169,9 +169,14 @@ class NeuroShardPlanner:
 
     name = "neuroshard"
 
-    def __init__(self, cost_model: CostModel | None = None, config: NeuroShardConfig | None = None) -> None:
+    def __init__(self, cost_model: CostModel | None = None, config: NeuroShardConfig | None = None,
+                 time_limit_s: float | None = None) -> None:
         self.cost_model = resolve_cost_model(cost_model)
         self.config = config or NeuroShardConfig()
+        # seconds the beam search may take (``search``'s deadline: the table-wise level always runs; None: no
+        # limit). Why: unbounded, it took 22-24 s on 856 tables x 128 devices where the options said 3
+        # (docs/benchmarks.md, "Stop 50")
+        self.time_limit_s = time_limit_s
 
     def _split_candidates(self, task: Task, layout: Layout, costs: ShardCosts) -> list[int]:
         """Positions of the shards a child may halve: splittable, table not yet on every device, and among the
@@ -282,7 +287,8 @@ class NeuroShardPlanner:
         return best
 
     def plan(self, task: Task) -> Plan:
-        layout, ranks, _ = self.search(task)
+        deadline = None if self.time_limit_s is None else time.perf_counter() + self.time_limit_s
+        layout, ranks, _ = self.search(task, deadline)
         plan, _ = improve(task, to_plan(task, layout, ranks, self.name), self.cost_model,
                           self.config.sharding_moves, uneven_rows=self.config.uneven_rows, who=self.name)
         return plan
@@ -302,4 +308,5 @@ def split_layout(task: Task, model: CostModel, seconds: float) -> Layout | None:
 
 def neuroshard_planner(options: PlannerOptions) -> NeuroShardPlanner:
     config = config_from_extra(NeuroShardConfig, planner_settings(options.extra))
-    return NeuroShardPlanner(planning_model(options), config)  # type: ignore[arg-type]
+    return NeuroShardPlanner(planning_model(options), config,  # type: ignore[arg-type]
+                             time_limit_s=options.time_limit_s)
