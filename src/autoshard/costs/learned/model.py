@@ -495,10 +495,10 @@ class LearnedCostModel:
         sel = np.nonzero(outside)
         states, vols = acc.reshape(-1, acc.shape[-1]), volumes.reshape(-1, volumes.shape[-1])
         n = len(states)
-        scale = near = None
+        count_in = scale = near = None
         if outside.any():
             assert stats is not None
-            scale, near = self._nearest_inside(acc, stats, sel)
+            count_in, scale, near = self._nearest_inside(acc, stats, sel)
         if near is not None:
             # the graded hand-over's nearest states inside go in the same network call as the devices (a
             # planner's step: 128 candidates and 1-2 such states; a second call cost as much as 40 rows)
@@ -509,9 +509,10 @@ class LearnedCostModel:
         moments = self._members_moments(task, members, vols)
         mean, std, total_std = (x[:n].reshape(lead + x.shape[1:]) for x in moments)
         if outside.any():
-            assert stats is not None and scale is not None
+            assert stats is not None and count_in is not None and scale is not None
             near_price = None if near is None else tuple(x[n:] for x in moments)
-            mean, std, total_std = self._price_outside(stats, sel, (mean, std, total_std), scale, near_price)
+            mean, std, total_std = self._price_outside(stats, sel, (mean, std, total_std), count_in, scale,
+                                                       near_price)
         if unverified is not None and unverified.any():
             floor = UNVERIFIED_SPLIT_REL * mean[..., :2]
             std = np.array(std)
@@ -548,29 +549,29 @@ class LearnedCostModel:
         return mean, std, total_std
 
     def _nearest_inside(self, acc: torch.Tensor, stats: np.ndarray, sel: tuple[np.ndarray, ...]
-                        ) -> tuple[np.ndarray, torch.Tensor | None]:
-        """For the devices ``sel`` outside the support: the factor (K,) that moves their tables per device
-        to the nearest trained count, and their states so scaled for the graded hand-over (None when it is
-        not the graded one or no count moves). ``acc`` holds shards already encoded at their nearest values
-        inside (``_encode``), so only the tables per device are left to move in, by scaling the additive
-        state."""
+                        ) -> tuple[np.ndarray, np.ndarray, torch.Tensor | None]:
+        """For the devices ``sel`` outside the support: their tables per device moved to the nearest trained
+        count (K,), the factor that moves them (K,), and their states so scaled for the graded hand-over
+        (None when it is not the graded one or no count moves). ``acc`` holds shards already encoded at
+        their nearest values inside (``_encode``), so only the tables per device are left to move in, by
+        scaling the additive state."""
         assert self.support is not None
         count = stats[sel + (STATS.index("count"),)]
         count_in = self.support.nearest_count(count)
         scale = np.where(count > 0, count_in / np.maximum(count, 1.0), 1.0)
         if self.handover != "graded" or not (scale != 1.0).any():
-            return scale, None
+            return count_in, scale, None
         rows = tuple(torch.from_numpy(i) for i in sel)
-        return scale, acc[rows] * torch.from_numpy(scale).to(acc.dtype)[:, None]
+        return count_in, scale, acc[rows] * torch.from_numpy(scale).to(acc.dtype)[:, None]
 
     def _price_outside(self, stats: np.ndarray, sel: tuple[np.ndarray, ...],
-                       inside_price: tuple[np.ndarray, np.ndarray, np.ndarray], scale: np.ndarray,
-                       near_price: tuple[np.ndarray, np.ndarray, np.ndarray] | None
+                       inside_price: tuple[np.ndarray, np.ndarray, np.ndarray], count_in: np.ndarray,
+                       scale: np.ndarray, near_price: tuple[np.ndarray, np.ndarray, np.ndarray] | None
                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``inside_price`` (mean, std, total std) with the devices ``sel`` outside the support re-priced by
-        the hand-over (the module docstring). ``scale`` and ``near_price``: their tables-per-device factor
-        and the networks' moments at their nearest states inside (``_nearest_inside``; None: the states
-        are their own)."""
+        the hand-over (the module docstring). ``count_in``, ``scale`` and ``near_price``: their tables per
+        device inside, the factor to it, and the networks' moments at their nearest states inside
+        (``_nearest_inside``; None: the states are their own)."""
         assert self.support is not None and self.fallback is not None
         handover = self.handover
         if handover == "networks":
@@ -593,7 +594,6 @@ class LearnedCostModel:
             near_mean, near_std, near_total = near_price
         # the fallback's price of the devices and of their nearest states inside, in one call (of K + K)
         k = len(rows)
-        count_in = self.support.nearest_count(col["count"])
         counts = np.concatenate([col["count"], count_in])
         lookups = np.concatenate([col["lookups"], scale * col["lookups_in"]])
         nbytes = np.concatenate([col["nbytes"], scale * col["nbytes_in"]])

@@ -263,17 +263,7 @@ class Support:
         return x
 
     def _task_inside(self, task: Task) -> bool:
-        # asked once per planner step: remembered per (precision, batch size)
-        key = (task.precision.value, task.batch_size)
-        inside = self._inside_contexts.get(key)
-        if inside is None:
-            inside = self._inside_contexts[key] = (task.precision.value in self.precisions
-                                                   and not self._batch_outside(task))
-        return inside
-
-    @cached_property
-    def _inside_contexts(self) -> dict[tuple[str, int], bool]:
-        return {}
+        return task.precision.value in self.precisions and not self._batch_outside(task)
 
     def _batch_outside(self, task: Task) -> bool:
         b = np.float64(task.batch_size)
