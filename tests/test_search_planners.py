@@ -179,6 +179,18 @@ def test_cli_reports_infeasible_in_one_line(tmp_path, capsys):
     assert len(err.splitlines()) == 1 and "give more memory" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("limit", ["nan", "-1", "inf"])
+def test_cli_refuses_a_time_limit_that_is_not_a_budget_in_one_line(tmp_path, capsys, limit):
+    path = str(tmp_path / "tables.json")
+    TablePool.from_tables(make_tables(6, seed=2, dims=(8, 16))).save(path)
+    out = tmp_path / "plan.json"
+    assert main(["plan", "--tables", path, "--devices", "2", "--memory", "1GB", "--algo", "neuroshard",
+                 "--time-limit", limit, "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--time-limit" in err and "Traceback" not in err
+    assert not out.exists()
+
+
 def test_search_respects_memory_of_unequal_devices():
     tables = tuple(make_tables(16, seed=4, dims=(16, 32, 64), max_rows=10**5))
     need = sum(Task(tables=tables, device_memory=(1,)).table_memory(t) for t in tables)

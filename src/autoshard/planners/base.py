@@ -7,6 +7,7 @@ A planner is a class with a ``name`` and ``plan(task) -> Plan``. Every planner i
 from __future__ import annotations
 
 import importlib
+import math
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, dataclass, field, fields, replace
@@ -55,6 +56,13 @@ class PlannerOptions:
     algorithm_extra: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Settings for one algorithm only, by algorithm name, added to ``extra`` when that planner is built (a
     benchmark that runs every planner from one options object, e.g. TorchRec's compute device)."""
+
+    def __post_init__(self) -> None:
+        # NaN or a negative budget would reach the planners' deadline arithmetic (neuroshard's beam search
+        # cannot count layouts in NaN seconds); 0 leaves a search planner its first step only
+        if not (math.isfinite(self.time_limit_s) and self.time_limit_s >= 0):
+            raise AutoshardError(f"time limit {self.time_limit_s} s must be a finite number of seconds, 0 or "
+                                 "more (--time-limit)")
 
 
 PLANNERS: dict[str, tuple[str, str]] = {
