@@ -52,12 +52,22 @@ def workload(workload_dir):
     return load_dataset(workload_dir)
 
 
-def _member_val_mape(model: LearnedCostModel, dataset, options: FineTuneOptions) -> list[float]:
+def _val_records(dataset, options: FineTuneOptions):
+    """The records fine-tuning holds back for validation, and their measured step time."""
     val_ids, _ = validation_split(np.arange(len(dataset.records)), options.val_fraction, options.seed)
     val = [dataset.records[i] for i in val_ids]
-    measured = np.array([r.fwd_ms + r.bwd_ms for r in val])
+    return val, np.array([r.fwd_ms + r.bwd_ms for r in val])
+
+
+def _member_val_mape(model: LearnedCostModel, dataset, options: FineTuneOptions) -> list[float]:
+    val, measured = _val_records(dataset, options)
     return [mape(predict_records(m, dataset.pool, val).mean[:, :2].sum(axis=1), measured)
             for m in model.member_models()]
+
+
+def _ensemble_val_mape(model: LearnedCostModel, dataset, options: FineTuneOptions) -> float:
+    val, measured = _val_records(dataset, options)
+    return mape(predict_records(model, dataset.pool, val).mean[:, :2].sum(axis=1), measured)
 
 
 def test_fine_tune_keeps_each_member_no_worse_on_validation_and_leaves_the_original(pretrained, workload,
@@ -116,7 +126,13 @@ def test_adapting_to_another_machine_scales_first_and_names_the_new_machine(pret
     ratio = info["adapted_from"]
     assert 1 / 40 < ratio["fwd_scale"] < 1 / 10 and 1 / 40 < ratio["bwd_scale"] < 1 / 10
     assert ratio["scale_records"] == len(other.records) - info["val_records"]
-    assert info["val_mape_pct_before"] > 1000 and info["val_mape_pct_after"] < 100
+    # the error before adapting is the pre-trained model's on the held-back records; with r = p/t its ratio
+    # to this machine's time, mean |20r - 1| >= 19 - 20 mean |r - 1|: a 20x faster machine shows through
+    # whatever the model's own error on these tables (a fixed threshold failed where that error was larger)
+    before, here = (_ensemble_val_mape(pretrained, data, TUNE) for data in (other, workload))
+    assert info["val_mape_pct_before"] == pytest.approx(before)
+    assert before >= 1900 - 20 * here - 1e-6
+    assert info["val_mape_pct_after"] < 100 and info["val_mape_pct_after"] < before / 5
     # each member starts at the scaled level and keeps its best validation epoch, the start included
     start = pretrained.with_host_scale(ratio["fwd_scale"], ratio["bwd_scale"], {})
     for after, scaled in zip(_member_val_mape(adapted, other, TUNE), _member_val_mape(start, other, TUNE)):
