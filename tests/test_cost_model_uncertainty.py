@@ -523,6 +523,46 @@ def test_split_shards_and_replicas_price_alike_one_by_one_batched_and_accumulate
         ensemble.encode_refs(task, [ShardRef(1, 4), ShardRef(task.num_tables, 4)])
 
 
+def test_plan_costs_gather_the_candidates_shards_and_price_them_as_their_device_lists(ensemble, dataset):
+    """``plan_costs`` hands the learned model each candidate's devices as ids into its distinct shards (each
+    encoded and valued once, identical devices priced once); every plan costs what its device lists do,
+    row, column and replica shards, empty devices and a table outside the support included."""
+    task = _task(dataset, devices=3, extra=(HUGE,))
+    rows, huge = task.tables[0].rows, task.num_tables - 1
+    whole = [ShardRef(t, task.tables[t].dim) for t in range(1, task.num_tables)]
+    halves = [ShardRef(2, task.tables[2].dim // 2)] * 2
+    layouts = [
+        [ShardRef(0, task.tables[0].dim, 0, rows // 3), ShardRef(0, task.tables[0].dim, rows // 3, None)]
+        + whole,
+        [ShardRef(0, task.tables[0].dim, replica=True)] + whole[:1] + halves + whole[2:],
+    ]
+    rng = np.random.default_rng(0)
+    candidates = [(layouts[c % 2], rng.integers(0, task.num_devices, len(layouts[c % 2]))) for c in range(6)]
+    candidates.append((layouts[0], np.zeros(len(layouts[0]), dtype=np.int64)))  # two devices left empty
+    candidates.append(candidates[1])  # every device a repeat
+
+    def by_device_lists(model: LearnedCostModel, k: float) -> np.ndarray:
+        out = []
+        for layout, ranks in candidates:
+            devices = [[s for s, r in zip(layout, ranks) if r == d] for d in range(task.num_devices)]
+            costs = model.device_costs_risk(task, devices, k)
+            out.append(step_cost(task, model.comm, costs[:, 0], costs[:, 1], device_volumes(task, devices))
+                       .total_ms)
+        return np.array(out)
+
+    assert ensemble.out_of_support(task, [[ShardRef(huge, HUGE.dim)]])  # the fallback's devices are in it
+    np.testing.assert_allclose(plan_costs(task, ensemble, candidates, risk=0), by_device_lists(ensemble, 0.0),
+                               rtol=1e-6)
+    np.testing.assert_allclose(plan_costs(task, ensemble, candidates, risk=1.5),
+                               by_device_lists(ensemble, 1.5), rtol=1e-6)
+    np.testing.assert_allclose(plan_costs(task, risk_priced(ensemble, 0.75), candidates),
+                               by_device_lists(ensemble, 0.75), rtol=1e-6)
+    with pytest.raises(AutoshardError, match="rank is out of range 0..2"):
+        plan_costs(task, ensemble, [(layouts[0], np.full(len(layouts[0]), 3))])
+    with pytest.raises(AutoshardError, match="shards but 1 ranks"):
+        plan_costs(task, ensemble, [(layouts[0], np.zeros(1, dtype=np.int64))])
+
+
 # -- risk selection and coverage -----------------------------------------------------------------------------
 def test_select_risk_k_covers_84_percent():
     rng = np.random.default_rng(0)

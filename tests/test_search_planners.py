@@ -135,6 +135,45 @@ def test_neuroshard_plans_within_the_options_time_limit():
     assert any(p.sharding_type is ShardingType.COLUMN_WISE for p in free.placements)
 
 
+def test_neuroshard_sizes_a_levels_chunks_by_the_time_the_last_chunk_took(monkeypatch):
+    """A level's time is a fixed part plus a part per layout, so the table-wise level's one layout
+    overstates the next level's per layout. The search evaluates a level in chunks, each sized by the chunk
+    before: more layouts fit than the first estimate allowed, and never a chunk past the deadline. The clock
+    is injected (each evaluation advances it by 1 s + 0.1 s a layout) so the test times nothing."""
+    import autoshard.planners.neuroshard as ns
+
+    class Clock:
+        now = 0.0
+
+        @staticmethod
+        def perf_counter() -> float:
+            return Clock.now
+
+    evaluate = NeuroShardPlanner._evaluate
+    chunks: list[tuple[float, int]] = []
+
+    def timed(self, task, layouts, costs, scales):
+        chunks.append((Clock.now, len(layouts)))
+        Clock.now += 1.0 + 0.1 * len(layouts)
+        return evaluate(self, task, layouts, costs, scales)
+
+    monkeypatch.setattr(ns, "time", Clock)
+    monkeypatch.setattr(NeuroShardPlanner, "_evaluate", timed)
+    task = Task(tables=tuple(make_tables(30, seed=1, dims=(16, 32, 64, 128))), device_memory=(10**10,) * 4)
+    free = NeuroShardPlanner(MODEL, NeuroShardConfig(max_depth=1)).search(task)
+    children = chunks[1][1]  # the first column-split level, evaluated whole without a deadline
+    assert children >= 10
+    chunks.clear()
+    Clock.now = 0.0
+    deadline = 1.1 + 4.0 + 0.1 * children  # the table-wise level, then the level's layouts in <= 4 chunks
+    searched = NeuroShardPlanner(MODEL, NeuroShardConfig(max_depth=1)).search(task, deadline=deadline)
+    sizes = [n for _, n in chunks]
+    # the table-wise level's 1.1 s for its layout would let 4 + 0.1 x children / 1.1 layouts in: fewer
+    assert sizes[0] == 1 and sizes[1] == int((deadline - 1.1) / 1.1) and sum(sizes[1:]) == children
+    assert all(start + 1.0 + 0.1 * n <= deadline + 1e-9 for start, n in chunks)
+    assert searched[2] == free[2] and searched[0] == free[0]
+
+
 def test_extra_settings_are_used_and_unknown_ones_refused():
     planner = make_planner("neuroshard", PlannerOptions(extra={"beam_width": "5", "uncapped": "false"}))
     assert planner.config.beam_width == 5 and planner.config.uncapped is False

@@ -106,9 +106,14 @@ def device_volumes(task: Task, devices: Sequence[Sequence[ShardRef]]) -> np.ndar
     if not flat:
         return np.zeros((len(devices), len(VOLUMES)))
     owner = np.repeat(np.arange(len(devices)), counts)
-    vol = shard_volumes(task, flat)
-    return np.stack([np.bincount(owner, weights=vol[:, k], minlength=len(devices))
-                     for k in range(len(VOLUMES))], axis=1)
+    return gather_volumes(shard_volumes(task, flat), np.arange(len(flat)), owner, len(devices))
+
+
+def gather_volumes(per: np.ndarray, members: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
+    """(n, len(VOLUMES)) volumes of ``n`` devices where device ``owner[k]`` holds the shard whose
+    ``shard_volumes`` row is ``per[members[k]]`` (each device's sums in the order of ``owner``)."""
+    return np.stack([np.bincount(owner, weights=per[members, k], minlength=n) for k in range(len(VOLUMES))],
+                    axis=1)
 
 
 def collective_bytes(task: Task, volumes: np.ndarray) -> dict[str, tuple[Any, Any]]:

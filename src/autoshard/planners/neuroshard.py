@@ -220,13 +220,41 @@ class NeuroShardPlanner:
         progress = placed.reshape(len(layouts), g).max(axis=1)
         return best, best_ranks, progress
 
+    def _evaluate_until(self, task: Task, layouts: list[Layout], costs: ShardCosts, scales: np.ndarray,
+                        deadline: float, per_layout: float
+                        ) -> tuple[np.ndarray, list[np.ndarray | None], np.ndarray, float]:
+        """``_evaluate`` of as many of ``layouts`` (in order) as fit before ``deadline``, in chunks each sized
+        by the seconds per layout the chunk before took (``per_layout`` to start), and that estimate.
+
+        Why chunks: a level's time is a fixed part (the greedy's steps, the pricing's calls) plus a part per
+        layout, so the level before, divided by its layouts, overstates the next level's per layout; the
+        table-wise level's one layout overstated it ~5x, and the first column-split level evaluated 11 of its
+        19 layouts within a 1 s budget on 856 tables x 128 devices (docs/benchmarks.md, "Stop 51")."""
+        parts: list[tuple[np.ndarray, list[np.ndarray | None], np.ndarray]] = []
+        done = 0
+        while done < len(layouts):
+            room = deadline - time.perf_counter()
+            fits = len(layouts) - done if per_layout <= 0 else int(max(room, 0.0) / per_layout)
+            if fits < 1:
+                break
+            chunk = layouts[done:done + fits]
+            began = time.perf_counter()
+            parts.append(self._evaluate(task, chunk, costs, scales))
+            per_layout = (time.perf_counter() - began) / len(chunk)
+            done += len(chunk)
+        if not parts:
+            return np.zeros(0), [], np.zeros(0, dtype=np.int64), per_layout
+        return (np.concatenate([p[0] for p in parts]), [r for p in parts for r in p[1]],
+                np.concatenate([p[2] for p in parts]), per_layout)
+
     def search(self, task: Task, deadline: float | None = None) -> tuple[Layout, np.ndarray, float]:
         """The best (layout, ranks, model plan cost) found; InfeasibleError if no greedy run fits memory.
 
         With a ``deadline`` (``time.perf_counter()`` value), a column-split level evaluates only as many of
-        its layouts (in beam order: the cheapest parent's splits first) as the previous level's
-        time per layout says fit before it, none when not one does; the table-wise level always runs. (Per
-        layout, not per level: a level can hold beam-width times the layouts of the one before.)"""
+        its layouts (in beam order: the cheapest parent's splits first) as fit before it, in chunks sized by
+        the time per layout measured last (``_evaluate_until``), none when not one does; the table-wise level
+        always runs. (Per layout, not per level: a level can hold beam-width times the layouts of the one
+        before.)"""
         cfg = self.config
         costs = ShardCosts(task, self.cost_model)
         scales = cfg.cap_scales()
@@ -252,19 +280,21 @@ class NeuroShardPlanner:
                             children.append(child)
                 if not children:
                     break
-                if deadline is not None:
-                    room = deadline - time.perf_counter()
-                    fits = len(children) if per_layout <= 0 else int(max(room, 0.0) / per_layout)
-                    if fits < 1:
-                        log.info("neuroshard: time budget reached after %d column-split level(s)", depth - 1)
-                        break
-                    if fits < len(children):
-                        log.info("neuroshard: time budget: %d of %d layouts at column-split level %d",
-                                 fits, len(children), depth)
-                        children = children[:fits]
                 level = children
             began = time.perf_counter()
-            scores, ranks, progress = self._evaluate(task, level, costs, scales)
+            if deadline is None or depth == 0:
+                scores, ranks, progress = self._evaluate(task, level, costs, scales)
+                per_layout = (time.perf_counter() - began) / len(level)
+            else:
+                scores, ranks, progress, per_layout = self._evaluate_until(task, level, costs, scales,
+                                                                           deadline, per_layout)
+                if len(scores) < len(level):
+                    log.info("neuroshard: time budget: %d of %d layouts at column-split level %d",
+                             len(scores), len(level), depth)
+                    level = level[:len(scores)]
+                if not level:
+                    log.info("neuroshard: time budget reached after %d column-split level(s)", depth - 1)
+                    break
             evaluated += len(level)
             most_placed = max(most_placed, int(progress.max()))
             i = int(np.argmin(scores))
@@ -273,7 +303,6 @@ class NeuroShardPlanner:
             # cheapest first; among infeasible layouts, those whose greedy got furthest (splits free memory)
             keep = sorted(range(len(level)), key=lambda j: (scores[j], -progress[j]))[:cfg.beam_width]
             beam = [level[j] for j in keep]
-            per_layout = (time.perf_counter() - began) / len(level)
         if best is None:
             raise InfeasibleError(
                 f"neuroshard: no greedy placement of {evaluated} layouts "

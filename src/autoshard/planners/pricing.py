@@ -19,9 +19,10 @@ from typing import Any
 import numpy as np
 
 from autoshard.costs.base import CostModel
-from autoshard.costs.learned.risk import offers_spread, risk_factor, risk_priced
+from autoshard.costs.learned.risk import RiskPricedModel, offers_spread, risk_factor, risk_priced
 from autoshard.costs.loading import resolve_cost_model
-from autoshard.costs.step import VOLUMES, device_volumes, step_cost
+from autoshard.costs.step import VOLUMES, device_volumes, gather_volumes, shard_volumes, step_cost
+from autoshard.errors import PlanError
 from autoshard.planners.column_split import Layout, device_contents
 from autoshard.shards import ShardRef
 from autoshard.tasks import Task
@@ -149,6 +150,8 @@ def plan_costs(task: Task, model: CostModel, candidates: Sequence[tuple[Layout, 
     mean + k x spread, k ``risk`` or its risk_k)."""
     if not candidates:
         return np.zeros(0)
+    if gathers(model):
+        return _gathered_plan_costs(task, model, candidates, risk_factor(model, risk))
     d = task.num_devices
     devices: list[list[ShardRef]] = []
     for layout, ranks in candidates:
@@ -159,4 +162,70 @@ def plan_costs(task: Task, model: CostModel, candidates: Sequence[tuple[Layout, 
         shape = (len(candidates), d, 3)
         return step_ms(task, model, costs.reshape(shape), volumes, spread.reshape(shape), risk)
     costs = price_devices(task, model, devices).reshape(len(candidates), d, 3)
+    return step_ms(task, model, costs, volumes)
+
+
+def gathers(model: CostModel) -> bool:
+    """Whether ``model`` prices devices given as indices into one list of shards (``device_costs_gathered``:
+    the learned model, risk-priced or not)."""
+    base = model.base if isinstance(model, RiskPricedModel) else model
+    return callable(getattr(base, "device_costs_gathered", None))
+
+
+HASH_SEED = 0x5EED
+"""Seed of the random 64-bit shard keys that identify a device's content (``_gathered_plan_costs``)."""
+
+
+def _gathered_plan_costs(task: Task, model: CostModel, candidates: Sequence[tuple[Layout, np.ndarray]],
+                         k: float) -> np.ndarray:
+    """``plan_costs`` without a Python object per placed shard: each candidate's shards as ids into one list
+    of the distinct shards, every device a slot ``candidate x D + rank``, identical devices priced once.
+
+    Why: neuroshard prices hundreds of candidate plans of ~860 shards a level; building, hashing and
+    flattening their device lists took most of its time on 856 tables x 128 devices (docs/benchmarks.md,
+    "Stop 51"). Prices are the generic path's (the same devices in the same order, each device's shards in
+    layout order); only a column shard's encoding comes from a batch of another size."""
+    d = task.num_devices
+    shard_id: dict[ShardRef, int] = {}
+    of_layout: dict[int, np.ndarray] = {}  # id(layout) -> its shards' ids (the candidates hold the layouts)
+    ids, ranks = [], []
+    for layout, r in candidates:
+        r = np.asarray(r, dtype=np.int64)
+        if len(r) != len(layout):
+            raise PlanError(f"{len(layout)} shards but {len(r)} ranks; give one rank per shard")
+        if len(r) and (r.min() < 0 or r.max() >= d):
+            raise PlanError(f"a rank is out of range 0..{d - 1}")
+        got = of_layout.get(id(layout))
+        if got is None:
+            got = of_layout[id(layout)] = np.fromiter((shard_id.setdefault(s, len(shard_id)) for s in layout),
+                                                      dtype=np.int64, count=len(layout))
+        ids.append(got)
+        ranks.append(r)
+    shards = list(shard_id)
+    gid = np.concatenate(ids)
+    slot = np.repeat(np.arange(len(candidates)) * d, [len(i) for i in ids]) + np.concatenate(ranks)
+    slots = len(candidates) * d
+    volumes = gather_volumes(shard_volumes(task, shards), gid, slot, slots).reshape(len(candidates), d, -1)
+
+    # a device's content as two sums of random 64-bit keys of its shards (a false match of two different
+    # contents: ~2^-128 a pair); the distinct contents kept in order of first appearance, as the generic path
+    keys = np.random.default_rng(HASH_SEED).integers(0, 2**63, size=(len(shards), 2), dtype=np.uint64)
+    content = np.zeros((slots, 2), dtype=np.uint64)
+    np.add.at(content, slot, keys[gid])
+    _, first, inverse = np.unique(content, axis=0, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank_of = np.empty_like(order)
+    rank_of[order] = np.arange(len(order))
+    device_of = rank_of[inverse.reshape(-1)]  # slot -> distinct device, numbered by first appearance
+    rep = np.full(slots, -1, dtype=np.int64)
+    rep[first[order]] = np.arange(len(order))
+    owner = rep[slot]
+    held = np.flatnonzero(owner >= 0)  # the shards of each distinct device's first slot
+    keep = held[np.argsort(owner[held], kind="stable")]  # grouped by device, each in layout order
+    if k > 0 and not isinstance(model, RiskPricedModel):  # a bare model with spread, priced at its risk
+        costs = model.device_costs_gathered(task, shards, gid[keep], owner[keep], len(order),  # type: ignore
+                                            risk=k)
+    else:
+        costs = model.device_costs_gathered(task, shards, gid[keep], owner[keep], len(order))  # type: ignore
+    costs = np.asarray(costs, dtype=np.float64)[device_of].reshape(len(candidates), d, 3)
     return step_ms(task, model, costs, volumes)

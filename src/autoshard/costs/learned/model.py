@@ -93,12 +93,13 @@ from autoshard.costs.learned.support import (
     STATS,
     Support,
     device_stats,
+    gather_stats,
     plan_stats,
     shard_stats,
     shard_values,
 )
 from autoshard.costs.learned.swaps import DeviceStates, PlanSwaps
-from autoshard.costs.step import device_comm_ms, device_volumes, shard_volumes
+from autoshard.costs.step import device_comm_ms, gather_volumes, shard_volumes
 from autoshard.errors import AutoshardError
 from autoshard.plan import Plan
 from autoshard.shards import ShardRef
@@ -194,11 +195,19 @@ class LearnedCostModel:
     def unverified_devices(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> np.ndarray | None:
         """(len(devices),) whether each device holds a split shard of an ``unverified_split_kinds`` kind (None
         when the model has none)."""
+        per = self.unverified_shards(task, [s for d in devices for s in d])
+        if per is None:
+            return None
+        owner = np.repeat(np.arange(len(devices)), [len(d) for d in devices])
+        return np.bincount(owner, weights=per, minlength=len(devices)) > 0
+
+    def unverified_shards(self, task: Task, shards: Sequence[ShardRef]) -> np.ndarray | None:
+        """(len(shards),) whether each shard is a split of an ``unverified_split_kinds`` kind (None when the
+        model has none)."""
         kinds = self.unverified_split_kinds
         if not kinds:
             return None
-        return np.array([any(k in kinds for s in d for k in shard_split_kinds(task, s)) for d in devices],
-                        dtype=bool)
+        return np.array([any(k in kinds for k in shard_split_kinds(task, s)) for s in shards], dtype=bool)
 
     @property
     def _plain(self) -> bool:
@@ -619,17 +628,32 @@ class LearnedCostModel:
     def device_states(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> DeviceStates:
         """What the pricing of ``devices`` starts from: their additive states, traffic volumes, support
         statistics (with a fallback) and unverified flags (``DeviceStates``)."""
-        self.check_compatible(task)
         n = len(devices)
         counts = np.array([len(d) for d in devices], dtype=np.int64)
         flat = [s for d in devices for s in d]
-        if flat:
-            vec = self.encode_refs(task, flat)
-            acc = segment_sum(vec, torch.from_numpy(np.repeat(np.arange(n), counts)), n)
+        return self.gathered_states(task, flat, np.arange(len(flat)), np.repeat(np.arange(n), counts), n)
+
+    def gathered_states(self, task: Task, shards: Sequence[ShardRef], members: np.ndarray, owner: np.ndarray,
+                        n: int) -> DeviceStates:
+        """``device_states`` of ``n`` devices where device ``owner[k]`` holds ``shards[members[k]]`` (each
+        device's shards in the order of ``owner``): each of ``shards`` encoded and valued once, however many
+        devices hold it (a search planner's candidate plans share nearly all their shards)."""
+        self.check_compatible(task)
+        members = np.asarray(members, dtype=np.int64)
+        owner = np.asarray(owner, dtype=np.int64)
+        if len(members):
+            vec = self.encode_refs(task, shards)[torch.from_numpy(members)]
+            acc = segment_sum(vec, torch.from_numpy(owner), n)
         else:
             acc = torch.zeros((n, self.config.acc_width * self.ensemble_size), dtype=torch.float32)
-        stats = device_stats(task, devices, self.support) if self.prices_fallback else None
-        return DeviceStates(acc, device_volumes(task, devices), stats, self.unverified_devices(task, devices))
+        stats = None
+        if self.prices_fallback:
+            stats = gather_stats(shard_stats(shard_values(task, shards, self.support)), members, owner, n)
+        unverified = self.unverified_shards(task, shards)
+        if unverified is not None:
+            unverified = np.bincount(owner, weights=unverified[members], minlength=n) > 0
+        return DeviceStates(acc, gather_volumes(shard_volumes(task, shards), members, owner, n), stats,
+                            unverified)
 
     def predict(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> Prediction:
         """Mean, spread and fallback of every device (``device_costs`` is its mean)."""
@@ -676,6 +700,15 @@ class LearnedCostModel:
             self.check_compatible(task)
             return np.zeros((len(devices), 3))
         return self.state_costs(task, self.device_states(task, devices), risk)
+
+    def device_costs_gathered(self, task: Task, shards: Sequence[ShardRef], members: np.ndarray,
+                              owner: np.ndarray, n: int, risk: float = 0.0) -> np.ndarray:
+        """(n, 3) ``device_costs_risk`` of the devices of ``gathered_states`` (``planners.pricing``'s
+        batched plan costs)."""
+        if not len(members):
+            self.check_compatible(task)
+            return np.zeros((n, 3))
+        return self.state_costs(task, self.gathered_states(task, shards, members, owner, n), risk)
 
     def placement_swaps(self, task: Task, plan: Plan, risk: float = 0.0) -> PlanSwaps:
         """``plan``'s device states, to price plans that differ from it in one table's placement

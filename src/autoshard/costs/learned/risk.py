@@ -72,6 +72,13 @@ class RiskPricedModel:
         spread = self.base.device_costs_spread(task, devices)  # type: ignore[attr-defined]
         return np.asarray(self.base.device_costs(task, devices), dtype=np.float64) + self.risk * spread
 
+    def device_costs_gathered(self, task: Task, shards: Sequence[ShardRef], members: np.ndarray,
+                              owner: np.ndarray, n: int) -> np.ndarray:
+        """The base model's ``device_costs_gathered`` at this risk (``planners.pricing``; only where the base
+        has one)."""
+        return np.asarray(self.base.device_costs_gathered(task, shards, members, owner, n,  # type: ignore
+                                                          risk=self.risk), dtype=np.float64)
+
     def accumulator(self, task: Task, num_envs: int) -> DeviceAccumulator:
         make = self.base.accumulator
         if "risk" in inspect.signature(make).parameters:  # the learned model's own, fast and risk-aware

@@ -123,13 +123,20 @@ def device_stats(task: Task, devices: Sequence[Sequence[ShardRef]],
                  support: Support | None = None) -> np.ndarray:
     """(len(devices), len(STATS)) statistics of each device's shards (``shard_values``' nearest-inside terms
     for ``support``)."""
-    out = empty_stats((len(devices),))
     counts = np.fromiter((len(dev) for dev in devices), dtype=np.int64, count=len(devices))
     flat = [s for dev in devices for s in dev]
     if not flat:
-        return out
+        return empty_stats((len(devices),))
     owner = np.repeat(np.arange(len(devices)), counts)
-    per = shard_stats(shard_values(task, flat, support))
+    return gather_stats(shard_stats(shard_values(task, flat, support)), np.arange(len(flat)), owner,
+                        len(devices))
+
+
+def gather_stats(per: np.ndarray, members: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
+    """(n, len(STATS)) statistics of ``n`` devices where device ``owner[k]`` holds the shard of ``per[members
+    [k]]`` (``shard_stats`` rows; a shard may sit on many devices, and is valued once)."""
+    out = empty_stats((n,))
+    per = per[members]
     np.add.at(out[:, :SUM_STATS], owner, per[:, :SUM_STATS])
     lo, hi = out[:, SUM_STATS::2], out[:, SUM_STATS + 1::2]
     np.minimum.at(lo, owner, per[:, SUM_STATS::2])
