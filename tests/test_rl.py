@@ -481,6 +481,39 @@ def test_descent_after_the_policys_placement_never_makes_the_step_dearer(tmp_pat
     assert costs["on"] < costs["off"]
 
 
+def test_rl_weighs_the_capped_greedy_against_the_policy_and_keeps_the_cheaper(tmp_path, monkeypatch):
+    """``greedy_start``: NeuroShard's capped greedy places the whole tables too; after the sharding moves the
+    cheaper placement by the model is kept and the other handed to the guard. "auto" leaves it out on tasks
+    the splits search (at most AUTO_SPLIT_PAIRS tables x devices)."""
+    from autoshard.planners.neuroshard import capped_greedy_plan
+
+    task = make_task(24, 4, seed=12)
+    path = str(tmp_path / "p.pt")
+    TrainedPolicy(untrained(5), normalizer_for(task), {"name": "analytical"}).save(path)
+    planners, costs = {}, {}
+    for mode in ("off", "on", "auto"):
+        planners[mode] = make_planner("rl", PlannerOptions(policy_path=path, cost_model=MODEL, extra={
+            "greedy_start": mode, "refine": "off", "column_splits": "off", "sharding_moves": 0, "guard": 0}))
+        plan = run_planner(planners[mode], task)
+        validate(plan, task)
+        costs[mode] = plan_cost(MODEL, task, plan).plan_ms
+    greedy = capped_greedy_plan(task, MODEL, "rl")
+    validate(greedy, task)
+    greedy_ms = plan_cost(MODEL, task, greedy).plan_ms
+    assert greedy_ms < costs["off"]  # an untrained policy: the greedy has room to win
+    assert costs["on"] == min(costs["off"], greedy_ms) == greedy_ms
+    (label, other), = planners["on"].last_alternatives
+    assert label == "whole-table" and plan_cost(MODEL, task, other).plan_ms == costs["off"]
+    assert costs["auto"] == costs["off"] and planners["auto"].last_alternatives == ()
+    # a task above the size the splits search is one "auto" places by the greedy too
+    import autoshard.planners.column_split as column_split
+    monkeypatch.setattr(column_split, "AUTO_SPLIT_PAIRS", task.num_tables * task.num_devices - 1)
+    assert plan_cost(MODEL, task, run_planner(planners["auto"], task)).plan_ms == costs["on"]
+    assert len(planners["auto"].last_alternatives) == 1
+    with pytest.raises(AutoshardError, match="greedy_start='always' must be auto, on or off"):
+        make_planner("rl", PlannerOptions(policy_path=path, extra={"greedy_start": "always"}))
+
+
 @pytest.mark.parametrize("setting, message", [
     ("refine=sometimes", "refine='sometimes' must be auto, on or off"),
     ("refine_s=0", r"refine_s=0(\.0)? must be a positive number of seconds"),

@@ -335,6 +335,19 @@ def split_layout(task: Task, model: CostModel, seconds: float) -> Layout | None:
     return None if len(layout) == task.num_tables else layout
 
 
+def capped_greedy_plan(task: Task, model: CostModel, algorithm: str) -> Plan | None:
+    """NeuroShard's table-wise level alone (no column split, no sharding moves): every table whole, placed by
+    the greedy on the model's marginal costs under each cap of the grid, the placement the model prices
+    cheapest; for a planner that weighs it against its own (``rl`` on large tasks). None when no cap's
+    greedy fits memory."""
+    searcher = NeuroShardPlanner(model, NeuroShardConfig(max_depth=0, sharding_moves=0))
+    try:
+        layout, ranks, _ = searcher.search(task)
+    except InfeasibleError:
+        return None
+    return to_plan(task, layout, ranks, algorithm)
+
+
 def neuroshard_planner(options: PlannerOptions) -> NeuroShardPlanner:
     config = config_from_extra(NeuroShardConfig, planner_settings(options.extra))
     return NeuroShardPlanner(planning_model(options), config,  # type: ignore[arg-type]

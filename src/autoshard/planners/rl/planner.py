@@ -17,13 +17,17 @@ from autoshard.plan import Plan
 from autoshard.planners.base import PlannerOptions, config_from_extra
 from autoshard.planners.column_split import column_shard_task, merge_column_shards, splits_wanted
 from autoshard.planners.finish import Descent, finish, whole_and_split
-from autoshard.planners.neuroshard import split_layout
+from autoshard.planners.neuroshard import capped_greedy_plan, split_layout
 from autoshard.planners.pricing import RISK_OPTION, planner_settings
 from autoshard.planners.rl.env import PlacementEnv, TaskContext
 from autoshard.planners.rl.policy import TrainedPolicy, run_episodes
 from autoshard.tasks import Task
 
 logger = logging.getLogger(__name__)
+
+CAPPED_GREEDY = "capped-greedy"
+"""The label of the capped greedy's placement among rl's solves (``greedy_start``), as the guard reports
+it."""
 
 
 class RLPlanner:
@@ -48,7 +52,8 @@ class RLPlanner:
 
     def __init__(self, policy: TrainedPolicy, cost_model: CostModel, samples: int = 0, seed: int = 0,
                  sharding_moves: int = 0, column_splits: str = "off", split_search_s: float = 1.0,
-                 refine: str = "off", refine_s: float = 3.0, refine_kicks: int = 20) -> None:
+                 refine: str = "off", refine_s: float = 3.0, refine_kicks: int = 20,
+                 greedy_start: str = "off") -> None:
         if samples < 0:
             raise AutoshardError(f"samples {samples} must be >= 0")
         if sharding_moves < 0:
@@ -57,6 +62,7 @@ class RLPlanner:
         self.sharding_moves = sharding_moves
         self.column_splits, self.split_search_s = column_splits, split_search_s
         self.refine, self.refine_s, self.refine_kicks = refine, refine_s, refine_kicks
+        self.greedy_start = greedy_start
         self.last_alternatives: tuple[tuple[str, Plan], ...] = ()
         """The finished plan the latest ``plan`` call did not return (whole tables or column shards,
         labelled), which the heuristic guard weighs too (``planners.guard``)."""
@@ -70,12 +76,17 @@ class RLPlanner:
         except InfeasibleError as e:
             whole_tables_error = e  # column shards may still fit where whole tables do not
         split = self._place_column_shards(task) if splits_wanted(self.column_splits, task) else None
-        if whole is None and split is None:
+        greedy = None
+        if self.greedy_start == "on" or (self.greedy_start == "auto" and task.num_devices > 1
+                                         and not splits_wanted("auto", task)):
+            greedy = capped_greedy_plan(task, self.cost_model, self.name)
+        if whole is None and split is None and greedy is None:
             raise whole_tables_error
         descent = (Descent(start + self.refine_s, self.seed, self.refine_kicks)
                    if splits_wanted(self.refine, task) else None)
-        finished = finish(task, self.cost_model, whole_and_split(whole, split), self.name,
-                          moves=self.sharding_moves, descent=descent)
+        solves = whole_and_split(whole, split) + ([(CAPPED_GREEDY, greedy)] if greedy is not None else [])
+        finished = finish(task, self.cost_model, solves, self.name, moves=self.sharding_moves,
+                          descent=descent)
         self.last_alternatives = finished.alternatives
         return finished.plan
 
@@ -140,13 +151,22 @@ class RLPlanConfig:
     policy's placements and the split search, whatever they took)."""
     refine_kicks: int = 20
     """Perturb-and-descend rounds after the first descent, within ``refine_s`` (0 = descent only)."""
+    greedy_start: str = "auto"
+    """"on": also place the whole tables by NeuroShard's capped greedy on the model's marginal costs (its
+    table-wise level, ``neuroshard.capped_greedy_plan``) and keep, after the sharding moves, whichever
+    placement the model prices cheapest (the other goes to the guard); "off": the policy's placements only;
+    "auto": on for the tasks ``column_splits="auto"`` leaves unsplit (more than ``AUTO_SPLIT_PAIRS`` tables x
+    devices). Why: the shipped policy, trained on tasks of 8-100 tables, places 856 tables on 128 devices
+    worse than that greedy (the model's step at its risk quantile: 98.8 against 92.5 ms, 72.9 against 64.7
+    after the sharding moves), so the guard returned dim_greedy's plan at 96.0 ms; the greedy costs 0.1 s
+    there (docs/benchmarks.md, "Stop 51")."""
 
     def __post_init__(self) -> None:
         for key in ("samples", "sharding_moves", "refine_kicks"):
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise AutoshardError(f"rl setting {key}={value!r} must be a non-negative integer")
-        for key in ("column_splits", "refine"):
+        for key in ("column_splits", "refine", "greedy_start"):
             if getattr(self, key) not in ("auto", "on", "off"):
                 raise AutoshardError(f"rl setting {key}={getattr(self, key)!r} must be auto, on or off")
         for key in ("split_search_s", "refine_s"):
@@ -176,4 +196,5 @@ def rl_planner(options: PlannerOptions) -> RLPlanner:
     return RLPlanner(policy, model, samples=config.samples, seed=options.seed,
                      sharding_moves=config.sharding_moves, column_splits=config.column_splits,
                      split_search_s=float(config.split_search_s), refine=config.refine,
-                     refine_s=float(config.refine_s), refine_kicks=config.refine_kicks)
+                     refine_s=float(config.refine_s), refine_kicks=config.refine_kicks,
+                     greedy_start=config.greedy_start)
