@@ -322,3 +322,27 @@ def test_cli_train_then_eval_writes_checkpoint_metrics_and_plot(data_dir, tmp_pa
     assert "no records at batch size 999" in _one_line_error(capsys)
     assert main(["train-cost", "--data", data_dir, "-o", str(ck), "--weight-decay", "-1"]) == 2
     assert "--weight-decay -1.0 must be >= 0" in _one_line_error(capsys)
+
+
+def test_gather_sum_adds_each_segments_rows_in_order_as_segment_sum_does():
+    """``gather_sum``: segment ``owner[k]`` adds row ``members[k]``; grouped segments go through a sparse
+    product, scattered ones through ``segment_sum`` of the gathered rows: the same float32 sums, bit for bit,
+    repeats and empty segments included."""
+    from autoshard.costs.learned.network import gather_sum, segment_sum
+
+    rng = np.random.default_rng(0)
+    scales = 10.0 ** rng.integers(-3, 4, (40, 1))  # rows of many magnitudes: the order of a sum shows
+    values = torch.from_numpy((rng.normal(size=(40, 17)) * scales).astype(np.float32))
+    owner = np.sort(rng.integers(0, 30, 500))
+    owner = owner[owner != 7]  # segment 7 stays empty
+    members = rng.integers(0, 40, len(owner))
+
+    def reference(m, o):
+        return segment_sum(values[torch.from_numpy(m)], torch.from_numpy(o), 31)
+
+    grouped = gather_sum(values, members, owner, 31)
+    assert torch.equal(grouped, reference(members, owner)) and not grouped[7].any() and not grouped[30].any()
+    shuffled = rng.permutation(len(owner))
+    assert torch.equal(gather_sum(values, members[shuffled], owner[shuffled], 31),
+                       reference(members[shuffled], owner[shuffled]))
+    assert gather_sum(values, members[:0], owner[:0], 3).shape == (3, 17)

@@ -506,7 +506,7 @@ def test_rl_weighs_the_capped_greedy_against_the_policy_and_keeps_the_cheaper(tm
     assert label == "whole-table" and plan_cost(MODEL, task, other).plan_ms == costs["off"]
     assert costs["auto"] == costs["off"] and planners["auto"].last_alternatives == ()
     # a task above the size the splits search is one "auto" places by the greedy too
-    import autoshard.planners.column_split as column_split
+    from autoshard.planners import column_split
     monkeypatch.setattr(column_split, "AUTO_SPLIT_PAIRS", task.num_tables * task.num_devices - 1)
     assert plan_cost(MODEL, task, run_planner(planners["auto"], task)).plan_ms == costs["on"]
     assert len(planners["auto"].last_alternatives) == 1

@@ -81,7 +81,7 @@ from autoshard.costs.learned.features import (
     task_raw_features,
 )
 from autoshard.costs.learned.fit import fit_model
-from autoshard.costs.learned.network import CostNet, CostNetConfig, StackedDeviceNets, segment_sum
+from autoshard.costs.learned.network import CostNet, CostNetConfig, StackedDeviceNets, gather_sum
 from autoshard.costs.learned.prediction import Prediction
 from autoshard.costs.learned.splits import (
     SPLIT_KINDS,
@@ -642,8 +642,7 @@ class LearnedCostModel:
         members = np.asarray(members, dtype=np.int64)
         owner = np.asarray(owner, dtype=np.int64)
         if len(members):
-            vec = self.encode_refs(task, shards)[torch.from_numpy(members)]
-            acc = segment_sum(vec, torch.from_numpy(owner), n)
+            acc = gather_sum(self.encode_refs(task, shards), members, owner, n)
         else:
             acc = torch.zeros((n, self.config.acc_width * self.ensemble_size), dtype=torch.float32)
         stats = None
