@@ -173,7 +173,9 @@ def gathers(model: CostModel) -> bool:
 
 
 HASH_SEED = 0x5EED
-"""Seed of the random 64-bit shard keys that identify a device's content (``_gathered_plan_costs``)."""
+"""Seed of the random shard keys that identify a device's content (``_gathered_plan_costs``)."""
+HASH_KEYS = 3
+"""Random keys per shard whose sums over a device identify its content."""
 
 
 def _gathered_plan_costs(task: Task, model: CostModel, candidates: Sequence[tuple[Layout, np.ndarray]],
@@ -207,11 +209,13 @@ def _gathered_plan_costs(task: Task, model: CostModel, candidates: Sequence[tupl
     slots = len(candidates) * d
     volumes = gather_volumes(shard_volumes(task, shards), gid, slot, slots).reshape(len(candidates), d, -1)
 
-    # a device's content as two sums of random 64-bit keys of its shards (a false match of two different
-    # contents: ~2^-128 a pair); the distinct contents kept in order of first appearance, as the generic path
-    keys = np.random.default_rng(HASH_SEED).integers(0, 2**63, size=(len(shards), 2), dtype=np.uint64)
-    content = np.zeros((slots, 2), dtype=np.uint64)
-    np.add.at(content, slot, keys[gid])
+    # a device's content as three sums of random 31-bit keys of its shards, exact in float64 (under 2^52 for
+    # up to 2^21 shards a device; a false match of two different contents: about 2^-90 a pair); the distinct
+    # contents kept in order of first appearance, as the generic path orders them
+    keys = np.random.default_rng(HASH_SEED).integers(0, 2**31, size=(len(shards), HASH_KEYS))
+    keys = keys.astype(np.float64)
+    content = np.stack([np.bincount(slot, weights=keys[gid, j], minlength=slots) for j in range(HASH_KEYS)],
+                       axis=1)
     _, first, inverse = np.unique(content, axis=0, return_index=True, return_inverse=True)
     order = np.argsort(first, kind="stable")
     rank_of = np.empty_like(order)

