@@ -346,3 +346,26 @@ def test_gather_sum_adds_each_segments_rows_in_order_as_segment_sum_does():
     assert torch.equal(gather_sum(values, members[shuffled], owner[shuffled], 31),
                        reference(members[shuffled], owner[shuffled]))
     assert gather_sum(values, members[:0], owner[:0], 3).shape == (3, 17)
+
+
+def test_gather_stats_sums_and_bounds_each_devices_shards_in_any_order():
+    """``support.gather_stats``: grouped devices (min / max by reduceat) and scattered ones (by ufunc.at) give
+    the statistics a loop over each device's shards gives; an empty device keeps the empty statistics."""
+    from autoshard.costs.learned.support import STATS, SUM_STATS, empty_stats, gather_stats, shard_stats
+
+    rng = np.random.default_rng(1)
+    per = shard_stats(rng.normal(size=(12, 7)) * 10.0 ** rng.integers(-4, 5, (12, 1)))
+    owner = np.sort(rng.integers(0, 6, 40))
+    owner = owner[owner != 2]
+    members = rng.integers(0, 12, len(owner))
+    expect = empty_stats((6,))
+    for o, m in zip(owner, members):
+        expect[o, :SUM_STATS] += per[m, :SUM_STATS]
+        expect[o, SUM_STATS::2] = np.minimum(expect[o, SUM_STATS::2], per[m, SUM_STATS::2])
+        expect[o, SUM_STATS + 1::2] = np.maximum(expect[o, SUM_STATS + 1::2], per[m, SUM_STATS + 1::2])
+    assert expect.shape == (6, len(STATS)) and np.isinf(expect[2, SUM_STATS:]).all()
+    np.testing.assert_array_equal(gather_stats(per, members, owner, 6), expect)
+    shuffled = rng.permutation(len(owner))
+    np.testing.assert_array_equal(gather_stats(per, members[shuffled], owner[shuffled], 6)[:, SUM_STATS:],
+                                  expect[:, SUM_STATS:])
+    np.testing.assert_allclose(gather_stats(per, members[shuffled], owner[shuffled], 6), expect, rtol=1e-12)
