@@ -84,7 +84,8 @@ PLANNERS: dict[str, tuple[str, str]] = {
     "rl": ("autoshard.planners.rl.planner:rl_planner",
            ("trained RL policy (--policy), greedy or best of extra['samples'] by the cost model; also "
             "places NeuroShard's column shards (extra['column_splits']), then a descent on the model's "
-            "step (extra['refine'])")),
+            "step (extra['refine']); above the split search's size also NeuroShard's capped greedy "
+            "(extra['greedy_start'])")),
     "neuroshard": ("autoshard.planners.neuroshard:neuroshard_planner",
                    "NeuroShard: beam search over column splits x capped greedy, scored by the cost model"),
     "search": ("autoshard.planners.local_search:local_search_planner",
