@@ -226,10 +226,8 @@ def _gathered_plan_costs(task: Task, model: CostModel, candidates: Sequence[tupl
     owner = rep[slot]
     held = np.flatnonzero(owner >= 0)  # the shards of each distinct device's first slot
     keep = held[np.argsort(owner[held], kind="stable")]  # grouped by device, each in layout order
-    if k > 0 and not isinstance(model, RiskPricedModel):  # a bare model with spread, priced at its risk
-        costs = model.device_costs_gathered(task, shards, gid[keep], owner[keep], len(order),  # type: ignore
-                                            risk=k)
-    else:
-        costs = model.device_costs_gathered(task, shards, gid[keep], owner[keep], len(order))  # type: ignore
+    at_risk = {"risk": k} if k > 0 else {}  # a bare model with spread at k; a risk-priced one at its own
+    costs = model.device_costs_gathered(task, shards, gid[keep], owner[keep], len(order),  # type: ignore
+                                        **at_risk)
     costs = np.asarray(costs, dtype=np.float64)[device_of].reshape(len(candidates), d, 3)
     return step_ms(task, model, costs, volumes)

@@ -1,6 +1,7 @@
 """``--algo rl``: place tables with a trained policy, greedy, or best of k samples picked by the cost
-model; and the column shards of NeuroShard's split search the same way; then the sharding moves on both, the
-cheaper of the two kept, and a short descent on the model's step (``planners.finish``)."""
+model; and the column shards of NeuroShard's split search the same way (or, on tasks too large for it,
+NeuroShard's capped greedy beside the policy); then the sharding moves on each, the cheapest kept, and a
+short descent on the model's step (``planners.finish``)."""
 
 from __future__ import annotations
 
@@ -45,8 +46,10 @@ class RLPlanner:
     splits), the kept placement then gets the bottleneck moves, swaps and kicks ``search`` runs, on the
     model's step, for up to ``refine_s`` seconds from the start of planning
     (``descent.refine_placement``), and the sharding moves again, kept where the model prices the
-    result cheaper: the policy proposes, the descent fixes what its greedy decoding leaves. The placement
-    not kept, with its sharding moves, is ``last_alternatives``, which the heuristic guard weighs too."""
+    result cheaper: the policy proposes, the descent fixes what its greedy decoding leaves. With
+    ``greedy_start`` ("on", or "auto" on the tasks too large for the splits), NeuroShard's capped greedy
+    places the whole tables too and is weighed as the column shards are. The placements not kept, with
+    their sharding moves, are ``last_alternatives``, which the heuristic guard weighs too."""
 
     name = "rl"
 
@@ -64,8 +67,8 @@ class RLPlanner:
         self.refine, self.refine_s, self.refine_kicks = refine, refine_s, refine_kicks
         self.greedy_start = greedy_start
         self.last_alternatives: tuple[tuple[str, Plan], ...] = ()
-        """The finished plan the latest ``plan`` call did not return (whole tables or column shards,
-        labelled), which the heuristic guard weighs too (``planners.guard``)."""
+        """The finished plans the latest ``plan`` call did not return (whole tables, column shards or the
+        capped greedy's, labelled), which the heuristic guard weighs too (``planners.guard``)."""
 
     def plan(self, task: Task) -> Plan:
         start = time.perf_counter()
