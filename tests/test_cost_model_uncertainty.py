@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from autoshard.cli.main import main
 from autoshard.costs.analytical import AnalyticalCostModel
@@ -561,6 +563,45 @@ def test_plan_costs_gather_the_candidates_shards_and_price_them_as_their_device_
         plan_costs(task, ensemble, [(layouts[0], np.full(len(layouts[0]), 3))])
     with pytest.raises(AutoshardError, match="shards but 1 ranks"):
         plan_costs(task, ensemble, [(layouts[0], np.zeros(1, dtype=np.int64))])
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_gathered_plan_costs_equal_the_device_lists_on_random_candidates(ensemble, dataset, data):
+    """Property: any candidates (whole, column-halved, row-cut and replicated shards, shared layouts, any
+    ranks) cost what their device lists cost."""
+    task = _task(dataset, devices=data.draw(st.integers(1, 4)), extra=(HUGE,))
+    d = task.num_devices
+
+    def layout() -> list[ShardRef]:
+        shards = []
+        for t, table in enumerate(task.tables):
+            kind = data.draw(st.sampled_from(["whole", "columns", "rows", "replica"]))
+            if kind == "columns" and table.dim >= 8:
+                shards += [ShardRef(t, table.dim // 2)] * 2
+            elif kind == "rows":
+                cut = data.draw(st.integers(1, table.rows - 1))
+                shards += [ShardRef(t, table.dim, 0, cut), ShardRef(t, table.dim, cut, None)]
+            elif kind == "replica":
+                shards += [ShardRef(t, table.dim, replica=True)] * d
+            else:
+                shards.append(ShardRef(t, table.dim))
+        return shards
+
+    layouts = [layout() for _ in range(data.draw(st.integers(1, 3)))]
+    candidates = []
+    for _ in range(data.draw(st.integers(1, 6))):
+        lay = layouts[data.draw(st.integers(0, len(layouts) - 1))]
+        candidates.append((lay, np.array(data.draw(st.lists(st.integers(0, d - 1), min_size=len(lay),
+                                                            max_size=len(lay))))))
+    k = data.draw(st.sampled_from([0.0, 1.0]))
+    expect = []
+    for lay, ranks in candidates:
+        devices = [[s for s, r in zip(lay, ranks) if r == j] for j in range(d)]
+        costs = ensemble.device_costs_risk(task, devices, k)
+        expect.append(step_cost(task, ensemble.comm, costs[:, 0], costs[:, 1], device_volumes(task, devices))
+                      .total_ms)
+    np.testing.assert_allclose(plan_costs(task, ensemble, candidates, risk=k), expect, rtol=1e-6)
 
 
 # -- risk selection and coverage -----------------------------------------------------------------------------
