@@ -90,11 +90,17 @@ def shard_memory(task: Task, layout: Layout) -> np.ndarray:
     return np.array([task.shard_memory(s) for s in layout], dtype=np.int64)
 
 
-def device_contents(layout: Layout, ranks: Sequence[int], num_devices: int) -> list[list[ShardRef]]:
-    """The shards each rank holds, in layout order (= ``Plan.device_shards`` order for ``to_plan``'s plan)."""
+def check_ranks(layout: Layout, ranks: Sequence[int]) -> np.ndarray:
+    """``ranks`` as an array, one per shard of ``layout``, or PlanError naming the mismatch."""
     ranks = np.asarray(ranks)
     if len(ranks) != len(layout):
         raise PlanError(f"{len(layout)} shards but {len(ranks)} ranks; give one rank per shard")
+    return ranks
+
+
+def device_contents(layout: Layout, ranks: Sequence[int], num_devices: int) -> list[list[ShardRef]]:
+    """The shards each rank holds, in layout order (= ``Plan.device_shards`` order for ``to_plan``'s plan)."""
+    ranks = check_ranks(layout, ranks)
     order = np.argsort(ranks, kind="stable")  # stable: each device's shards stay in layout order
     items = list(map(layout.__getitem__, order.tolist()))
     bounds = np.searchsorted(ranks[order], np.arange(num_devices + 1)).tolist()
@@ -103,8 +109,7 @@ def device_contents(layout: Layout, ranks: Sequence[int], num_devices: int) -> l
 
 def to_plan(task: Task, layout: Layout, ranks: Sequence[int], algorithm: str) -> Plan:
     """A plan from a layout and one rank per shard: whole tables table-wise, split ones column-wise."""
-    if len(layout) != len(ranks):
-        raise PlanError(f"{len(layout)} shards but {len(ranks)} ranks; give one rank per shard")
+    check_ranks(layout, ranks)
     groups: dict[int, list[tuple[int, int]]] = {}
     for s, r in zip(layout, ranks):
         groups.setdefault(s.table, []).append((int(r), s.dim))
@@ -174,5 +179,9 @@ time)."""
 def splits_wanted(mode: str, task: Task) -> bool:
     """Whether a planner set to ``column_splits=mode`` ("on", "off", "auto") searches column splits on
     ``task``."""
-    return task.num_devices > 1 and (mode == "on" or (
-        mode == "auto" and task.num_tables * task.num_devices <= AUTO_SPLIT_PAIRS))
+    return task.num_devices > 1 and (mode == "on" or (mode == "auto" and not beyond_split_search(task)))
+
+
+def beyond_split_search(task: Task) -> bool:
+    """Whether ``task`` (more than one device) is larger than ``column_splits="auto"`` searches splits for."""
+    return task.num_devices > 1 and task.num_tables * task.num_devices > AUTO_SPLIT_PAIRS

@@ -23,7 +23,7 @@ from autoshard.costs.learned.risk import RiskPricedModel, offers_spread, risk_fa
 from autoshard.costs.loading import resolve_cost_model
 from autoshard.costs.step import VOLUMES, device_volumes, gather_volumes, shard_volumes, step_cost
 from autoshard.errors import PlanError
-from autoshard.planners.column_split import Layout, device_contents
+from autoshard.planners.column_split import Layout, check_ranks, device_contents
 from autoshard.shards import ShardRef
 from autoshard.tasks import Task
 
@@ -192,9 +192,7 @@ def _gathered_plan_costs(task: Task, model: CostModel, candidates: Sequence[tupl
     of_layout: dict[int, np.ndarray] = {}  # id(layout) -> its shards' ids (the candidates hold the layouts)
     ids, ranks = [], []
     for layout, r in candidates:
-        r = np.asarray(r, dtype=np.int64)
-        if len(r) != len(layout):
-            raise PlanError(f"{len(layout)} shards but {len(r)} ranks; give one rank per shard")
+        r = check_ranks(layout, r).astype(np.int64, copy=False)
         if len(r) and (r.min() < 0 or r.max() >= d):
             raise PlanError(f"a rank is out of range 0..{d - 1}")
         got = of_layout.get(id(layout))

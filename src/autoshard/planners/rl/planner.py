@@ -16,7 +16,12 @@ from autoshard.costs.loading import SHIPPED_POLICY, load_recorded_model, resolve
 from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.plan import Plan
 from autoshard.planners.base import PlannerOptions, config_from_extra
-from autoshard.planners.column_split import column_shard_task, merge_column_shards, splits_wanted
+from autoshard.planners.column_split import (
+    beyond_split_search,
+    column_shard_task,
+    merge_column_shards,
+    splits_wanted,
+)
 from autoshard.planners.finish import Descent, finish, whole_and_split
 from autoshard.planners.neuroshard import capped_greedy_plan, split_layout
 from autoshard.planners.pricing import RISK_OPTION, planner_settings
@@ -80,8 +85,7 @@ class RLPlanner:
             whole_tables_error = e  # column shards may still fit where whole tables do not
         split = self._place_column_shards(task) if splits_wanted(self.column_splits, task) else None
         greedy = None
-        if self.greedy_start == "on" or (self.greedy_start == "auto" and task.num_devices > 1
-                                         and not splits_wanted("auto", task)):
+        if self.greedy_start == "on" or (self.greedy_start == "auto" and beyond_split_search(task)):
             greedy = capped_greedy_plan(task, self.cost_model, self.name)
         if whole is None and split is None and greedy is None:
             raise whole_tables_error
