@@ -49,14 +49,15 @@ def main() -> None:
         if not 0 <= args.task_index < len(tasks):
             raise AutoshardError(f"--task-index {args.task_index}: {args.task} holds {len(tasks)} task(s)")
         task = tasks[args.task_index]
-        specs = [parse_plan(s) for s in args.plans.split(",") if s]
+        # every planner built before the first plan: a bad spec stops the run before it prints a row
+        planners = [(algo, seconds, make_planner(algo, PlannerOptions(seed=0, time_limit_s=seconds)))
+                    for algo, seconds in (parse_plan(s) for s in args.plans.split(",") if s)]
         risk = resolve_cost_model(None)
         mean = risk.base if isinstance(risk, RiskPricedModel) else risk
         print(f"{task.name}: {task.num_tables} tables, {task.num_devices} devices; the step priced by "
               f"{risk.name} at its risk quantile / its mean")
-        for algo, seconds in specs:
+        for algo, seconds, planner in planners:
             for _ in range(args.repeats):
-                planner = make_planner(algo, PlannerOptions(seed=0, time_limit_s=seconds))
                 start = time.perf_counter()
                 plan = run_planner(planner, task)
                 wall = time.perf_counter() - start
