@@ -166,7 +166,7 @@ class RLPlanConfig:
     devices). Why: the shipped policy, trained on tasks of 20 and 40 tables on 4 and 8 devices, places 856
     tables on 128 devices worse than that greedy (the model's step at its risk quantile: 98.8 against 92.5
     ms, 72.9 against 64.7 after the sharding moves), so the guard returned dim_greedy's plan at 96.0 ms; the
-    greedy costs about 0.1 s there (docs/benchmarks.md, "Stop 51")."""
+    greedy costs 0.06-0.10 s there (docs/benchmarks.md, "Stop 51")."""
 
     def __post_init__(self) -> None:
         for key in ("samples", "sharding_moves", "refine_kicks"):
