@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -266,3 +267,121 @@ def test_dmp_tasks_restates_an_archived_run_and_repeat_compares_two(capsys):
     assert "the runs hold different plans" in capsys.readouterr().err
     assert repeat.main([str(a), str(runs / "s43-intel-dmp-d2-pin-s1.json.gz")]) == 2
     assert "is not a dmp_tasks.py --json result" in capsys.readouterr().err
+
+
+def test_hot_table_variants_reshards_only_the_hot_devices_heaviest_table():
+    """benchmarks/hot_table_variants.py on task 3 of stop 51's AMD DLRM-20 (8) run: lookup_greedy's plan,
+    its slowest device's heaviest table moved, column-split, row-split and replicated, each plan valid and
+    otherwise the base's; a replica of a 2.9M-row table fits, a dim-16 table splits into 2 or 4 columns."""
+    from autoshard.io import read_json
+    from autoshard.plan import Plan, validate
+    from autoshard.tasks import Task
+
+    module = _script("hot_table_variants")
+    run = read_json(BENCHMARKS / "runs" / "s51-amd-dlrm-20-8-torchrec.json.gz")
+    entry = run["tasks"][3]
+    task = Task.from_json(entry["task"])
+    lookup = next(x for x in entry["results"] if x["algorithm"] == "lookup_greedy")
+    base = Plan.from_json(lookup["plan"])
+    load = [d["fwd_ms"] + d["bwd_ms"] for d in lookup["measured"]["devices"]]
+    order = sorted(range(8), key=lambda r: (load[r], r))
+    made = module.variants(task, base, order[-1], order)
+    assert sorted(made) == ["cw2", "cw4", "dp", "move", "rw2", "rw4", "rw8"]
+    hot = module.heaviest_on(task, base, order[-1])
+    assert hot == "synth0_035"
+    for label, plan in made.items():
+        validate(plan, task)
+        changed = [p.table for p, q in zip(plan.placements, base.placements, strict=True) if p != q]
+        assert changed == [hot], label
+    assert made["move"].placement(hot).ranks == (order[0],)
+    assert made["cw4"].placement(hot).ranks == (order[-1], *order[:3])
+    assert made["cw4"].placement(hot).shard_dims == (4, 4, 4, 4)
+    assert made["rw8"].placement(hot).ranks == tuple(range(8))
+    rows = [s.row_end - s.row_start for s in made["rw2"].placement(hot).shards]
+    assert sum(rows) == next(t.rows for t in task.tables if t.name == hot) and abs(rows[0] - rows[1]) <= 1
+
+
+def test_hot_table_variants_measures_a_small_run_and_resumes(tmp_path: Path, capsys):
+    """The whole script on a small task (4 tables on 2 devices, one quick round): every plan measured in one
+    interleaved round, the base's ratio 1 by construction; a re-run reads the file back and measures
+    nothing; bad input is one line and exit 2."""
+    from autoshard.hardware.kernel import MeasureSettings
+    from autoshard.io import write_json
+    from autoshard.plan import Plan
+    from autoshard.tables import LookupKind, LookupSpec, Table
+    from autoshard.tasks import Task
+
+    tables = tuple(Table(f"t{i}", 16, 2000 + 500 * i, 4.0 + 6 * i,
+                         lookups=LookupSpec(LookupKind.POWER_LAW, seed=i, alpha=1.0)) for i in range(4))
+    task = Task(tables=tables, device_memory=(10**9,) * 2, name="small")
+    plan = Plan.from_ranks(task, [0, 1, 1, 0], "lookup_greedy")
+    devices = [{"fwd_ms": 2.0, "bwd_ms": 3.0}, {"fwd_ms": 1.0, "bwd_ms": 1.0}]
+    run = {"rounds": 1, "round_statistic": "min", "comm": {"kind": "autoshard.comm_model", "version": 1,
+                                                           "alpha_ms": 0.1, "bytes_per_ms": 1e6},
+           "measure_settings": MeasureSettings(warmup=0, repeats=1, max_tries=1, flush_cache=False,
+                                               rows_cap=2000).to_json(),
+           "tasks": [{"task": task.to_json(), "results": [
+               {"algorithm": "lookup_greedy", "ok": True, "plan": plan.to_json(),
+                "measured": {"plan_ms": 9.0, "devices": devices}},
+               {"algorithm": "rl", "ok": True, "plan": Plan.from_ranks(task, [1, 0, 0, 1], "rl").to_json(),
+                "measured": {"plan_ms": 9.5, "devices": devices}}]}]}
+    path, out = tmp_path / "run.json", tmp_path / "hot.json"
+    write_json(path, run)
+    module = _script("hot_table_variants")
+    assert module.main([str(path), "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    row = json.loads(out.read_text())["rows"][0]
+    assert row["base"] == "lookup_greedy" and row["hot_rank"] == 0 and row["table"] == "t3"
+    assert set(row["steps_ms"]) == {"base", "move", "cw2", "rw2", "dp", "rl"}
+    assert all(v > 0 for v in row["steps_ms"].values())
+    assert "task 0 (lookup_greedy's plan" in printed and "  rl: " in printed
+    assert module.main([str(path), "-o", str(out)]) == 0
+    assert json.loads(out.read_text())["rows"] == [row]
+    for argv in ([str(path), "-o", str(out), "--tasks", "x"], [str(path), "-o", str(out), "--tasks", "3"],
+                 [str(tmp_path / "missing.json"), "-o", str(out)]):
+        assert module.main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("hot_table_variants: error:"), err
+
+
+@pytest.mark.parametrize(("suite", "run", "tasks", "hand", "learned"), [
+    ("dlrm-20-8", "s51-amd-dlrm-20-8-torchrec", 10, "0.990",
+     ["search: 0.973", "neuroshard: 0.975", "ilp: 0.965", "rl: 0.972"]),
+    ("dlrm-10-8", "s51-amd-dlrm-10-8-torchrec", 10, "0.961",
+     ["search: 0.938", "neuroshard: 0.938", "ilp: 0.943", "rl: 0.944"]),
+    ("production-40-8", "s46-intel-production-40-8-calibrated-torchrec", 5, "0.979",
+     ["search: 0.876", "neuroshard: 0.907", "ilp: 0.874", "rl: 0.883"]),
+])
+def test_hot_table_variants_restates_stop_52s_archived_runs(tmp_path: Path, capsys, suite, run, tasks, hand,
+                                                             learned):
+    """docs/benchmarks.md, "Stop 52": the archived measurements read back and summarised, nothing measured
+    (every task asked for is in the file), the file left as it was."""
+    archived = BENCHMARKS / "runs" / "room" / f"s52-amd-hot-{suite}.json"
+    copy = tmp_path / archived.name
+    copy.write_bytes(archived.read_bytes())
+    argv = [str(BENCHMARKS / "runs" / f"{run}.json.gz"), "-o", str(copy), "--tasks",
+            ",".join(map(str, range(tasks)))]
+    assert _script("hot_table_variants").main(argv) == 0
+    out = capsys.readouterr().out
+    assert f"best hand-made variant (or the base) {hand}" in out
+    assert all(f"  {line} on {tasks} tasks" in out for line in learned), out
+    assert copy.read_bytes() == archived.read_bytes()
+
+
+def test_estimate_room_restates_stop_52s_archived_estimates(tmp_path: Path, capsys):
+    """docs/benchmarks.md, "Stop 52": the estimates restated from the archived timings, nothing measured."""
+    archived = BENCHMARKS / "runs" / "room" / "s52-amd-estimate-room.json"
+    copy = tmp_path / archived.name
+    copy.write_bytes(archived.read_bytes())
+    runs = [str(BENCHMARKS / "runs" / name) for name in json.loads(archived.read_text())["runs"]]
+    assert len(runs) == 11
+    assert _script("estimate_room").main([*runs, "-o", str(copy)]) == 0
+    out = capsys.readouterr().out
+    assert "| s51-amd-dlrm-10-8-torchrec | size_lookup_greedy | 1.269 | 1.104 | 1.150 |" in out
+    assert "| s51-amd-dlrm-20-8-torchrec | lookup_greedy | 1.236 | 1.158 | 1.068 |" in out
+    assert "| s47-intel-dlrm-50-4-torchrec | lookup_greedy | 1.207 | 1.207 | 1.000 |" in out
+    assert copy.read_bytes() == archived.read_bytes()
+    for bad in (archived, tmp_path / "missing.json.gz"):  # not a bench run; no file
+        assert _script("estimate_room").main([str(bad), "-o", str(tmp_path / "out.json")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("estimate_room: error:"), err

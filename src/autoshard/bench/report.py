@@ -246,7 +246,9 @@ def markdown(title: str, command: str, summaries: Sequence[AlgoSummary], results
         "vs torchrec: the same against TorchRec's planner, on the tasks where it produced a plan. "
         "Cost / estimate: geometric mean of the measured cost over the task's estimate (not a bound)"
         + (f": autoshard.planners.exact.lower_bound with the {lb_model}cost of every table alone, "
-           "linearised, of the slowest device's fwd + bwd + own comm; it is computed separately from "
+           "linearised (a table heavier than the average counted as its column shards where those, each "
+           "priced alone, are cheaper), of the slowest device's fwd + bwd + own comm; it is computed "
+           "separately from "
            "the plans and leaves out what the measured step adds or saves, so a measured plan can come in "
            "below it" if has_estimate else ": none available")
         + ". Prediction error: mean |predicted - measured| / measured of the plan cost by the planning "

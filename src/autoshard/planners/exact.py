@@ -94,17 +94,60 @@ def linear_costs(task: Task, model: CostModel) -> LinearCosts:
     return LinearCosts(alone - overhead, overhead)
 
 
-def _simple_bound(costs: LinearCosts, task: Task, column_wise: bool) -> float:
-    """overhead + max(average load, the largest table (or, column-wise, its smallest possible largest
-    shard))."""
+def linear_bound(costs: LinearCosts, task: Task, split: ColumnPieces | None = None) -> float:
+    """overhead + max(average load, the largest table), or, given ``split``, the average of each table's
+    least summed work and the largest of each table's smallest possible largest piece."""
     w = costs.weights_ms
-    if column_wise:
-        parts = np.array([min(task.num_devices, t.dim // COLUMN_SHARD_MULTIPLE)
-                          if t.dim % COLUMN_SHARD_MULTIPLE == 0 else 1 for t in task.tables])
-        largest = float((w / np.maximum(parts, 1)).max())
-    else:
-        largest = float(w.max())
-    return costs.overhead_ms + max(float(w.sum()) / task.num_devices, largest)
+    work, largest = (w, w) if split is None else (split.work_ms, split.largest_ms)
+    return costs.overhead_ms + max(float(work.sum()) / task.num_devices, float(largest.max()))
+
+
+@dataclass(frozen=True)
+class ColumnPieces:
+    """Per table, what splitting it into column shards can save under the linearised costs."""
+
+    work_ms: np.ndarray
+    """The least summed weight of its shards (its whole weight if no split is cheaper in sum)."""
+    largest_ms: np.ndarray
+    """The least weight of its widest shard (its whole weight if no split has a cheaper widest shard)."""
+
+
+def piece_widths(dim: int, num_devices: int) -> list[tuple[int, int, int]]:
+    """Each way to cut a dim into column shards of multiples of ``COLUMN_SHARD_MULTIPLE`` on at most
+    ``num_devices`` devices with the narrowest widest shard for its count: (shards, widest, last) widths,
+    the last shard the remainder (a table whose dim is no such multiple is not split)."""
+    if dim % COLUMN_SHARD_MULTIPLE:
+        return []
+    units = dim // COLUMN_SHARD_MULTIPLE
+    out: dict[int, tuple[int, int, int]] = {}
+    for c in range(2, min(num_devices, units) + 1):
+        widest = COLUMN_SHARD_MULTIPLE * -(-units // c)
+        count = -(-dim // widest)
+        out.setdefault(widest, (count, widest, dim - (count - 1) * widest))
+    return list(out.values())
+
+
+def column_pieces(task: Task, model: CostModel, costs: LinearCosts) -> ColumnPieces:
+    """Price the column shards of the tables heavier than the average load (only they can set the largest-
+    piece term, and a split that cut a table's summed work was never seen: a 4-wide quarter of a hot dim-16
+    table costs 0.43-0.99 of it alone on CPU by the measured kernels, 0.72-0.75 by the shipped model) each
+    alone, as the column-shard ILP prices them: weight = standalone cost - overhead. Why not the weight /
+    shards of before stop 52: it read a dim-16 table's four 4-wide shards at a quarter of its cost, which no
+    measurement supports, and made the bench's estimate promise room no plan could reach (docs/benchmarks.md,
+    "Stop 52")."""
+    w = costs.weights_ms
+    heavy = np.flatnonzero(w > w.sum() / task.num_devices)
+    cuts = {int(i): piece_widths(task.tables[i].dim, task.num_devices) for i in heavy}
+    refs = sorted({(i, width) for i, ways in cuts.items() for _, *widths in ways for width in widths})
+    work, largest = w.copy(), w.copy()
+    if refs:
+        alone = model.device_costs(task, [[ShardRef(i, width)] for i, width in refs]).sum(axis=1)
+        weight = {ref: max(float(ms) - costs.overhead_ms, 0.0) for ref, ms in zip(refs, alone, strict=True)}
+        for i, ways in cuts.items():
+            for count, widest, last in ways:
+                work[i] = min(work[i], (count - 1) * weight[i, widest] + weight[i, last])
+                largest[i] = min(largest[i], max(weight[i, widest], weight[i, last]))
+    return ColumnPieces(work, largest)
 
 
 @dataclass(frozen=True)
@@ -257,7 +300,7 @@ def solve(task: Task, costs: LinearCosts, time_limit_s: float, config: ExactConf
         raise AutoshardError(f"ilp: CP-SAT found no placement within the time limit of {time_limit_s:g} s "
                              f"({n} tables, {d} devices); raise --time-limit or use --algo search")
     # extract (the greedy hint is a valid placement too: keep it if the solver had nothing better)
-    bound = _simple_bound(costs, task, column_wise=False)
+    bound = linear_bound(costs, task)
     if solved:
         values = np.array([[solver.boolean_value(x[i][r]) for r in range(d)] for i in range(n)])
         ranks = values.argmax(axis=1).astype(np.int64)
@@ -277,13 +320,14 @@ def lower_bound(task: Task, cost_model: CostModel | None = None, *, column_wise:
                 time_limit_s: float = 0.0) -> float:
     """A lower bound (ms) on the plan cost of ``task`` under ``cost_model``'s linearised per-device costs.
 
-    Always: overhead + max(sum of weights / devices, the largest table's weight, divided by the most column
-    shards it can have when ``column_wise``). For table-wise plans (``column_wise=False``) with
-    ``time_limit_s > 0``, also the ILP's proved bound, which is usually much tighter.
+    Always: overhead + max(sum of weights / devices, the largest table's weight); with ``column_wise``, a
+    table heavier than the average may count as its column shards instead, each priced alone by the model
+    (``column_pieces``). For table-wise plans (``column_wise=False``) with ``time_limit_s > 0``, also the
+    ILP's proved bound, which is usually much tighter. Row-wise shards and replicas are not considered.
     """
     model = resolve_cost_model(cost_model)
     costs = linear_costs(task, model)
-    bound = _simple_bound(costs, task, column_wise)
+    bound = linear_bound(costs, task, column_pieces(task, model, costs) if column_wise else None)
     if not column_wise and time_limit_s > 0:
         _, result = solve(task, costs, time_limit_s)
         bound = max(bound, result.lower_bound_ms)
