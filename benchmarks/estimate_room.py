@@ -19,14 +19,13 @@ after each task and read back on a re-run (an interrupted run resumes).
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from autoshard.bench.summary import is_heuristic
+from autoshard.bench.summary import geomean, is_heuristic
 from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.loading import resolve_cost_model
 from autoshard.errors import AutoshardError
@@ -74,21 +73,18 @@ def run_rows(run: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, float
     if not heuristics:
         raise AutoshardError("no heuristic was measured on every task")
 
-    def gm(values: list[float]) -> float:
-        return math.exp(sum(math.log(v) for v in values) / len(values))
-
-    best = min(heuristics, key=lambda h: (gm([c[h] for c in costs]), h))
+    best = min(heuristics, key=lambda h: (geomean([c[h] for c in costs]), h))
     archived = [t["lower_bound_ms"] for t in tasks]
     if any(not a for a in archived):
         raise AutoshardError("the run has tasks without an estimate (run with --estimate evaluator)")
     restated = [a * r["priced_ms"] / r["even_ms"] for a, r in zip(archived, rows, strict=True)]
     out = {"best_fixed": best,
-           "over_archived": gm([c[best] / a for c, a in zip(costs, archived, strict=True)]),
-           "over_restated": gm([c[best] / e for c, e in zip(costs, restated, strict=True)]),
-           "priced_over_even": gm([r["priced_ms"] / r["even_ms"] for r in rows])}
+           "over_archived": geomean([c[best] / a for c, a in zip(costs, archived, strict=True)]),
+           "over_restated": geomean([c[best] / e for c, e in zip(costs, restated, strict=True)]),
+           "priced_over_even": geomean([r["priced_ms"] / r["even_ms"] for r in rows])}
     for a in GUARDED:
         if all(a in c for c in costs):
-            out[a] = gm([c[a] / c[best] for c in costs])
+            out[a] = geomean([c[a] / c[best] for c in costs])
     return out
 
 
@@ -101,16 +97,16 @@ def main(argv: list[str] | None = None) -> int:
         runs = {}
         for path in args.runs:
             run = read_json(path)
-            if not isinstance(run.get("tasks"), list) or "measure_settings" not in run or "comm" not in run:
+            if not (isinstance(run, dict) and isinstance(run.get("tasks"), list)
+                    and "measure_settings" in run and "comm" in run):
                 raise AutoshardError(f"{path}: not a bench results file (no tasks, measure settings or comm)")
             runs[path] = run
         done: dict[str, Any] = {"kind": KIND, "runs": {}}
-        try:
-            previous = read_json(args.out)
-            if previous.get("kind") == KIND:
-                done = previous
-        except AutoshardError:
-            pass
+        if Path(args.out).exists():  # resume; never overwrite a file of something else
+            done = read_json(args.out)
+            if not (isinstance(done, dict) and done.get("kind") == KIND
+                    and isinstance(done.get("runs"), dict)):
+                raise AutoshardError(f"{args.out}: not this script's results; give another -o")
         for path, run in runs.items():
             rows = done["runs"].setdefault(Path(path).name, [])  # a run is known by its file name
             for i in range(len(run["tasks"])):

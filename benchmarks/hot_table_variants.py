@@ -25,13 +25,12 @@ the tasks it holds (same run, same task): an interrupted run resumes.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from autoshard.bench.summary import is_heuristic
+from autoshard.bench.summary import geomean, is_heuristic
 from autoshard.costs.comm import AlphaBeta
 from autoshard.errors import AutoshardError
 from autoshard.hardware.evaluator import MeasuredCostModel
@@ -39,13 +38,11 @@ from autoshard.hardware.kernel import MeasureSettings
 from autoshard.io import read_json, write_json
 from autoshard.pipeline.measure import measure_task
 from autoshard.pipeline.results import AlgoResult
-from autoshard.plan import Plan, TablePlacement, validate
+from autoshard.plan import COLUMN_SHARD_MULTIPLE, Plan, TablePlacement, validate
 from autoshard.planners.guard import GUARDED
 from autoshard.tasks import Task
 
 KIND = "autoshard.hot_table_variants"
-COLUMN_MULTIPLE = 4
-"""Column shards are multiples of 4 wide (FBGEMM's alignment; ``shards.COLUMN_SHARD_MULTIPLE``)."""
 
 
 def heaviest_on(task: Task, plan: Plan, rank: int) -> str:
@@ -57,16 +54,15 @@ def heaviest_on(task: Task, plan: Plan, rank: int) -> str:
     return max(whole, key=lambda n: (by_name[n].pooling_factor * by_name[n].dim, n))
 
 
-def variants(task: Task, base: Plan, hot: int, order: list[int]) -> dict[str, Plan]:
-    """The hand-made re-shardings of the hot device's heaviest table (module docstring); ``order``: the
-    devices from the lightest up."""
-    name = heaviest_on(task, base, hot)
+def variants(task: Task, base: Plan, name: str, hot: int, order: list[int]) -> dict[str, Plan]:
+    """The hand-made re-shardings of table ``name``, on the hot device ``hot`` in ``base`` (module
+    docstring); ``order``: the devices from the lightest up."""
     table = next(t for t in task.tables if t.name == name)
     others = [r for r in order if r != hot]
     d = task.num_devices
     made: dict[str, TablePlacement] = {"move": TablePlacement.table_wise(name, others[0], table.dim)}
     for c in (2, 4):
-        if table.dim % (c * COLUMN_MULTIPLE) == 0 and c <= d:
+        if table.dim % (c * COLUMN_SHARD_MULTIPLE) == 0 and c <= d:
             made[f"cw{c}"] = TablePlacement.column_wise(name, [hot, *others[:c - 1]], [table.dim // c] * c)
     for ranks in ([hot, *others[:1]], [hot, *others[:3]], list(range(d))):
         label, c, n = f"rw{len(ranks)}", len(ranks), table.rows
@@ -80,7 +76,7 @@ def variants(task: Task, base: Plan, hot: int, order: list[int]) -> dict[str, Pl
                        algorithm=label, cost=None)
         try:
             validate(plan, task)
-        except AutoshardError:  # does not fit a device's memory
+        except AutoshardError:  # over a device's memory
             continue
         out[label] = plan
     return out
@@ -99,8 +95,10 @@ def measure_one(run: dict[str, Any], index: int) -> dict[str, Any]:
     devices = ok[base_name]["measured"]["devices"]
     load = [dv["fwd_ms"] + dv["bwd_ms"] for dv in devices]
     order = sorted(range(len(load)), key=lambda r: (load[r], r))
+    hot = order[-1]
+    table = heaviest_on(task, base, hot)
     learned = {a: replace(Plan.from_json(ok[a]["plan"]), algorithm=a, cost=None) for a in GUARDED if a in ok}
-    plans = {"base": replace(base, algorithm="base", cost=None), **variants(task, base, order[-1], order),
+    plans = {"base": replace(base, algorithm="base", cost=None), **variants(task, base, table, hot, order),
              **learned}
     settings = MeasureSettings.from_json(run["measure_settings"])
     comm = AlphaBeta.from_json(run["comm"])
@@ -108,8 +106,8 @@ def measure_one(run: dict[str, Any], index: int) -> dict[str, Any]:
     measured = measure_task(task, results, lambda: MeasuredCostModel(settings, comm), int(run["rounds"]),
                             statistic=run.get("round_statistic", "min"))
     steps = {r.algorithm: r.measured.plan_ms for r in measured}
-    return {"index": index, "task": task.name, "base": base_name, "hot_rank": order[-1],
-            "table": heaviest_on(task, base, order[-1]), "steps_ms": steps}
+    return {"index": index, "task": task.name, "base": base_name, "hot_rank": hot, "table": table,
+            "steps_ms": steps}
 
 
 def summarise(rows: list[dict[str, Any]]) -> str:
@@ -120,19 +118,16 @@ def summarise(rows: list[dict[str, Any]]) -> str:
         lines.append(f"task {row['index']} ({row['base']}'s plan, {base:.2f} ms; {row['table']} on rank "
                      f"{row['hot_rank']}): {cells}")
 
-    def gm(values: list[float]) -> float:
-        return math.exp(sum(math.log(v) for v in values) / len(values))
-
     def ratio(row: dict[str, Any], keys: list[str]) -> float:
         return min(row["steps_ms"][k] for k in keys) / row["steps_ms"]["base"]
 
-    hand = gm([ratio(r, [k for k in r["steps_ms"] if k not in GUARDED]) for r in rows])
+    hand = geomean([ratio(r, [k for k in r["steps_ms"] if k not in GUARDED]) for r in rows])
     lines.append(f"geometric mean over {len(rows)} tasks, over the base: best hand-made variant (or the "
                  f"base) {hand:.3f}")
     for a in GUARDED:
         have = [r for r in rows if a in r["steps_ms"]]
         if have:
-            lines.append(f"  {a}: {gm([ratio(r, [a]) for r in have]):.3f} on {len(have)} tasks")
+            lines.append(f"  {a}: {geomean([ratio(r, [a]) for r in have]):.3f} on {len(have)} tasks")
     return "\n".join(lines)
 
 
@@ -144,8 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         run = read_json(args.run)
-        if not isinstance(run.get("tasks"), list) or "measure_settings" not in run:
-            raise AutoshardError(f"{args.run}: not a bench results file (no tasks or measure settings)")
+        if not (isinstance(run, dict) and isinstance(run.get("tasks"), list)
+                and all(k in run for k in ("measure_settings", "comm", "rounds"))):
+            raise AutoshardError(f"{args.run}: not a bench results file (no tasks, measure settings, comm or "
+                                 "rounds)")
         try:
             wanted = [int(i) for i in args.tasks.split(",")] if args.tasks else list(range(len(run["tasks"])))
         except ValueError:
@@ -154,12 +151,10 @@ def main(argv: list[str] | None = None) -> int:
             raise AutoshardError(f"--tasks {args.tasks}: the run has tasks 0-{len(run['tasks']) - 1}")
         name = Path(args.run).name  # a run is known by its file name, wherever it is read from
         done: dict[str, Any] = {"kind": KIND, "run": name, "rows": []}
-        try:
-            previous = read_json(args.out)
-            if previous.get("kind") == KIND and Path(str(previous.get("run"))).name == name:
-                done = previous
-        except (AutoshardError, OSError):
-            pass
+        if Path(args.out).exists():  # resume; never overwrite a file of something else
+            done = read_json(args.out)
+            if not (isinstance(done, dict) and done.get("kind") == KIND and done.get("run") == name):
+                raise AutoshardError(f"{args.out}: not this script's results for {name}; give another -o")
         have = {r["index"] for r in done["rows"]}
         for n, i in enumerate(wanted):
             if i in have:

@@ -285,10 +285,10 @@ def test_hot_table_variants_reshards_only_the_hot_devices_heaviest_table():
     base = Plan.from_json(lookup["plan"])
     load = [d["fwd_ms"] + d["bwd_ms"] for d in lookup["measured"]["devices"]]
     order = sorted(range(8), key=lambda r: (load[r], r))
-    made = module.variants(task, base, order[-1], order)
-    assert sorted(made) == ["cw2", "cw4", "dp", "move", "rw2", "rw4", "rw8"]
     hot = module.heaviest_on(task, base, order[-1])
     assert hot == "synth0_035"
+    made = module.variants(task, base, hot, order[-1], order)
+    assert sorted(made) == ["cw2", "cw4", "dp", "move", "rw2", "rw4", "rw8"]
     for label, plan in made.items():
         validate(plan, task)
         changed = [p.table for p, q in zip(plan.placements, base.placements, strict=True) if p != q]
@@ -337,11 +337,13 @@ def test_hot_table_variants_measures_a_small_run_and_resumes(tmp_path: Path, cap
     assert "task 0 (lookup_greedy's plan" in printed and "  rl: " in printed
     assert module.main([str(path), "-o", str(out)]) == 0
     assert json.loads(out.read_text())["rows"] == [row]
+    before = path.read_bytes()
     for argv in ([str(path), "-o", str(out), "--tasks", "x"], [str(path), "-o", str(out), "--tasks", "3"],
-                 [str(tmp_path / "missing.json"), "-o", str(out)]):
+                 [str(tmp_path / "missing.json"), "-o", str(out)], [str(path), "-o", str(path)]):
         assert module.main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("hot_table_variants: error:"), err
+    assert path.read_bytes() == before  # an -o holding something else is refused, not overwritten
 
 
 @pytest.mark.parametrize(("suite", "run", "tasks", "hand", "learned"), [
@@ -381,7 +383,10 @@ def test_estimate_room_restates_stop_52s_archived_estimates(tmp_path: Path, caps
     assert "| s51-amd-dlrm-20-8-torchrec | lookup_greedy | 1.236 | 1.158 | 1.068 |" in out
     assert "| s47-intel-dlrm-50-4-torchrec | lookup_greedy | 1.207 | 1.207 | 1.000 |" in out
     assert copy.read_bytes() == archived.read_bytes()
-    for bad in (archived, tmp_path / "missing.json.gz"):  # not a bench run; no file
-        assert _script("estimate_room").main([str(bad), "-o", str(tmp_path / "out.json")]) == 2
+    for argv in ([str(archived), "-o", str(tmp_path / "out.json")],  # not a bench run
+                 [str(tmp_path / "missing.json.gz"), "-o", str(tmp_path / "out.json")],
+                 [runs[0], "-o", runs[0]]):  # an -o holding something else: refused, not overwritten
+        assert _script("estimate_room").main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("estimate_room: error:"), err
+    assert not (tmp_path / "out.json").exists()

@@ -130,7 +130,7 @@ def piece_widths(dim: int, num_devices: int) -> list[tuple[int, int, int]]:
 def column_pieces(task: Task, model: CostModel, costs: LinearCosts) -> ColumnPieces:
     """Price the column shards of the tables heavier than the average load (only they can set the largest-
     piece term, and a split that cut a table's summed work was never seen: a 4-wide quarter of a hot dim-16
-    table costs 0.43-0.99 of it alone on CPU by the measured kernels, 0.72-0.75 by the shipped model) each
+    table costs 0.43-0.99 of it alone on CPU by the measured kernels, 0.68-0.74 by the shipped model) each
     alone, as the column-shard ILP prices them: weight = standalone cost - overhead. Why not the weight /
     shards of before stop 52: it read a dim-16 table's four 4-wide shards at a quarter of its cost, which no
     measurement supports, and made the bench's estimate promise room no plan could reach (docs/benchmarks.md,
