@@ -390,3 +390,79 @@ def test_estimate_room_restates_stop_52s_archived_estimates(tmp_path: Path, caps
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("estimate_room: error:"), err
     assert not (tmp_path / "out.json").exists()
+
+
+def test_balance_room_times_a_small_run_resumes_and_refuses_bad_input(tmp_path: Path, capsys):
+    """The whole script on a small task (4 tables on 2 devices, plans priced by the roofline model as if
+    measured): the stage floor timed with the run's settings, the reference plan's devices then and now;
+    a re-run reads the file back and times nothing; bad input is one line and exit 2."""
+    from autoshard.costs.analytical import AnalyticalCostModel
+    from autoshard.costs.base import plan_cost
+    from autoshard.hardware.kernel import MeasureSettings
+    from autoshard.io import write_json
+    from autoshard.plan import Plan
+    from autoshard.tables import LookupKind, LookupSpec, Table
+    from autoshard.tasks import Task
+
+    tables = tuple(Table(f"t{i}", 16, 2000 + 500 * i, 4.0 + 6 * i,
+                         lookups=LookupSpec(LookupKind.POWER_LAW, seed=i, alpha=1.0)) for i in range(4))
+    task = Task(tables=tables, device_memory=(10**9,) * 2, batch_size=256, name="small")
+    model = AnalyticalCostModel()
+    results = []
+    plans = [("lookup_greedy", [0, 1, 1, 0]), ("size_greedy", [0, 0, 1, 1]), ("rl", [1, 0, 0, 1])]
+    for algorithm, ranks in plans:
+        plan = Plan.from_ranks(task, ranks, algorithm)
+        results.append({"algorithm": algorithm, "ok": True, "plan": plan.to_json(),
+                        "measured": plan_cost(model, task, plan).to_json()})
+    run = {"comm": model.comm.to_json(), "tasks": [{"task": task.to_json(), "results": results}],
+           "measure_settings": MeasureSettings(warmup=0, repeats=1, max_tries=1, flush_cache=False,
+                                               rows_cap=2000).to_json()}
+    path, out = tmp_path / "run.json", tmp_path / "room.json"
+    write_json(path, run)
+    module = _script("balance_room")
+    assert module.main([str(path), "--no-measure", "-o", str(out)]) == 2  # nothing to print yet
+    assert "no such file to print" in capsys.readouterr().err
+    assert module.main([str(path), "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    row = json.loads(out.read_text())["runs"]["run.json"][0]
+    assert row["fwd_ms"] > 0 and row["bwd_ms"] > 0 and len(row["reference_now"]) == 2
+    reference = "lookup_greedy" if "| run | lookup_greedy |" in printed else "size_greedy"
+    assert f"| run | {reference} | " in printed and printed.count("\n| run |") == 1
+    before = out.read_bytes()
+    assert module.main([str(path), "-o", str(out)]) == 0 and out.read_bytes() == before
+    assert module.main([str(path), "--no-measure", "-o", str(out)]) == 0
+    assert capsys.readouterr().out.splitlines()[2] == printed.splitlines()[2]
+    run_bytes = path.read_bytes()
+    for argv in ([str(out), "-o", str(tmp_path / "x.json")], [str(tmp_path / "missing.json"), "-o", str(out)],
+                 [str(path), "-o", str(path)]):
+        assert module.main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("balance_room: error:"), err
+    assert path.read_bytes() == run_bytes and not (tmp_path / "x.json").exists()
+
+
+@pytest.mark.parametrize(("archive", "runs", "rows"), [
+    ("s53-amd-balance-room.json", 5, {
+        "s51-amd-dlrm-20-8-torchrec":
+            "lookup_greedy | 1.253 | 1.185 | 0.80 | 9 | 0.966 / 0.965 / 0.967 / 0.966",
+        "s51-amd-dlrm-10-8-torchrec":
+            "size_lookup_greedy | 1.248 | 1.107 | 0.66 | 2 | 0.784 / 0.784 / 0.790 / 0.783",
+    }),
+    ("s53-amd-balance-room-one-pass.json", 11, {
+        "s48-intel-dlrm-20-2-r6-torchrec":
+            "lookup_greedy | 1.111 | 1.111 | 0.96 | 5 | 0.989 / 0.989 / 0.989 / 0.989",
+        "s46-intel-production-40-8-calibrated-torchrec":
+            "size_lookup_greedy | 1.401 | 1.401 | 0.37 | 10 | 0.897 / 0.913 / 0.894 / 0.894",
+    }),
+])
+def test_balance_room_restates_stop_53s_archived_rooms(tmp_path: Path, capsys, archive, runs, rows):
+    """docs/benchmarks.md, "Stop 53": the rooms restated from the archived stage floors, nothing measured."""
+    archived = BENCHMARKS / "runs" / "room" / archive
+    copy = tmp_path / archive
+    copy.write_bytes(archived.read_bytes())
+    names = [str(BENCHMARKS / "runs" / name) for name in json.loads(archived.read_text())["runs"]]
+    assert len(names) == runs
+    assert _script("balance_room").main([*names, "-o", str(copy)]) == 0
+    out = capsys.readouterr().out
+    assert all(f"| {run} | {cells} |" in out for run, cells in rows.items()), out
+    assert copy.read_bytes() == archived.read_bytes()

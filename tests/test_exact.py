@@ -3,6 +3,8 @@ lower bound it reports (and ``lower_bound``) never exceeds the cost of any plan.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from conftest import make_tables
@@ -16,7 +18,15 @@ from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.plan import validate
 from autoshard.planners.base import PlannerOptions, make_planner, run_planner
 from autoshard.planners.column_split import from_plan
-from autoshard.planners.exact import ExactConfig, ExactPlanner, linear_costs, lower_bound, piece_widths
+from autoshard.planners.exact import (
+    ExactConfig,
+    ExactPlanner,
+    linear_costs,
+    lower_bound,
+    piece_widths,
+    stage_floor,
+)
+from autoshard.shards import ShardRef
 from autoshard.tables import Table
 from autoshard.tasks import Task
 
@@ -238,3 +248,28 @@ def test_lower_bound_prices_a_hot_tables_column_shards_as_the_model_does():
     for name in ("neuroshard", "ilp"):
         plan = run_planner(make_planner(name, PlannerOptions(cost_model=MODEL, time_limit_s=2)), task)
         assert split <= plan_cost(MODEL, task, plan).plan_ms * (1 + 1e-9), name
+
+
+def test_stage_floor_is_below_every_plans_slowest_device_per_stage():
+    """The hot dim-128 table's column shards (the roofline model prices them by width) bring each stage's
+    floor below the whole table alone; every planner's plan, column-wise ones included, has a device at
+    least that slow in each stage; a table that cannot be split (dim 6) keeps its whole time."""
+    task = _hot_task(128)
+    floor = stage_floor(task, MODEL)
+    whole = MODEL.device_costs(task, [[ShardRef(0, 128)]])[0]
+    assert 0 < floor.fwd_ms < whole[0] and 0 < floor.bwd_ms < whole[1]
+    split_plans = 0
+    for name in ["neuroshard", "ilp", "search", *HEURISTICS]:
+        options = PlannerOptions(cost_model=MODEL, time_limit_s=2,
+                                 extra={"kicks": 2} if name == "search" else {})
+        plan = run_planner(make_planner(name, options), task)
+        split_plans += any(len(p.ranks) > 1 for p in plan.placements)
+        cost = plan_cost(MODEL, task, plan)
+        assert cost.max_fwd_ms >= floor.fwd_ms * (1 - 1e-9) and cost.max_bwd_ms >= floor.bwd_ms * (1 - 1e-9)
+    assert split_plans  # the floor was tested against column shards too
+
+    odd = Task(tables=(replace(task.tables[0], dim=6), *task.tables[1:]), device_memory=task.device_memory)
+    floor = stage_floor(odd, MODEL)
+    alone = MODEL.device_costs(odd, [[ShardRef(i, t.dim)] for i, t in enumerate(odd.tables)])
+    assert floor.fwd_ms == pytest.approx(alone[:, 0].max())
+    assert floor.bwd_ms == pytest.approx(alone[:, 1].max())

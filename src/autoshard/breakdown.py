@@ -135,3 +135,20 @@ class PlanCost:
     def from_json(d: dict[str, Any]) -> PlanCost:
         return PlanCost(tuple(CostBreakdown.from_json(x) for x in d["devices"]), str(d.get("source", "")),
                         tuple(CollectiveCost.from_json(c) for c in d.get("collectives") or ()))
+
+
+@dataclass(frozen=True)
+class StageFloor:
+    """The least forward and the least backward time of the device that holds a task's costliest table, or
+    its widest column shard, each stage on its own: with table- and column-wise shards (no row ranges or
+    replicas) no plan's slowest device is below these where adding a shard never makes a device cheaper."""
+
+    fwd_ms: float
+    bwd_ms: float
+
+    def to_json(self) -> dict[str, float]:
+        return {"fwd_ms": self.fwd_ms, "bwd_ms": self.bwd_ms}
+
+    @staticmethod
+    def from_json(d: dict[str, float]) -> StageFloor:
+        return StageFloor(float(d["fwd_ms"]), float(d["bwd_ms"]))

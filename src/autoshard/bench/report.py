@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from autoshard.bench.room import ROOM_THRESHOLD, room_summary
 from autoshard.bench.summary import (
     BETTER,
     FEW_TASKS,
@@ -117,6 +118,25 @@ def estimate_lines(results: Sequence[TaskResult]) -> list[str]:
               f"{_fmt(est.geomean_best_ratio)} over {_tasks(est.tasks)}.")]
     if est.tasks_below:
         lines.append(f"Estimate above a measured plan on {_tasks(est.tasks_below)}.")
+    return lines
+
+
+def room_lines(results: Sequence[TaskResult], algorithms: Sequence[str], alpha_ms: float) -> list[str]:
+    """How much the tasks leave to win by balancing the measured plans' own work (``bench.room``; ``alpha_ms``
+    the run's comm latency), and how the planners did on the tasks with at least 10% of it."""
+    room = room_summary(results, algorithms, alpha_ms)
+    if room is None or not room.tasks:
+        return []
+    pieces = ("with the costliest table's stage floor" if room.with_stage_floor == room.tasks
+              else f"the costliest table's stage floor on {room.with_stage_floor} of them")
+    lines = [(f"Room by balance (not a bound; autoshard.bench.room): {room.reference}'s measured cost over "
+             f"the least balance floor of the task's measured plans (mean device fwd and bwd, each at least "
+             f"the costliest table's, plus each collective at the least busiest-rank bytes), geometric mean "
+             f"{_fmt(room.geomean_room)} over {_tasks(room.tasks)} ({pieces}); at least "
+             f"{ROOM_THRESHOLD - 1:.0%} on {_tasks(len(room.roomy))}.")]
+    if room.ratio_on_roomy:
+        lines.append("On those tasks, cost / " + room.reference + ": " + ", ".join(
+            f"{a} {r:.3f}" for a, r in sorted(room.ratio_on_roomy.items())) + ".")
     return lines
 
 
@@ -258,7 +278,9 @@ def markdown(title: str, command: str, summaries: Sequence[AlgoSummary], results
         "within the measurement spread). Noise: median spread (max - min) / median of a plan's cost across "
         "rounds.", "",
     ]
-    estimate = estimate_lines(results)
+    learned = [s.algorithm for s in summaries if not s.heuristic]
+    alpha = float((meta.get("comm") or {}).get("alpha_ms", 0.0))
+    estimate = estimate_lines(results) + room_lines(results, learned, alpha)
     if estimate:
         out += [*estimate, ""]
     out += guard_lines(results)

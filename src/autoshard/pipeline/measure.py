@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from autoshard.breakdown import CollectiveCost
+from autoshard.breakdown import CollectiveCost, StageFloor
 from autoshard.costs.base import CostModel, plan_cost
 from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.step import compose, plan_collectives
@@ -47,7 +47,7 @@ from autoshard.pipeline.progress import Progress, no_progress
 from autoshard.pipeline.results import AlgoResult, TaskResult
 from autoshard.plan import Plan
 from autoshard.planners.base import PLANNERS, PlannerOptions, make_planner, run_planner
-from autoshard.planners.exact import lower_bound
+from autoshard.planners.exact import lower_bound, stage_floor
 from autoshard.shards import ShardRef
 from autoshard.tasks import Task
 
@@ -253,6 +253,31 @@ def compute_lower_bound(task: Task, model: CostModel) -> tuple[float | None, str
         return None, f"lower_bound failed: {e}"
 
 
+class RoundsMinimum:
+    """Prices every device content with ``rounds`` fresh evaluators and keeps the least per component: the
+    bench's default statistic for its devices (``DEFAULT_ROUND_STATISTIC``; under 'median' a floor priced so
+    is only lower), for what is compared with them. Why: one timing of a hot table's backward alone varied
+    20-30% between passes on this CPU (docs/benchmarks.md, "Stop 53")."""
+
+    def __init__(self, make_evaluator: EvaluatorFactory, rounds: int) -> None:
+        self.make_evaluator, self.rounds = make_evaluator, rounds
+        first = make_evaluator()
+        self.name, self.comm = first.name, first.comm
+
+    def device_costs(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> np.ndarray:
+        return np.min([np.asarray(self.make_evaluator().device_costs(task, devices), dtype=np.float64)
+                       for _ in range(self.rounds)], axis=0)
+
+
+def compute_stage_floor(task: Task, ranking: CostModel, price: CostModel) -> StageFloor | None:
+    """``planners.exact.stage_floor(task, ranking, price)``, or None where pricing fails (logged)."""
+    try:
+        return stage_floor(task, ranking, price)
+    except AutoshardError as e:
+        log.warning("%s: no stage floor (%s)", task.name, e)
+        return None
+
+
 @dataclass(frozen=True)
 class BenchConfig:
     """What a benchmark run needs besides the tasks."""
@@ -300,16 +325,19 @@ def run_bench(tasks: Sequence[Task], config: BenchConfig, make_evaluator: Evalua
         measured = measure_task(task, planned, make_evaluator, config.rounds,
                                 lambda w, d, t, name=task.name: progress(f"measure {name}", d, t),
                                 config.collectives, config.comm_backend, config.round_statistic)
-        lb, note, lb_model = None, "", ""
+        lb, note, lb_model, floor = None, "", "", None
         if config.lower_bound_on == "evaluator":
             evaluator = make_evaluator()
             lb, note = compute_lower_bound(task, evaluator)
+            # ranked by the estimate's evaluator (its tables alone are cached), the few that can set the
+            # floor priced as the plans' devices are: the least of the run's rounds
+            floor = compute_stage_floor(task, evaluator, RoundsMinimum(make_evaluator, config.rounds))
             lb_model = getattr(evaluator, "name", "evaluator")
         elif config.lower_bound_on == "planning" and config.options.cost_model is not None:
             lb, note = compute_lower_bound(task, config.options.cost_model)
             lb_model = config.options.cost_model.name
         load = tuple(x for x in (load_before, _load_average()) if x is not None)
-        result = TaskResult(task, tuple(measured), lb, lb_model, note, config.key, load)
+        result = TaskResult(task, tuple(measured), lb, lb_model, note, config.key, load, floor)
         write_json(path, result.to_json())
         results.append(result)
         progress("tasks", i + 1, len(tasks))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from autoshard.breakdown import PlanCost
+from autoshard.breakdown import PlanCost, StageFloor
 from autoshard.io import ARTEFACT_VERSION
 from autoshard.plan import Plan
 from autoshard.tasks import Task
@@ -81,6 +81,10 @@ class TaskResult:
     """Hash of what produced it (suite, algorithms, models), so a resumed run reuses only matching work."""
     load_average: tuple[float, ...] = ()
     """The host's 1-minute load average before and after measuring (other processes slow timings down)."""
+    stage_floor: StageFloor | None = None
+    """The slowest forward and backward any device holding the task's costliest table can have, timed with
+    the estimate (``planners.exact.stage_floor``; None when not computed): the room report's floor
+    (``bench.room``)."""
 
     def by_algorithm(self) -> dict[str, AlgoResult]:
         return {r.algorithm: r for r in self.results}
@@ -91,6 +95,7 @@ class TaskResult:
             "task": self.task.to_json(), "lower_bound_ms": self.lower_bound_ms,
             "lower_bound_model": self.lower_bound_model, "lower_bound_note": self.lower_bound_note,
             "results": [r.to_json() for r in self.results], "load_average": list(self.load_average),
+            "stage_floor": None if self.stage_floor is None else self.stage_floor.to_json(),
         }
 
     @staticmethod
@@ -100,4 +105,5 @@ class TaskResult:
             lower_bound_ms=d.get("lower_bound_ms"), lower_bound_model=d.get("lower_bound_model", ""),
             lower_bound_note=d.get("lower_bound_note", ""), key=d.get("key", ""),
             load_average=tuple(float(x) for x in d.get("load_average", ())),
+            stage_floor=StageFloor.from_json(d["stage_floor"]) if d.get("stage_floor") else None,
         )

@@ -27,9 +27,11 @@ only approximates (``refine_share`` of the time limit; ``descent.refine_placemen
 again. So the ILP's optimality is over the linearised objective and the placements of a given layout
 (table-wise, or the split one); the plan returned is never dearer by the model than the moved solve. The
 planner's plan is judged elsewhere with the full cost model; ``ExactPlanner.last_result`` holds the
-optimality gap and lower bound of the table-wise linearised problem, and ``lower_bound`` gives the benchmark
-a bound. The solve not kept, with its sharding moves (not the descent), is ``last_alternatives``: the
-heuristic guard weighs it too, by its gain beyond the model's uncertainty (``planners.guard``).
+optimality gap and lower bound of the table-wise linearised problem, ``lower_bound`` gives the benchmark
+its estimate, and ``stage_floor`` the least forward and backward of the costliest table's device (the
+bench's room report, ``bench.room``). The solve not kept, with its sharding moves (not the descent), is
+``last_alternatives``: the heuristic guard weighs it too, by its gain beyond the model's uncertainty
+(``planners.guard``).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from autoshard.breakdown import StageFloor
 from autoshard.costs.base import CostModel
 from autoshard.costs.loading import resolve_cost_model
 from autoshard.errors import AutoshardError, InfeasibleError
@@ -148,6 +151,44 @@ def column_pieces(task: Task, model: CostModel, costs: LinearCosts) -> ColumnPie
                 work[i] = min(work[i], (count - 1) * weight[i, widest] + weight[i, last])
                 largest[i] = min(largest[i], max(weight[i, widest], weight[i, last]))
     return ColumnPieces(work, largest)
+
+
+RANKING_NOISE = 0.6
+"""``stage_floor`` prices a table while its ranking time is at least this share of the floor so far: one
+timing of a large table's backward varied 20-30% between passes on this CPU, so a ranking pass can put the
+table that sets the floor below another."""
+
+
+def stage_floor(task: Task, model: CostModel, price: CostModel | None = None) -> StageFloor:
+    """Every table ranked by its time alone under ``model`` (one batched call); per stage, from the costliest
+    table down while its ranking time could still raise the floor (``RANKING_NOISE``), the table and each even
+    cut of it into column shards (``piece_widths``) priced alone by ``price`` (default ``model``; the bench
+    gives the minimum over its measurement rounds, as its devices get): the stage's floor is the largest over
+    tables of the least over cuts of the widest shard's time. Why per stage: the step waits for the slowest
+    forward and then the slowest backward (``costs.step``), and on this CPU a table's backward share varies
+    2-3x between tables, so the two maxima are not one table's."""
+    price = model if price is None else price
+    ranking = model.device_costs(task, [[ShardRef(i, t.dim)] for i, t in enumerate(task.tables)])[:, :2]
+    priced: dict[ShardRef, list[float]] = {}
+    floors = []
+    for stage in (0, 1):
+        floor = 0.0
+        for i in np.argsort(-ranking[:, stage], kind="stable").tolist():
+            if ranking[i, stage] <= RANKING_NOISE * floor:
+                break
+            dim = task.tables[i].dim
+            ways = piece_widths(dim, task.num_devices)
+            new = sorted(({ShardRef(i, w) for _, *widths in ways for w in widths} | {ShardRef(i, dim)})
+                         - priced.keys())
+            if new:
+                priced |= dict(zip(new, price.device_costs(task, [[s] for s in new])[:, :2].tolist(),
+                                   strict=True))
+            least = priced[ShardRef(i, dim)][stage]
+            for _, widest, last in ways:
+                least = min(least, max(priced[ShardRef(i, widest)][stage], priced[ShardRef(i, last)][stage]))
+            floor = max(floor, least)
+        floors.append(floor)
+    return StageFloor(*floors)
 
 
 @dataclass(frozen=True)

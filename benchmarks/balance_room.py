@@ -1,0 +1,147 @@
+"""How much room do archived bench runs leave by balance? Each task's stage floor timed, its room restated.
+
+    .venv/bin/python benchmarks/balance_room.py benchmarks/runs/s51-amd-dlrm-20-8-torchrec.json.gz ... \
+        -o out/balance-room.json
+
+Issue 15 asks for a 5% win "wherever the bound leaves >= 10% room", and the bench's estimate read room on
+suites where nothing beats the heuristics (docs/benchmarks.md, "Stop 52"). ``autoshard.bench.room`` floors
+each measured plan like the step: mean device fwd and bwd, each at least what the device holding the
+costliest table (its narrowest column cut) must take, plus each collective at the least bytes its busiest
+rank could move. Runs before stop 53 recorded no stage floor, so for every task of each run this times it
+(``planners.exact.stage_floor``: the tables ranked in one pass, the few that can set it priced as the run
+priced its devices, the least of its rounds) with the run's own measure settings, and the devices of the
+run's best fixed heuristic's plan the same way: the floor is scaled, per stage, by how that plan's devices
+measured in the run over how they measure now (the host's drift since the run, or another host's speed).
+Printed per run: the room without and with the stage floor, how much of the reference plan's distance to
+its own floor is its kernels' (the rest its collectives'), the tasks with at least 10%, and the learned
+planners' cost over the reference heuristic on those tasks. The output file is rewritten after each task
+and read back on a re-run (an interrupted run resumes); ``--no-measure`` prints what it holds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from autoshard.bench.room import ROOM_THRESHOLD, least_shard_bytes, plan_floor_ms, room_summary
+from autoshard.bench.summary import best_fixed_heuristic, task_costs
+from autoshard.breakdown import StageFloor
+from autoshard.costs.comm import AlphaBeta
+from autoshard.costs.loading import resolve_cost_model
+from autoshard.errors import AutoshardError
+from autoshard.hardware.evaluator import MeasuredCostModel
+from autoshard.hardware.kernel import MeasureSettings
+from autoshard.io import read_json, write_json
+from autoshard.pipeline.measure import RoundsMinimum
+from autoshard.pipeline.results import TaskResult
+from autoshard.planners.exact import stage_floor
+from autoshard.planners.guard import GUARDED
+
+KIND = "autoshard.balance_room"
+
+
+def timed_floor(run: dict[str, Any], results: list[TaskResult], reference: str, index: int) -> dict[str, Any]:
+    """Task ``index``'s stage floor timed now, and the reference plan's devices (fwd, bwd summed) as the run
+    measured them and as they measure now."""
+    tr = results[index]
+    settings = MeasureSettings.from_json(run["measure_settings"])
+    comm = AlphaBeta.from_json(run["comm"])
+    rounds = RoundsMinimum(lambda: MeasuredCostModel(settings, comm), int(run.get("rounds", 3)))
+    floor = stage_floor(tr.task, resolve_cost_model(MeasuredCostModel(settings, comm)), rounds)
+    ref = tr.by_algorithm()[reference]
+    devices = [d for d in ref.plan.device_shards(tr.task) if d]
+    now = rounds.device_costs(tr.task, devices)[:, :2].sum(axis=0)
+    then = np.array([[d.fwd_ms, d.bwd_ms] for d in ref.measured.devices
+                     if d.fwd_ms + d.bwd_ms > 0]).sum(axis=0)
+    return {"index": index, "task": tr.task.name, "fwd_ms": floor.fwd_ms, "bwd_ms": floor.bwd_ms,
+            "reference_now": now.tolist(), "reference_then": then.tolist()}
+
+
+def scaled(row: dict[str, Any]) -> StageFloor:
+    """The floor in the run's own milliseconds: each stage times the reference plan's then / now."""
+    (f_now, b_now), (f_then, b_then) = row["reference_now"], row["reference_then"]
+    return StageFloor(row["fwd_ms"] * f_then / f_now, row["bwd_ms"] * b_then / b_now)
+
+
+def kernel_share(results: list[TaskResult], reference: str, stages: list[StageFloor],
+                 alpha_ms: float) -> float:
+    """Mean over tasks of the kernels' part of the reference plan's distance to its own floor (the slowest
+    device's fwd and bwd above their floors), the rest being its collectives above theirs."""
+    shares = []
+    for tr, st in zip(results, stages, strict=True):
+        cost = tr.by_algorithm()[reference].measured
+        gap = cost.plan_ms - plan_floor_ms(cost, st, least_shard_bytes(tr.task), alpha_ms)
+        fwd = np.mean([d.fwd_ms for d in cost.devices])
+        bwd = np.mean([d.bwd_ms for d in cost.devices])
+        kernels = cost.max_fwd_ms - max(fwd, st.fwd_ms) + cost.max_bwd_ms - max(bwd, st.bwd_ms)
+        if gap > 0:
+            shares.append(kernels / gap)
+    return float(np.mean(shares)) if shares else float("nan")
+
+
+def load_run(path: str) -> tuple[dict[str, Any], list[TaskResult], str]:
+    run = read_json(path)
+    if not (isinstance(run, dict) and isinstance(run.get("tasks"), list)
+            and isinstance(run.get("measure_settings"), dict) and isinstance(run.get("comm"), dict)):
+        raise AutoshardError(f"{path}: not a bench results file (no tasks, measure settings or comm)")
+    results = [TaskResult.from_json(t) for t in run["tasks"]]
+    reference = best_fixed_heuristic([task_costs(tr) for tr in results])
+    if reference is None or not all(reference in tr.by_algorithm() for tr in results):
+        raise AutoshardError(f"{path}: no heuristic was measured on every task")
+    return run, results, reference
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("runs", nargs="+", help="bench results files (bench/results.json, or gzipped)")
+    ap.add_argument("-o", "--out", required=True, help="results JSON (rewritten after each task; resumes)")
+    ap.add_argument("--no-measure", action="store_true", help="time nothing: print what -o holds")
+    args = ap.parse_args(argv)
+    try:
+        runs = {path: load_run(path) for path in args.runs}
+        done: dict[str, Any] = {"kind": KIND, "runs": {}}
+        if Path(args.out).exists():  # resume; never overwrite a file of something else
+            done = read_json(args.out)
+            if not (isinstance(done, dict) and done.get("kind") == KIND
+                    and isinstance(done.get("runs"), dict)):
+                raise AutoshardError(f"{args.out}: not this script's results; give another -o")
+        elif args.no_measure:
+            raise AutoshardError(f"{args.out}: no such file to print (leave out --no-measure to time it)")
+        for path, (run, results, reference) in runs.items():
+            rows = done["runs"].setdefault(Path(path).name, [])  # a run is known by its file name
+            for i in range(len(results)):
+                if args.no_measure or any(r["index"] == i for r in rows):
+                    continue
+                print(f"{path}: task {i + 1}/{len(results)}", file=sys.stderr, flush=True)
+                rows.append(timed_floor(run, results, reference, i))
+                write_json(args.out, done)
+        print(f"| run | reference | room, balance only | room with the stage floor | kernels' share of the "
+              f"reference's gap | tasks >= {ROOM_THRESHOLD - 1:.0%} | " + " / ".join(GUARDED)
+              + " / reference there |")
+        print("|---|---|---|---|---|---|---|")
+        for path, (run, results, reference) in runs.items():
+            rows = {r["index"]: r for r in done["runs"].get(Path(path).name, [])}
+            if len(rows) < len(results):
+                print(f"{path}: {len(rows)} of {len(results)} tasks timed; skipped", file=sys.stderr)
+                continue
+            alpha = float(run["comm"].get("alpha_ms", 0.0))
+            bare = room_summary(results, GUARDED, alpha, [None] * len(results))
+            stages = [scaled(rows[i]) for i in range(len(results))]
+            room = room_summary(results, GUARDED, alpha, stages)
+            name = Path(path).name.removesuffix(".json.gz").removesuffix(".json")
+            learned = " / ".join(f"{room.ratio_on_roomy[a]:.3f}" if a in room.ratio_on_roomy else "-"
+                                 for a in GUARDED)
+            print(f"| {name} | {reference} | {bare.geomean_room:.3f} | {room.geomean_room:.3f} | "
+                  f"{kernel_share(results, reference, stages, alpha):.2f} | {len(room.roomy)} | {learned} |")
+    except AutoshardError as e:
+        print(f"balance_room: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
