@@ -13,14 +13,17 @@ priced its devices, the least of its rounds) with the run's own measure settings
 run's best fixed heuristic's plan the same way: the floor is scaled, per stage, by how that plan's devices
 measured in the run over how they measure now (the host's drift since the run, or another host's speed).
 Printed per run: the room without and with the stage floor, how much of the reference plan's distance to
-its own floor is its kernels' (the rest its collectives'), the tasks with at least 10%, and the learned
-planners' cost over the reference heuristic on those tasks. The output file is rewritten after each task
+its own floor is its kernels' (the rest its collectives'), how far its slowest device is above the mean in
+the round that found it and in the others (``persistent_excess``: the part that persists is the plan's, not
+the noise of D timings), the tasks with at least 10%, and the learned planners' cost over the reference
+heuristic on those tasks. The output file is rewritten after each task
 and read back on a re-run (an interrupted run resumes); ``--no-measure`` prints what it holds.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 from pathlib import Path
 from typing import Any
@@ -83,6 +86,26 @@ def kernel_share(results: list[TaskResult], reference: str, stages: list[StageFl
     return float(np.mean(shares)) if shares else float("nan")
 
 
+def persistent_excess(results: list[TaskResult], reference: str) -> tuple[float, float]:
+    """How far the reference plan's slowest device is above the mean device, fwd and bwd apart, from the
+    run's rounds: in the round that found it slowest, and that same device in each other round (cross-fitted:
+    the part that persists is the plan's, the rest the maximum of D noisy timings). Means over tasks, stages
+    and ordered pairs of rounds; NaN without two rounds."""
+    same, other = [], []
+    for tr in results:
+        rounds = np.asarray(tr.by_algorithm()[reference].device_rounds_ms, dtype=np.float64)
+        if rounds.ndim != 3 or rounds.shape[0] < 2:
+            continue
+        for stage in (0, 1):
+            x = rounds[:, :, stage]
+            x = x[:, x.max(axis=0) > 0]  # devices that hold something
+            for a, b in itertools.permutations(range(len(x)), 2):
+                slowest = int(x[a].argmax())
+                same.append(x[a, slowest] / x[a].mean() - 1)
+                other.append(x[b, slowest] / x[b].mean() - 1)
+    return (float(np.mean(same)), float(np.mean(other))) if same else (float("nan"), float("nan"))
+
+
 def load_run(path: str) -> tuple[dict[str, Any], list[TaskResult], str]:
     run = read_json(path)
     if not (isinstance(run, dict) and isinstance(run.get("tasks"), list)
@@ -120,9 +143,9 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(timed_floor(run, results, reference, i))
                 write_json(args.out, done)
         print(f"| run | reference | room, balance only | room with the stage floor | kernels' share of the "
-              f"reference's gap | tasks >= {ROOM_THRESHOLD - 1:.0%} | " + " / ".join(GUARDED)
-              + " / reference there |")
-        print("|---|---|---|---|---|---|---|")
+              f"reference's gap | its slowest device over the mean: that round / another | tasks >= "
+              f"{ROOM_THRESHOLD - 1:.0%} | " + " / ".join(GUARDED) + " / reference there |")
+        print("|---|---|---|---|---|---|---|---|")
         for path, (run, results, reference) in runs.items():
             rows = {r["index"]: r for r in done["runs"].get(Path(path).name, [])}
             if len(rows) < len(results):
@@ -135,8 +158,10 @@ def main(argv: list[str] | None = None) -> int:
             name = Path(path).name.removesuffix(".json.gz").removesuffix(".json")
             learned = " / ".join(f"{room.ratio_on_roomy[a]:.3f}" if a in room.ratio_on_roomy else "-"
                                  for a in GUARDED)
+            same, other = persistent_excess(results, reference)
             print(f"| {name} | {reference} | {bare.geomean_room:.3f} | {room.geomean_room:.3f} | "
-                  f"{kernel_share(results, reference, stages, alpha):.2f} | {len(room.roomy)} | {learned} |")
+                  f"{kernel_share(results, reference, stages, alpha):.2f} | {same:.3f} / {other:.3f} | "
+                  f"{len(room.roomy)} | {learned} |")
     except AutoshardError as e:
         print(f"balance_room: error: {e}", file=sys.stderr)
         return 2
