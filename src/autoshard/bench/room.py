@@ -1,19 +1,20 @@
 """How much a task leaves to win by balancing: each measured plan's step with its work spread perfectly.
 
 The bench's estimate (``planners.exact.lower_bound``) adds up every table's cost measured alone and spreads
-it over the devices; it reads 10-21% of "room" on suites where nothing beats the heuristics (docs/
-benchmarks.md, "Stop 52"), because a device of 12-25 fused tables measures more than its tables alone, and
-because the step waits at every stage for its slowest device. The *balance floor* is built like the step
-(``costs.step``) from what the bench measured instead. For one measured plan:
+it over the devices; it read 10-21% of "room" on suites where nothing beats the heuristics (docs/
+benchmarks.md, "Stop 52"): the step waits at every stage for its slowest device, and a device of 25 fused
+tables measured more than its tables alone (DLRM-50 (2), "Stop 53"). The *balance floor* is built like the
+step (``costs.step``) from what the bench measured instead. For one measured plan:
 
     floor = max(mean device fwd, fwd floor) + max(mean device bwd, bwd floor) + sum of its collectives, each
-            at its time x (the least busiest-rank bytes any plan could have) / (its busiest rank's bytes)
+            with the bytes' part of its time x (the least busiest-rank bytes any plan could have) / (its
+            busiest rank's bytes), its latency kept
 
-where the fwd and bwd floors are the slowest stage any device holding the costliest table's narrowest column
-shards can have (``planners.exact.stage_floor``, timed alone), and the least busiest-rank bytes are the
-larger of the ranks' mean and what the rank holding the largest table must move (all its ids; the
-outputs of its narrowest widest column shard). A task's floor is the least over its measured plans; its
-*room* is the suite's best fixed heuristic's measured cost over it.
+where the fwd and bwd floors are the least forward and backward the device holding the costliest table (or
+its widest column shard) can have (``planners.exact.stage_floor``, timed alone), and the least
+busiest-rank bytes are the larger of the ranks' mean and what the rank holding the largest table must move
+(all its ids; the outputs of its narrowest widest column shard). A task's floor is the least over its
+measured plans; its *room* is the suite's best fixed heuristic's measured cost over it.
 
 Not a bound on every plan: each term is floored on its own (so the floor is below any plan with the work of
 the measured plans, which only makes the room larger), but another grouping of the tables may fuse into
