@@ -261,8 +261,6 @@ class RoundsMinimum:
 
     def __init__(self, make_evaluator: EvaluatorFactory, rounds: int) -> None:
         self.make_evaluator, self.rounds = make_evaluator, rounds
-        first = make_evaluator()
-        self.name, self.comm = first.name, first.comm
 
     def device_costs(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> np.ndarray:
         return np.min([np.asarray(self.make_evaluator().device_costs(task, devices), dtype=np.float64)
