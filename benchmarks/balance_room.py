@@ -36,10 +36,9 @@ from autoshard.breakdown import StageFloor
 from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.loading import resolve_cost_model
 from autoshard.errors import AutoshardError
-from autoshard.hardware.evaluator import MeasuredCostModel
+from autoshard.hardware.evaluator import MeasuredCostModel, RoundsMinimum
 from autoshard.hardware.kernel import MeasureSettings
 from autoshard.io import read_json, write_json
-from autoshard.pipeline.measure import RoundsMinimum
 from autoshard.pipeline.results import TaskResult
 from autoshard.planners.exact import stage_floor
 from autoshard.planners.guard import GUARDED

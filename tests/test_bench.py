@@ -26,6 +26,7 @@ from autoshard.pipeline.measure import (
     select_algorithms,
 )
 from autoshard.pipeline.results import AlgoResult, TaskResult
+from autoshard.plan import validate
 from autoshard.planners.base import PLANNERS, PlannerOptions
 from autoshard.tasks import Task
 
@@ -329,3 +330,23 @@ def test_a_measured_pick_times_its_candidates_at_planning_time_and_keeps_the_mea
     with pytest.raises(AutoshardError, match="unknown algorithm"):
         select_algorithms(["nope+top2"])
     assert select_algorithms(["search", name])[0] == ["search", name]
+    with pytest.raises(AutoshardError, match="positive integer"):
+        select_algorithms(["search+top2+descent0"])
+    with pytest.raises(AutoshardError, match="positive integer"):
+        select_algorithms(["search+top2+descentx"])
+
+
+def test_a_measured_pick_with_descent_plans_validly_and_names_its_steps():
+    from autoshard.hardware.kernel import MeasureSettings
+    from autoshard.pipeline.measure import measured_pick_name, parse_measured_pick
+
+    name = measured_pick_name("search", 1, 2)
+    assert name == "search+top1+descent2" and parse_measured_pick(name).descent == 2
+    assert parse_measured_pick("search+top3").descent == 0 and parse_measured_pick("search") is None
+    task = _task()
+    model = AnalyticalCostModel()
+    settings = MeasureSettings(warmup=1, repeats=2, max_tries=1, rows_cap=5000)
+    options = PlannerOptions(seed=0, cost_model=model, time_limit_s=1.0)
+    (picked,) = plan_task(task, (name,), options, model, settings, model.comm)
+    assert picked.ok and picked.algorithm == name and picked.plan.cost is None
+    validate(picked.plan, task)

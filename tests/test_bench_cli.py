@@ -89,7 +89,9 @@ def test_bad_arguments_are_one_line_errors(tmp_path, capsys):
                          (["--refresh-tasks", "0"], "--refresh-tasks 0"),
                          (["--refresh-budget", "0"], "--refresh-budget 0"),
                          (["--refresh-budget", "inf"], "--refresh-budget inf"),
-                         (["--measure-top", "0"], "--measure-top 0")):
+                         (["--measure-top", "0"], "--measure-top 0"),
+                         (["--descend", "2"], "--descend N balances each measured pick; add --measure-top K"),
+                         (["--measure-top", "2", "--descend", "0"], "--descend 0")):
         assert main(["bench", "--suite", "tiny", "-o", str(tmp_path), *flags]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and match in err

@@ -123,3 +123,21 @@ def test_measure_top_times_the_best_candidates_and_keeps_the_measured_best(table
     assert "candidate" in text and "measured 2 of" in text and "kept" in text
     plan = Plan.load(str(out))
     assert plan.cost is not None and plan.cost.source == "measured"
+
+
+def test_descend_balances_the_measured_pick_by_timed_moves(tables_file, tmp_path, capsys):
+    out = tmp_path / "plan.json"
+    argv = ["plan", "--tables", tables_file, "--devices", "4", "--memory", "5GB", "--algo", "search",
+            "--cost-model", "analytical", "--time-limit", "1", "--batch-size", "64", "--measure-top", "1"]
+    assert main([*argv, "--descend", "2", "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "measured 1 of" in text and "measured descent:" in text and "device contents timed" in text
+    plan = Plan.load(str(out))
+    assert plan.cost is not None and plan.cost.source == "measured"
+    validate(plan, Task(tables=TablePool.load(tables_file).tables, device_memory=(5 * 10**9,) * 4,
+                        batch_size=64))
+    # --descend balances a measured pick: alone it is a one-line error, nothing written
+    (tmp_path / "plan.json").unlink()
+    assert main([*argv[:-2], "--descend", "2", "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--measure-top" in err and not out.exists()

@@ -51,6 +51,10 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="also run every learned planner as PLANNER+topK: its plan and the heuristics', the K "
                         "its model prices cheapest timed at planning time, the measured best kept "
                         "(autoshard plan --measure-top K); the measuring counts as planning time")
+    p.add_argument("--descend", type=int, metavar="N",
+                   help="with --measure-top K: also run every learned planner as PLANNER+topK+descentN, the "
+                        "measured pick then balanced by at most N moves its kernels' timings keep "
+                        "(autoshard plan --measure-top K --descend N)")
     p.add_argument("--test-tasks", type=int, help="override the suite's number of test tasks")
     p.add_argument("--batch-size", type=int,
                    help="override the per-device batch the kernels are timed at (default: the suite's, 2048 "
@@ -129,9 +133,13 @@ def _run(args: argparse.Namespace, suite_name: str, out: str, command: str) -> i
     for flag, value in (("--test-tasks", args.test_tasks), ("--rounds", args.rounds),
                         ("--batch-size", args.batch_size), ("--profile-samples", args.profile_samples),
                         ("--policy-iterations", args.policy_iterations),
-                        ("--refresh-tasks", args.refresh_tasks), ("--measure-top", args.measure_top)):
+                        ("--refresh-tasks", args.refresh_tasks), ("--measure-top", args.measure_top),
+                        ("--descend", args.descend)):
         if value is not None and value <= 0:
             raise AutoshardError(f"{flag} {value} must be a positive integer")
+    if args.descend and not args.measure_top:
+        raise AutoshardError("--descend N balances each measured pick; add --measure-top K "
+                             "(e.g. --measure-top 3 --descend 8)")
     if args.refresh_rounds is not None and args.refresh_rounds < 0:
         raise AutoshardError(f"--refresh-rounds {args.refresh_rounds} must be 0 or more")
     for flag, seconds in (("--time-limit", args.time_limit), ("--refresh-budget", args.refresh_budget)):
@@ -150,7 +158,8 @@ def _run(args: argparse.Namespace, suite_name: str, out: str, command: str) -> i
                             policy_path=args.policy, comm_path=args.comm, algorithms=algos, command=command,
                             device=args.device, backend=args.backend, collectives=args.collectives,
                             allow_other_hardware=args.allow_other_hardware,
-                            measure_top=args.measure_top or 0, estimate=args.estimate)
+                            measure_top=args.measure_top or 0, descend=args.descend or 0,
+                            estimate=args.estimate)
     _check_inputs(args, algos, config)
     bars = _Bars()
     try:

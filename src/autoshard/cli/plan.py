@@ -49,6 +49,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also plan with every heuristic, time the K candidates the model predicts "
                         "cheapest on this machine's kernels, and keep the measured best (for planning on "
                         "the hardware you train on)")
+    p.add_argument("--descend", type=positive_int, metavar="N",
+                   help="with --measure-top: then move or swap tables off the measured slowest device, "
+                        "keeping at most N moves that the kernels timed here say lower the step, and time "
+                        "the result against the pick before returning the cheaper")
     p.add_argument("--torchrec-rows", action="store_true",
                    help="cut a table larger than a device in TorchRec's row_wise form (even blocks on every "
                         "rank) before planning, so the plan exports to a TorchRec ShardingPlan (default: "
@@ -142,6 +146,11 @@ def run(args: argparse.Namespace) -> int:
     from autoshard.costs.loading import describe_cost_model
 
     estimator = resolve_cost_model(cost_model)
+    if args.descend and not args.measure_top:
+        from autoshard.errors import AutoshardError
+
+        raise AutoshardError("--descend N balances the plan --measure-top K picked; add --measure-top K "
+                             "(e.g. --measure-top 3 --descend 8)")
     if args.measure_top:
         plan = _measure_top(args, task, options, estimator)
     else:
@@ -176,7 +185,21 @@ def _measure_top(args: argparse.Namespace, task, options, estimator):
         print(f"{c.algorithm:<20} {c.predicted_ms:>12.3f} {measured}")
     print(f"measured {min(args.measure_top, len(candidates))} of {len(candidates)} candidates in "
           f"{choice.measuring_s:.1f} s; kept {choice.best.algorithm}'s plan")
-    return choice.best
+    if not args.descend:
+        return choice.best
+    from autoshard.pipeline.measured_descent import DescentConfig, measured_descent
+
+    config = DescentConfig(steps=args.descend, seed=args.seed)
+    descent = measured_descent(task, choice.best, estimator, config)
+    moves = len(descent.steps_ms) - 1
+    outcome = "nothing moved; kept the pick"
+    if moves:
+        outcome = (f"timed again side by side {descent.confirmed_ms[0]:.3f} -> {descent.confirmed_ms[1]:.3f} "
+                   f"ms; kept {'the descended plan' if descent.kept else 'the pick'}")
+    print(f"measured descent: {moves} move(s) kept, step {descent.steps_ms[0]:.3f} -> "
+          f"{descent.steps_ms[-1]:.3f} ms as it timed them; {outcome} ({descent.timed_contents} device "
+          f"contents timed, {descent.measuring_s:.1f} s)")
+    return descent.plan
 
 
 def _plan_sequence(args: argparse.Namespace) -> int:
@@ -197,6 +220,7 @@ def _plan_sequence(args: argparse.Namespace) -> int:
     check_sequence_algorithm(algo)
     pooled_only = [flag for flag, value in (("--cost-model", args.cost_model), ("--comm", args.comm),
                                             ("--policy", args.policy), ("--measure-top", args.measure_top),
+                                            ("--descend", args.descend),
                                             ("--option", args.option)) if value]
     if pooled_only:
         raise AutoshardError(f"{pooled_only[0]} applies to pooled tables; sequence planners price the "

@@ -19,7 +19,7 @@ from typing import TypeVar
 import numpy as np
 
 from autoshard.breakdown import CollectiveCost, PlanCost
-from autoshard.costs.base import ContentsAccumulator
+from autoshard.costs.base import ContentsAccumulator, CostModel
 from autoshard.costs.comm import DEFAULT_COMM, AlphaBeta
 from autoshard.costs.step import (
     ALL_TO_ALLS,
@@ -121,6 +121,20 @@ class MeasuredCostModel:
                 progress(g + 1, len(devices))
         out[:, 2] = device_comm_ms(task, self.comm, device_volumes(task, devices))
         return out
+
+
+class RoundsMinimum:
+    """Prices every device content with ``rounds`` fresh evaluators and keeps the least per component: the
+    bench's default statistic for its devices (``DEFAULT_ROUND_STATISTIC``; under 'median' a floor priced so
+    is only lower), for what is compared with them. Why: one timing of a hot table's backward alone varied
+    20-30% between passes on this CPU (docs/benchmarks.md, "Stop 53")."""
+
+    def __init__(self, make_evaluator: Callable[[], CostModel], rounds: int) -> None:
+        self.make_evaluator, self.rounds = make_evaluator, rounds
+
+    def device_costs(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> np.ndarray:
+        return np.min([np.asarray(self.make_evaluator().device_costs(task, devices), dtype=np.float64)
+                       for _ in range(self.rounds)], axis=0)
 
 
 def measure_plans_collectives(task: Task, plans: Sequence[Plan], comm: AlphaBeta, backend: str = "auto",

@@ -54,6 +54,10 @@ class PipelineConfig:
     """Also bench every learned planner as ``<planner>+top<K>``: it and the heuristics plan, the K plans its
     model prices cheapest are timed here at planning time and the measured best is kept (``autoshard plan
     --measure-top K``; the measuring counts as planning time). 0: not."""
+    descend: int = 0
+    """With ``measure_top``: also bench every learned planner as ``<planner>+top<K>+descent<N>``, the
+    measured pick balanced by at most N moves kept by timing (``autoshard plan --measure-top K --descend
+    N``; ``pipeline.measured_descent``). 0: not."""
 
     def measure_settings(self) -> MeasureSettings:
         """How the evaluator (and the profile a cost model is trained on) times kernels: the suite's

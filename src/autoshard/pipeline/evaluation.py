@@ -94,7 +94,10 @@ def stage_evaluate(ctx: Context, k_comm: str, k_cost: str, cost_spec: str, k_pol
         skipped["rl"] = "no trained policy (pass --policy or let the pipeline train one)"
     k = ctx.config.measure_top
     if k:  # every learned planner also as a measured pick: autoshard plan --measure-top K
-        algorithms += [measured_pick_name(a, k) for a in GUARDED if a in algorithms]
+        learned = [a for a in GUARDED if a in algorithms]
+        algorithms += [measured_pick_name(a, k) for a in learned]
+        if ctx.config.descend:
+            algorithms += [measured_pick_name(a, k, ctx.config.descend) for a in learned]
     comm = ctx.comm_model()
     settings = ctx.measure_settings()
     extras = {a: x for a, x in planner_extras(settings).items() if a in algorithms}

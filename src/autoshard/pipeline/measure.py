@@ -34,6 +34,7 @@ from autoshard.costs.step import compose, plan_collectives
 from autoshard.errors import AutoshardError
 from autoshard.hardware.evaluator import (
     DEFAULT_ROUND_STATISTIC,
+    RoundsMinimum,
     check_round_statistic,
     combine_rounds,
     measure_plans_collectives,
@@ -43,6 +44,7 @@ from autoshard.hardware.kernel import MeasureSettings
 from autoshard.host import package_installed
 from autoshard.io import read_json, write_json
 from autoshard.pipeline.choose import candidate_plans, measure_top
+from autoshard.pipeline.measured_descent import DescentConfig, measured_descent
 from autoshard.pipeline.progress import Progress, no_progress
 from autoshard.pipeline.results import AlgoResult, TaskResult
 from autoshard.plan import Plan
@@ -57,21 +59,38 @@ log = logging.getLogger(__name__)
 MEASURED_PICK = "+top"
 """``<planner>+top<K>``: the planner's plan and the heuristics', the K its model prices cheapest timed at
 planning time and the measured best kept (``measured_pick_name``; ``pipeline.choose``)."""
+MEASURED_DESCENT = "+descent"
+"""``<planner>+top<K>+descent<N>``: the measured pick, then at most N moves kept by timing the devices
+(``autoshard plan --measure-top K --descend N``; ``pipeline.measured_descent``)."""
 
 
-def measured_pick_name(algorithm: str, k: int) -> str:
-    """The bench's name of ``algorithm`` planning with ``autoshard plan --measure-top k``."""
-    return f"{algorithm}{MEASURED_PICK}{k}"
+@dataclass(frozen=True)
+class MeasuredPick:
+    """A bench algorithm that plans with measuring: ``autoshard plan --algo base --measure-top k
+    [--descend descent]``."""
+
+    base: str
+    k: int
+    descent: int = 0
 
 
-def parse_measured_pick(name: str) -> tuple[str, int] | None:
-    """(planner, K) of a measured pick's name, None for a plain planner's; an error for a bad K."""
+def measured_pick_name(algorithm: str, k: int, descent: int = 0) -> str:
+    """The bench's name of ``algorithm`` planning with ``autoshard plan --measure-top k [--descend N]``."""
+    return f"{algorithm}{MEASURED_PICK}{k}" + (f"{MEASURED_DESCENT}{descent}" if descent else "")
+
+
+def parse_measured_pick(name: str) -> MeasuredPick | None:
+    """The measured pick ``name`` stands for, None for a plain planner's; an error for a bad K or N."""
     if MEASURED_PICK not in name:
         return None
-    base, _, k = name.partition(MEASURED_PICK)
+    base, _, rest = name.partition(MEASURED_PICK)
+    k, _, descent = rest.partition(MEASURED_DESCENT)
     if not k.isdigit() or int(k) < 1:
         raise AutoshardError(f"algorithm {name!r}: K in {base}{MEASURED_PICK}K must be a positive integer")
-    return base, int(k)
+    if MEASURED_DESCENT in rest and (not descent.isdigit() or int(descent) < 1):
+        raise AutoshardError(f"algorithm {name!r}: N in {base}{MEASURED_PICK}{k}{MEASURED_DESCENT}N must be "
+                             "a positive integer")
+    return MeasuredPick(base, int(k), int(descent or 0))
 
 
 PLANNER_PACKAGES = {"torchrec": "torchrec", "ilp": "ortools"}
@@ -90,7 +109,7 @@ def select_algorithms(requested: Sequence[str] | None = None) -> tuple[list[str]
                    for name, package in PLANNER_PACKAGES.items()
                    if name in registered and not package_installed(package)}
         return [a for a in registered if a not in missing], missing
-    unknown = [a for a in requested if (parse_measured_pick(a) or (a, 0))[0] not in PLANNERS]
+    unknown = [a for a in requested if (parse_measured_pick(a) or MeasuredPick(a, 0)).base not in PLANNERS]
     if unknown:
         raise AutoshardError(
             f"unknown algorithm(s) {', '.join(unknown)}; registered: {', '.join(registered)}")
@@ -100,15 +119,18 @@ def select_algorithms(requested: Sequence[str] | None = None) -> tuple[list[str]
 
 def _measured_pick(task: Task, name: str, options: PlannerOptions, cost_model: CostModel | None,
                    settings: MeasureSettings | None, comm: AlphaBeta | None) -> Plan:
-    """Plan as ``autoshard plan --algo A --measure-top K`` does (``name`` = A+topK); the measuring counts as
-    planning time. The kept plan still names the algorithm whose plan it is."""
-    base, k = parse_measured_pick(name) or (name, 0)
+    """Plan as ``autoshard plan --algo A --measure-top K [--descend N]`` does (``name`` = A+topK[+descentN]);
+    the measuring counts as planning time. The kept plan still names the algorithm whose plan it is."""
+    pick = parse_measured_pick(name) or MeasuredPick(name, 0)
     if cost_model is None:
         raise AutoshardError(f"{name} needs a planning cost model to rank its candidates")
     start = time.perf_counter()
-    candidates = candidate_plans(task, base, options)
-    choice = measure_top(task, candidates, cost_model, k, settings, comm)
-    return replace(choice.best, cost=None, planning_time_s=time.perf_counter() - start)
+    candidates = candidate_plans(task, pick.base, options)
+    best = measure_top(task, candidates, cost_model, pick.k, settings, comm).best
+    if pick.descent:
+        config = DescentConfig(steps=pick.descent, seed=options.seed)
+        best = measured_descent(task, best, cost_model, config, settings, comm).plan
+    return replace(best, cost=None, planning_time_s=time.perf_counter() - start)
 
 
 def plan_task(task: Task, algorithms: Sequence[str], options: PlannerOptions,
@@ -251,20 +273,6 @@ def compute_lower_bound(task: Task, model: CostModel) -> tuple[float | None, str
         return float(lower_bound(task, model)), ""
     except AutoshardError as e:
         return None, f"lower_bound failed: {e}"
-
-
-class RoundsMinimum:
-    """Prices every device content with ``rounds`` fresh evaluators and keeps the least per component: the
-    bench's default statistic for its devices (``DEFAULT_ROUND_STATISTIC``; under 'median' a floor priced so
-    is only lower), for what is compared with them. Why: one timing of a hot table's backward alone varied
-    20-30% between passes on this CPU (docs/benchmarks.md, "Stop 53")."""
-
-    def __init__(self, make_evaluator: EvaluatorFactory, rounds: int) -> None:
-        self.make_evaluator, self.rounds = make_evaluator, rounds
-
-    def device_costs(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> np.ndarray:
-        return np.min([np.asarray(self.make_evaluator().device_costs(task, devices), dtype=np.float64)
-                       for _ in range(self.rounds)], axis=0)
 
 
 def compute_stage_floor(task: Task, ranking: CostModel, price: CostModel) -> StageFloor | None:

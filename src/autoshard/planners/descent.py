@@ -51,7 +51,7 @@ IMPROVEMENT_RTOL = 1e-9
 """A candidate must lower the objective by this relative margin: float noise never counts as progress."""
 
 
-class _State:
+class PlacementState:
     """A placement of a fixed layout: ranks, each device's shards (sorted positions), memory and model
     totals. ``fixed``: shards each device holds besides the layout's, which never move (row-wise shards and
     replicas the sharding moves made); they take memory and are priced with the device."""
@@ -130,39 +130,53 @@ def _with(positions: list[int], add: int | None = None, remove: int | None = Non
     return out
 
 
-def _descend(state: _State, rng: np.random.Generator, samples: int, deadline: float) -> tuple[int, bool]:
+Candidate = tuple[list[tuple[int, int]], list[int], int, list[int]]
+"""A move or swap off device ``b``: ((shard, new device), ...), b's new shards, the other device, its new
+shards (positions in the layout, sorted)."""
+
+
+def bottleneck_candidates(state: PlacementState, b: int, rng: np.random.Generator,
+                          samples: int) -> list[Candidate]:
+    """Every move of one of device ``b``'s shards to another device with room, and a seeded sample of at most
+    ``samples`` swaps of one of its shards with a shard elsewhere (memory respected, two shards of one table
+    never on one device)."""
+    d = state.task.num_devices
+    on_b = state.devices[b]
+    cands: list[Candidate] = []
+    for p in on_b:
+        without = _with(on_b, remove=p)
+        for r in range(d):
+            if r != b and state.can_move(p, r):
+                cands.append(([(p, r)], without, r, _with(state.devices[r], add=p)))
+    others = np.flatnonzero(state.ranks != b)
+    pairs = len(on_b) * len(others)
+    if pairs and samples:
+        if pairs <= samples:
+            chosen = np.arange(pairs)
+        else:
+            chosen = np.sort(rng.choice(pairs, size=samples, replace=False))
+        for k in chosen.tolist():
+            p, q = on_b[k // len(others)], int(others[k % len(others)])
+            r = int(state.ranks[q])
+            if state.layout[p].table == state.layout[q].table:
+                continue
+            if state.can_move(p, r, leaving=q) and state.can_move(q, b, leaving=p):
+                cands.append(([(p, r), (q, b)], _with(on_b, add=q, remove=p), r,
+                              _with(state.devices[r], add=p, remove=q)))
+    return cands
+
+
+def _descend(state: PlacementState, rng: np.random.Generator, samples: int,
+             deadline: float) -> tuple[int, bool]:
     """Steepest descent from the bottleneck device; returns (steps applied, stopped by the deadline)."""
     steps = 0
-    d = state.task.num_devices
     last = 0.0  # duration of the last step: don't start one that would end past the deadline
     while True:
         began = time.perf_counter()
         if began + last > deadline:
             return steps, True
         b = int(np.argmax(state.totals))
-        on_b = state.devices[b]
-        # candidate = (list of (shard, new device), new contents of b, other device, its new contents)
-        cands: list[tuple[list[tuple[int, int]], list[int], int, list[int]]] = []
-        for p in on_b:
-            without = _with(on_b, remove=p)
-            for r in range(d):
-                if r != b and state.can_move(p, r):
-                    cands.append(([(p, r)], without, r, _with(state.devices[r], add=p)))
-        others = np.flatnonzero(state.ranks != b)
-        pairs = len(on_b) * len(others)
-        if pairs and samples:
-            if pairs <= samples:
-                chosen = np.arange(pairs)
-            else:
-                chosen = np.sort(rng.choice(pairs, size=samples, replace=False))
-            for k in chosen.tolist():
-                p, q = on_b[k // len(others)], int(others[k % len(others)])
-                r = int(state.ranks[q])
-                if state.layout[p].table == state.layout[q].table:
-                    continue
-                if state.can_move(p, r, leaving=q) and state.can_move(q, b, leaving=p):
-                    cands.append(([(p, r), (q, b)], _with(on_b, add=q, remove=p), r,
-                                  _with(state.devices[r], add=p, remove=q)))
+        cands = bottleneck_candidates(state, b, rng, samples)
         if not cands:
             return steps, False
         devices = ([state.contents(b, c[1]) for c in cands]
@@ -188,7 +202,7 @@ def _descend(state: _State, rng: np.random.Generator, samples: int, deadline: fl
         last = time.perf_counter() - began
 
 
-def _kick(state: _State, rng: np.random.Generator, size: int) -> None:
+def _kick(state: PlacementState, rng: np.random.Generator, size: int) -> None:
     """Move ``size`` random shards to random devices with room (fewer if nothing can move)."""
     moves = 0
     for _ in range(size * 10):
@@ -225,7 +239,7 @@ def refine_placement(task: Task, model: CostModel, layout: Layout, ranks: np.nda
     if not layout:  # every table row-wise or replicated: nothing moves
         return Refined(np.zeros(0, dtype=np.int64), 0, 0, False)
     rng = np.random.default_rng(seed)
-    state = _State(task, model, layout, ranks, fixed)
+    state = PlacementState(task, model, layout, ranks, fixed)
     steps, timed_out = _descend(state, rng, swap_samples, deadline)
     best_ranks, best_obj = state.ranks.copy(), state.objective()
     done = 0

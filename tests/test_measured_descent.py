@@ -1,0 +1,74 @@
+"""The measured descent (``autoshard plan --measure-top K --descend N``): moves kept by the real kernels'
+timings, the layout and the fixed shards untouched, the result confirmed against the start."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import make_tables
+
+from autoshard.costs.analytical import AnalyticalCostModel
+from autoshard.errors import AutoshardError
+from autoshard.hardware.kernel import MeasureSettings
+from autoshard.pipeline.measured_descent import DescentConfig, measured_descent
+from autoshard.plan import Plan, ShardingType, TablePlacement, validate
+from autoshard.tasks import Task
+
+SETTINGS = MeasureSettings(warmup=1, repeats=3, max_tries=1, rows_cap=5000)
+"""Small and quick: the test needs a large imbalance told apart, not precise times."""
+
+
+def _task(n: int = 6, devices: int = 2) -> Task:
+    tables = tuple(t.with_dim(32) for t in make_tables(n, seed=3, max_rows=4000))
+    return Task(tables=tables, device_memory=(10**8,) * devices, batch_size=512, name="descent")
+
+
+def test_a_plan_with_every_table_on_one_device_is_balanced_by_timed_moves():
+    task = _task()
+    start = Plan.from_ranks(task, [0] * len(task.tables), "lopsided")
+    out = measured_descent(task, start, AnalyticalCostModel(), DescentConfig(steps=3, rounds=2), SETTINGS)
+    validate(out.plan, task)
+    moves = len(out.steps_ms) - 1
+    assert 1 <= moves <= 3
+    # each kept move lowered the step the descent timed by more than the margin
+    assert all(b < a * (1 - 0.01) for a, b in zip(out.steps_ms, out.steps_ms[1:]))
+    # an empty device against six tables on one: the side-by-side timing keeps the descended plan
+    assert out.kept and out.confirmed_ms[1] < out.confirmed_ms[0]
+    assert out.plan.cost is not None and out.plan.cost.source == "measured"
+    assert out.plan.algorithm == "lopsided" and sum(out.plan.memory_used(task)[1:]) > 0
+    assert out.timed_contents >= 2 and out.measuring_s > 0
+
+
+def test_nothing_to_gain_returns_the_start_untouched():
+    task = _task(n=1)
+    start = Plan.from_ranks(task, [0], "one")
+    out = measured_descent(task, start, AnalyticalCostModel(), DescentConfig(steps=4, rounds=1), SETTINGS)
+    assert out.plan == start and not out.kept and len(out.steps_ms) == 1
+
+
+def test_column_shards_and_row_wise_shards_keep_their_layout():
+    task = _task(n=5, devices=3)
+    names = [t.name for t in task.tables]
+    dim = task.tables[0].dim
+    rows = task.tables[1].rows
+    placements = (
+        TablePlacement.column_wise(names[0], (0, 0 + 1), (dim // 2, dim - dim // 2)),
+        TablePlacement.row_wise(names[1], (0, 1, 2), (rows // 3, rows // 3, rows - 2 * (rows // 3)),
+                                task.tables[1].dim),
+        *(TablePlacement.table_wise(n, 0, task.tables[i + 2].dim) for i, n in enumerate(names[2:])),
+    )
+    start = Plan(placements, 3, "mixed", task.name)
+    validate(start, task)
+    out = measured_descent(task, start, AnalyticalCostModel(), DescentConfig(steps=2, rounds=1), SETTINGS)
+    validate(out.plan, task)
+    kinds = {p.table: (p.sharding_type, p.shard_dims) for p in out.plan.placements}
+    assert kinds[names[0]] == (ShardingType.COLUMN_WISE, (dim // 2, dim - dim // 2))
+    assert out.plan.placement(names[1]) == start.placement(names[1])  # row-wise shards never move
+    assert len(set(out.plan.placement(names[0]).ranks)) == 2  # column shards stay on distinct devices
+
+
+@pytest.mark.parametrize("kwargs, match", [({"steps": 0}, "steps"),
+                                           ({"steps": 2, "proposals": 0}, "proposals"),
+                                           ({"steps": 2, "margin": 1.0}, "margin")])
+def test_bad_descent_settings_are_refused(kwargs, match):
+    with pytest.raises(AutoshardError, match=match):
+        DescentConfig(**kwargs)
