@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from conftest import make_tables
 
-from autoshard.bench.report import write_report
+from autoshard.bench.report import descent_lines, write_report
 from autoshard.bench.suites import SUITES, get_suite
 from autoshard.bench.summary import geomean, is_heuristic, summarize
 from autoshard.breakdown import PlanCost
@@ -25,6 +25,7 @@ from autoshard.pipeline.measure import (
     run_bench,
     select_algorithms,
 )
+from autoshard.pipeline.measured_descent import OUTCOMES
 from autoshard.pipeline.results import AlgoResult, TaskResult
 from autoshard.plan import validate
 from autoshard.planners.base import PLANNERS, PlannerOptions
@@ -350,3 +351,8 @@ def test_a_measured_pick_with_descent_plans_validly_and_names_its_steps():
     (picked,) = plan_task(task, (name,), options, model, settings, model.comm)
     assert picked.ok and picked.algorithm == name and picked.plan.cost is None
     validate(picked.plan, task)
+    # what the descent did is kept with the result, read back, and counted in the report
+    assert any(outcome in picked.descent for outcome in OUTCOMES)
+    assert AlgoResult.from_json(picked.to_json()).descent == picked.descent
+    lines = descent_lines([TaskResult(task, (picked,))])
+    assert lines[0].startswith("Measured descent") and f"- {name}: " in lines[2] and "on 1 task" in lines[2]

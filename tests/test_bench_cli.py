@@ -196,3 +196,15 @@ def test_the_refresh_loop_refits_the_planning_comm_on_each_all_to_alls_least_tim
     assert refit_comm([few], sweep) is sweep
     same = {"collective_points": [[1e5, 0.5 + i / 10, 0.5, f"t/p{i}/ids"] for i in range(8)]}
     assert refit_comm([same], sweep) is sweep and refit_comm([], sweep) is sweep
+
+
+def test_the_report_command_restates_every_flag_that_changes_the_run():
+    from autoshard.cli.bench import COLLECTIVES_DEFAULT, _command, _reconstruct
+    from autoshard.cli.main import build_parser
+
+    args = build_parser().parse_args(["bench", "--suite", "tiny", "-o", "out", "--measure-top", "3",
+                                      "--descend", "8", "--collectives", "model"])
+    command = _command("bench", _reconstruct(args, "out"))
+    assert "--measure-top 3" in command and "--descend 8" in command and "--collectives model" in command
+    plain = build_parser().parse_args(["bench", "--suite", "tiny", "-o", "out"])
+    assert plain.collectives == COLLECTIVES_DEFAULT and "--collectives" not in _reconstruct(plain, "out")

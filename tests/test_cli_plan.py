@@ -131,7 +131,7 @@ def test_descend_balances_the_measured_pick_by_timed_moves(tables_file, tmp_path
             "--cost-model", "analytical", "--time-limit", "1", "--batch-size", "64", "--measure-top", "1"]
     assert main([*argv, "--descend", "2", "-o", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "measured 1 of" in text and "measured descent:" in text and "device contents timed" in text
+    assert "measured 1 of" in text and "measured descent:" in text and "contents timed" in text
     plan = Plan.load(str(out))
     assert plan.cost is not None and plan.cost.source == "measured"
     validate(plan, Task(tables=TablePool.load(tables_file).tables, device_memory=(5 * 10**9,) * 4,

@@ -28,6 +28,7 @@ from autoshard.bench.summary import (
 )
 from autoshard.hardware.evaluator import UNRECORDED_ROUND_STATISTIC
 from autoshard.io import ARTEFACT_VERSION, atomic_write_bytes, write_json
+from autoshard.pipeline.measured_descent import OUTCOMES
 from autoshard.pipeline.results import TaskResult
 from autoshard.planners.guard import kept_in
 
@@ -160,6 +161,24 @@ def guard_lines(results: Sequence[TaskResult]) -> list[str]:
     return [head, "", *lines, ""]
 
 
+def descent_lines(results: Sequence[TaskResult]) -> list[str]:
+    """How each measured descent (``PLANNER+topK+descentN``) ended, counted over the tasks."""
+    counts: dict[str, dict[str, int]] = {}
+    for tr in results:
+        for r in tr.results:
+            if r.ok and r.descent:
+                outcome = next((o for o in OUTCOMES if o in r.descent), "other")
+                per = counts.setdefault(r.algorithm, {})
+                per[outcome] = per.get(outcome, 0) + 1
+    if not counts:
+        return []
+    head = ("Measured descent (moves kept only where this host's kernels timed a lower step, the result then "
+            "timed against the measured pick side by side; results.json has each task's):")
+    lines = [f"- {algo}: " + ", ".join(f"{what} on {_tasks(per[what])}" for what in OUTCOMES if what in per)
+             for algo, per in counts.items()]
+    return [head, "", *lines, ""]
+
+
 def refresh_lines(rounds: Sequence[dict[str, Any]]) -> list[str]:
     """The refresh loop's table (``pipeline.refresh_stage``): one row per round."""
     if not rounds:
@@ -284,6 +303,7 @@ def markdown(title: str, command: str, summaries: Sequence[AlgoSummary], results
     if estimate:
         out += [*estimate, ""]
     out += guard_lines(results)
+    out += descent_lines(results)
     out += refresh_lines(meta.get("refresh", []))
     verdicts = verdict_lines(summaries)
     if verdicts:

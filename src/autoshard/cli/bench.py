@@ -17,6 +17,9 @@ from autoshard.cli.common import add_device_args, check_backend, check_device
 QUICKSTART_DIR = "autoshard-quickstart"
 """Default output directory of ``autoshard quickstart``."""
 
+COLLECTIVES_DEFAULT = "auto"
+"""--collectives when not given (``PipelineConfig.collectives``)."""
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     b = sub.add_parser("bench", help="benchmark every algorithm on a suite, measured on real kernels",
@@ -76,7 +79,7 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="no refresh round starts after this many seconds of the loop")
     g = p.add_argument_group("measurement (overrides the suite's; part of every stage key)")
     add_device_args(g)
-    g.add_argument("--collectives", choices=["auto", "measure", "model"], default="auto",
+    g.add_argument("--collectives", choices=["auto", "measure", "model"], default=COLLECTIVES_DEFAULT,
                    help="the step's all-to-alls: timed with every plan's own splits on D local processes "
                         "(measure), the comm model's estimate (model, labelled modelled), or auto (default): "
                         "measure only where each process gets a core or a GPU of its own")
@@ -231,7 +234,8 @@ def _run_seq(args: argparse.Namespace, out: str) -> int:
         ("--refresh-tasks", args.refresh_tasks), ("--refresh-budget", args.refresh_budget),
         ("--device cuda", args.device != "cpu"), ("--round-statistic", args.round_statistic),
         ("--backend torch", args.backend != "fbgemm"), ("--estimate", args.estimate != "evaluator"),
-        ("--allow-other-hardware", args.allow_other_hardware))
+        ("--allow-other-hardware", args.allow_other_hardware), ("--measure-top", args.measure_top),
+        ("--descend", args.descend))
         if value]
     if pooled_only:
         raise AutoshardError(f"{pooled_only[0]} does not apply to sequence suites: they plan FlexShard and "
@@ -268,11 +272,13 @@ def _reconstruct(args: argparse.Namespace, out: str) -> list[str]:
                         ("--profile-samples", args.profile_samples),
                         ("--policy-iterations", args.policy_iterations),
                         ("--refresh-rounds", args.refresh_rounds), ("--refresh-tasks", args.refresh_tasks),
-                        ("--refresh-budget", args.refresh_budget)):
+                        ("--refresh-budget", args.refresh_budget), ("--measure-top", args.measure_top),
+                        ("--descend", args.descend)):
         if value is not None:
             argv += [flag, str(value)]
     for flag, value, default in (("--device", args.device, "cpu"), ("--backend", args.backend, "fbgemm"),
-                                 ("--estimate", args.estimate, "evaluator")):
+                                 ("--estimate", args.estimate, "evaluator"),
+                                 ("--collectives", args.collectives, COLLECTIVES_DEFAULT)):
         if value != default:
             argv += [flag, value]
     if args.allow_other_hardware:

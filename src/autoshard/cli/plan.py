@@ -191,14 +191,7 @@ def _measure_top(args: argparse.Namespace, task, options, estimator):
 
     config = DescentConfig(steps=args.descend, seed=args.seed)
     descent = measured_descent(task, choice.best, estimator, config)
-    moves = len(descent.steps_ms) - 1
-    outcome = "nothing moved; kept the pick"
-    if moves:
-        outcome = (f"timed again side by side {descent.confirmed_ms[0]:.3f} -> {descent.confirmed_ms[1]:.3f} "
-                   f"ms; kept {'the descended plan' if descent.kept else 'the pick'}")
-    print(f"measured descent: {moves} move(s) kept, step {descent.steps_ms[0]:.3f} -> "
-          f"{descent.steps_ms[-1]:.3f} ms as it timed them; {outcome} ({descent.timed_contents} device "
-          f"contents timed, {descent.measuring_s:.1f} s)")
+    print(f"measured descent: {descent.describe()}")
     return descent.plan
 
 

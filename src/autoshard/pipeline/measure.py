@@ -118,19 +118,22 @@ def select_algorithms(requested: Sequence[str] | None = None) -> tuple[list[str]
 
 
 def _measured_pick(task: Task, name: str, options: PlannerOptions, cost_model: CostModel | None,
-                   settings: MeasureSettings | None, comm: AlphaBeta | None) -> Plan:
+                   settings: MeasureSettings | None, comm: AlphaBeta | None) -> tuple[Plan, str]:
     """Plan as ``autoshard plan --algo A --measure-top K [--descend N]`` does (``name`` = A+topK[+descentN]);
-    the measuring counts as planning time. The kept plan still names the algorithm whose plan it is."""
+    the measuring counts as planning time. The kept plan still names the algorithm whose plan it is; with it,
+    what the descent did ("" without one)."""
     pick = parse_measured_pick(name) or MeasuredPick(name, 0)
     if cost_model is None:
         raise AutoshardError(f"{name} needs a planning cost model to rank its candidates")
     start = time.perf_counter()
     candidates = candidate_plans(task, pick.base, options)
     best = measure_top(task, candidates, cost_model, pick.k, settings, comm).best
+    note = ""
     if pick.descent:
         config = DescentConfig(steps=pick.descent, seed=options.seed)
-        best = measured_descent(task, best, cost_model, config, settings, comm).plan
-    return replace(best, cost=None, planning_time_s=time.perf_counter() - start)
+        descent = measured_descent(task, best, cost_model, config, settings, comm)
+        best, note = descent.plan, descent.describe()
+    return replace(best, cost=None, planning_time_s=time.perf_counter() - start), note
 
 
 def plan_task(task: Task, algorithms: Sequence[str], options: PlannerOptions,
@@ -140,10 +143,10 @@ def plan_task(task: Task, algorithms: Sequence[str], options: PlannerOptions,
     ``measure`` and ``comm``: how a measured pick (``<planner>+top<K>``) times its candidates."""
     out = []
     for name in algorithms:
-        guard = ""
+        guard = descent = ""
         try:
             if parse_measured_pick(name):
-                plan = _measured_pick(task, name, options, cost_model, measure, comm)
+                plan, descent = _measured_pick(task, name, options, cost_model, measure, comm)
             else:
                 planner = make_planner(name, options)
                 plan = run_planner(planner, task)
@@ -158,7 +161,7 @@ def plan_task(task: Task, algorithms: Sequence[str], options: PlannerOptions,
             out.append(AlgoResult(name, ok=False, error=f"crashed: {type(e).__name__}: {e}".splitlines()[0]))
             continue
         predicted = plan_cost(cost_model, task, plan) if cost_model is not None else None
-        out.append(AlgoResult(name, ok=True, plan=plan, predicted=predicted, guard=guard))
+        out.append(AlgoResult(name, ok=True, plan=plan, predicted=predicted, guard=guard, descent=descent))
     return out
 
 

@@ -48,6 +48,12 @@ from autoshard.tasks import Task
 log = logging.getLogger(__name__)
 
 
+NO_MOVE, KEPT_DESCENT, KEPT_START = "no move kept", "kept the descent", "kept the start"
+OUTCOMES = (KEPT_DESCENT, KEPT_START, NO_MOVE)
+"""How a descent ended, as ``MeasuredDescent.describe`` says it: moved and confirmed, moved but the
+side-by-side timing kept the start, or nothing moved."""
+
+
 @dataclass(frozen=True)
 class DescentConfig:
     """How the measured descent searches and times."""
@@ -89,6 +95,20 @@ class MeasuredDescent:
     kept: bool
     """Whether the confirmation kept the descended plan (False: the start returned)."""
     measuring_s: float
+
+    @property
+    def moves(self) -> int:
+        return len(self.steps_ms) - 1
+
+    def describe(self) -> str:
+        """One line: moves kept, the step as the descent timed it, the confirmation's verdict (one of
+        ``OUTCOMES``)."""
+        if not self.moves:
+            return f"{NO_MOVE} ({self.timed_contents} contents timed, {self.measuring_s:.1f} s)"
+        verdict = KEPT_DESCENT if self.kept else KEPT_START
+        return (f"{self.moves} move(s) kept, {self.steps_ms[0]:.3f} -> {self.steps_ms[-1]:.3f} ms as timed; "
+                f"side by side {self.confirmed_ms[0]:.3f} -> {self.confirmed_ms[1]:.3f} ms, {verdict} "
+                f"({self.timed_contents} contents timed, {self.measuring_s:.1f} s)")
 
 
 class _Timings:
@@ -162,6 +182,8 @@ def measured_descent(task: Task, plan: Plan, model: CostModel, config: DescentCo
         real[:, b], real[np.arange(k), other[chosen]] = timed[:k], timed[k:]
         real_steps = _step_ms(task, comm, real, vgrid[chosen])
         best = int(np.argmin(real_steps))
+        log.debug("%s: from %.3f ms, proposals estimated %s ms, timed %s ms", task.name, steps[-1],
+                  np.round(estimated[chosen], 3).tolist(), np.round(real_steps, 3).tolist())
         if real_steps[best] >= steps[-1] * (1 - config.margin):
             break
         state.apply(cands[chosen[best]][0])

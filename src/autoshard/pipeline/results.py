@@ -36,6 +36,9 @@ class AlgoResult:
     guard: str = ""
     """A learned planner's heuristic-guard decision (``planners.guard.GuardDecision.describe``: which plan it
     kept, by how much its predicted gain cleared or missed the model's uncertainty); "" for the others."""
+    descent: str = ""
+    """A measured pick's descent (``pipeline.measured_descent.MeasuredDescent.describe``: moves kept, the
+    step as it timed them, the side-by-side confirmation); "" for the others."""
 
     @property
     def planning_time_s(self) -> float | None:
@@ -51,6 +54,7 @@ class AlgoResult:
             "rounds_ms": list(self.rounds_ms),
             "device_rounds_ms": [[list(fb) for fb in rnd] for rnd in self.device_rounds_ms],
             "guard": self.guard,
+            **({"descent": self.descent} if self.descent else {}),
         }
 
     @staticmethod
@@ -64,6 +68,7 @@ class AlgoResult:
             device_rounds_ms=tuple(tuple((float(f), float(b)) for f, b in rnd)
                                    for rnd in d.get("device_rounds_ms", ())),
             guard=str(d.get("guard", "")),
+            descent=str(d.get("descent", "")),
         )
 
 
