@@ -10,18 +10,22 @@ hardware one trains on, the devices themselves can be timed: per device, the lea
 Reads top to bottom (the layout stays: which tables are column-split, and how; row-wise shards and replicas
 stay on their devices):
 1. **Time the start**: every device of the start plan, the least of ``rounds`` fresh evaluators per
-   component (``hardware.evaluator.RoundsMinimum``). Each distinct device content is timed once, the same
-   way, and remembered: a content timed more often would look faster by luck alone.
+   component (``hardware.evaluator.RoundsMinimum``). These timings are the descent's frame of reference.
 2. **Propose**: the measured bottleneck device's moves and swaps (``planners.descent.bottleneck_candidates``),
    each changed device estimated as its measured cost plus the planning model's difference between its new
    and old content (the model's error on a device is mostly common to contents that share most tables);
    the step of each candidate from those, collectives from the comm model.
 3. **Time and keep**: the ``proposals`` candidates estimated cheapest (those estimated below the current
-   step) have their new devices timed; the measured cheapest is kept if it lowers the measured step by more
-   than ``margin``, else the descent stops. At most ``steps`` moves.
+   step) have their new devices timed in the same rounds as the devices they replace, and each new device
+   is taken as its old one's cost plus that paired difference: on this shared host the noise comes in
+   episodes seconds long that slow everything timed in them (``DEFAULT_ROUND_STATISTIC``), so a new content
+   timed minutes after the start must be compared with its predecessor timed beside it, not with the
+   start's timing (stop 54: a start timed 16% slow made one move look like a 9% gain). The measured
+   cheapest candidate is kept if it lowers the step by more than ``margin``, else the descent stops. At
+   most ``steps`` moves.
 4. **Confirm**: the start and the result timed again side by side in fresh interleaved rounds
-   (``hardware.evaluator.evaluate_plans``), the cheaper returned: picking the least of several timings
-   favours lucky ones, and a fresh timing is not picked.
+   (``hardware.evaluator.evaluate_plans``); the result is returned only if it is cheaper by more than
+   ``margin``: picking the least of several timings favours lucky ones, and a fresh timing is not picked.
 """
 
 from __future__ import annotations
@@ -65,8 +69,8 @@ class DescentConfig:
     rounds: int = 3
     """Fresh evaluators each new device content is timed with; the least per component is kept."""
     margin: float = 0.01
-    """A move is kept only if it lowers the measured step by more than this fraction (2-5% is one device's
-    noise; the step is a maximum over devices, so a lucky bottleneck would otherwise count as progress)."""
+    """A move is kept, and the result returned, only if it lowers the measured step by more than this
+    fraction (the step is a maximum over devices: a lucky bottleneck would otherwise count as progress)."""
     swap_samples: int = SWAP_SAMPLES
     """Swaps of a bottleneck shard with a shard elsewhere considered per step (sampled with ``seed``)."""
     seed: int = 0
@@ -89,7 +93,8 @@ class MeasuredDescent:
     steps_ms: tuple[float, ...]
     """The measured step of the start and after each kept move (the descent's own timings)."""
     timed_contents: int
-    """Distinct device contents timed by the descent (each ``rounds`` times)."""
+    """Device contents timed by the descent (each ``rounds`` times), the start's and the replaced ones'
+    included."""
     confirmed_ms: tuple[float, float]
     """(start, result) as the confirmation timed them side by side."""
     kept: bool
@@ -111,21 +116,24 @@ class MeasuredDescent:
                 f"({self.timed_contents} contents timed, {self.measuring_s:.1f} s)")
 
 
-class _Timings:
-    """Each distinct device content timed once with ``timer`` and remembered (step 1's rule)."""
+class _Timer:
+    """Times device contents with ``timer``, each distinct non-empty content of a call once, and counts
+    them."""
 
     def __init__(self, task: Task, timer: RoundsMinimum) -> None:
-        self.task, self.timer = task, timer
-        self.known: dict[tuple[object, ...], np.ndarray] = {}
+        self.task, self.timer, self.timed = task, timer, 0
 
     def costs(self, devices: list[list[ShardRef]]) -> np.ndarray:
-        """(len(devices), 3) fwd, bwd, comm of each content (zeros for an empty device)."""
+        """(len(devices), 3) fwd, bwd, comm of each content (zeros for an empty device), all timed in the
+        same rounds."""
         keys = [contents_key(self.task, d) if d else None for d in devices]
-        todo = {k: d for k, d in zip(keys, devices) if k is not None and k not in self.known}
+        todo = {k: d for k, d in zip(keys, devices) if k is not None}
+        known: dict[tuple[object, ...], np.ndarray] = {}
         if todo:
             timed = self.timer.device_costs(self.task, list(todo.values()))
-            self.known.update(zip(todo, np.asarray(timed, dtype=np.float64)))
-        return np.array([self.known[k] if k is not None else np.zeros(3) for k in keys])
+            known = dict(zip(todo, np.asarray(timed, dtype=np.float64)))
+            self.timed += len(todo)
+        return np.array([known[k] if k is not None else np.zeros(3) for k in keys]).reshape(-1, 3)
 
 
 def _step_ms(task: Task, comm: AlphaBeta, costs: np.ndarray, volumes: np.ndarray) -> np.ndarray:
@@ -146,12 +154,11 @@ def measured_descent(task: Task, plan: Plan, model: CostModel, config: DescentCo
     layout, ranks = from_plan(task, movable)
     fixed = replace(plan, placements=kept_fixed).device_shards(task)
     state = PlacementState(task, model, layout, ranks, fixed)
-    timings = _Timings(task, RoundsMinimum(lambda: MeasuredCostModel(settings, comm), config.rounds))
+    timer = _Timer(task, RoundsMinimum(lambda: MeasuredCostModel(settings, comm), config.rounds))
     rng = np.random.default_rng(config.seed)
 
     # 1. the start, every device timed
-    current = [state.contents(r, dev) for r, dev in enumerate(state.devices)]
-    measured = timings.costs(current)
+    measured = timer.costs([state.contents(r, dev) for r, dev in enumerate(state.devices)])
     steps = [float(_step_ms(task, comm, measured, state.volumes))]
     while len(steps) <= config.steps and layout:
         # 2. propose off the measured bottleneck, each changed device anchored on its measurement
@@ -175,11 +182,18 @@ def measured_descent(task: Task, plan: Plan, model: CostModel, config: DescentCo
         chosen = order[:config.proposals]
         if not chosen:
             break
-        # 3. time the chosen candidates' new devices; keep the measured best if it clears the margin
-        timed = timings.costs([new[i] for i in chosen] + [new[n + i] for i in chosen])
+        # 3. time the chosen candidates' new devices beside the ones they replace; keep the measured best
+        # if it clears the margin
         k = len(chosen)
+        olds = sorted({b, *other[chosen].tolist()})
+        timed = timer.costs([new[i] for i in chosen] + [new[n + i] for i in chosen]
+                            + [state.contents(r, state.devices[r]) for r in olds])
+        now = dict(zip(olds, timed[2 * k:]))
+        receivers = other[chosen]
         real = grid[chosen].copy()
-        real[:, b], real[np.arange(k), other[chosen]] = timed[:k], timed[k:]
+        real[:, b] = np.maximum(measured[b] + timed[:k] - now[b], 0.0)
+        real[np.arange(k), receivers] = np.maximum(
+            measured[receivers] + timed[k:2 * k] - np.array([now[r] for r in receivers.tolist()]), 0.0)
         real_steps = _step_ms(task, comm, real, vgrid[chosen])
         best = int(np.argmin(real_steps))
         log.debug("%s: from %.3f ms, proposals estimated %s ms, timed %s ms", task.name, steps[-1],
@@ -193,17 +207,17 @@ def measured_descent(task: Task, plan: Plan, model: CostModel, config: DescentCo
 
     # 4. confirm: the start and the result timed again side by side
     if len(steps) == 1:  # nothing moved: the start as it came
-        return MeasuredDescent(plan, tuple(steps), len(timings.known), (steps[0], steps[0]), False,
+        return MeasuredDescent(plan, tuple(steps), timer.timed, (steps[0], steps[0]), False,
                                time.perf_counter() - start_time)
     order_of = {t.name: i for i, t in enumerate(task.tables)}
     placements = to_plan(task, layout, state.ranks, plan.algorithm).placements + kept_fixed
     result = replace(plan, placements=tuple(sorted(placements, key=lambda p: order_of[p.table])))
     before, after = evaluate_plans(task, [plan, result], settings, comm, config.rounds)
-    keep = after.plan_ms < before.plan_ms
+    keep = after.plan_ms < before.plan_ms * (1 - config.margin)
     chosen_plan = result.with_cost(after) if keep else plan.with_cost(before)
     seconds = time.perf_counter() - start_time
     log.info("%s: measured descent %.3f -> %.3f ms in %d moves (%d contents timed, %.1f s); confirmed "
-             "%.3f -> %.3f ms, %s", task.name, steps[0], steps[-1], len(steps) - 1, len(timings.known),
+             "%.3f -> %.3f ms, %s", task.name, steps[0], steps[-1], len(steps) - 1, timer.timed,
              seconds, before.plan_ms, after.plan_ms, "kept" if keep else "start kept")
-    return MeasuredDescent(chosen_plan, tuple(steps), len(timings.known), (before.plan_ms, after.plan_ms),
+    return MeasuredDescent(chosen_plan, tuple(steps), timer.timed, (before.plan_ms, after.plan_ms),
                            keep, seconds)
