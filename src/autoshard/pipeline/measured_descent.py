@@ -7,22 +7,24 @@ slowest device sits 8-68% above the mean, as far in another round as in the one 
 hardware one trains on, the devices themselves can be timed: per device, the least of 3 rounds moves 2-5%
 (``hardware.evaluator.DEFAULT_ROUND_STATISTIC``), well inside that room.
 
-Reads top to bottom (the layout stays: which tables are column-split, and how; row-wise shards and replicas
-stay on their devices):
+Reads top to bottom (row-wise shards and replicas stay on their devices; tables are column-split only by
+step 2's halving):
 1. **Time the start**: every device of the start plan, the least of ``rounds`` fresh evaluators per
    component (``hardware.evaluator.RoundsMinimum``). These timings are the descent's frame of reference.
-2. **Propose**: the measured bottleneck device's moves and swaps (``planners.descent.bottleneck_candidates``),
-   each changed device estimated as its measured cost plus the planning model's difference between its new
-   and old content (the model's error on a device is mostly common to contents that share most tables);
-   the step of each candidate from those, collectives from the comm model.
+2. **Propose**: the measured bottleneck device's moves and swaps (``planners.descent.bottleneck_candidates``)
+   and, with ``splits``, each of its shards halved by columns, one half left and the other moved to another
+   device (``planners.column_split.split_shard``: a hot table alone on a device can only get cheaper so);
+   each changed device estimated as the planning model's price of its new content times how its current
+   content measured over the model's price of it, per stage (the model's error on a device is mostly
+   common to contents that share most tables; an empty device takes the others' geometric mean); the step
+   of each candidate from those, collectives from the comm model.
 3. **Time and keep**: the ``proposals`` candidates estimated cheapest (those estimated below the current
-   step) have their new devices timed in the same rounds as the devices they replace, and each new device
-   is taken as its old one's cost plus that paired difference: on this shared host the noise comes in
-   episodes seconds long that slow everything timed in them (``DEFAULT_ROUND_STATISTIC``), so a new content
-   timed minutes after the start must be compared with its predecessor timed beside it, not with the
-   start's timing (stop 54: a start timed 16% slow made one move look like a 9% gain). The measured
-   cheapest candidate is kept if it lowers the step by more than ``margin``, else the descent stops. At
-   most ``steps`` moves.
+   step) have their new devices timed in the same rounds as the devices they replace, and scaled into the
+   descent's frame by how those timed then and now (geometric mean): on this shared host the noise comes in
+   episodes seconds long that slow everything timed in them (``DEFAULT_ROUND_STATISTIC``), so a content
+   timed minutes after the start is not comparable with the start's timing as it is (stop 54: a start timed
+   16% slow made one move look like a 9% gain). The measured cheapest candidate is kept if it lowers the
+   step by more than ``margin``, else the descent stops. At most ``steps`` moves.
 4. **Confirm**: the start and the result timed again side by side in fresh interleaved rounds
    (``hardware.evaluator.evaluate_plans``); the result is returned only if it is cheaper by more than
    ``margin``: picking the least of several timings favours lucky ones, and a fresh timing is not picked.
@@ -43,7 +45,7 @@ from autoshard.errors import AutoshardError
 from autoshard.hardware.evaluator import MeasuredCostModel, RoundsMinimum, contents_key, evaluate_plans
 from autoshard.hardware.kernel import MeasureSettings
 from autoshard.plan import Plan
-from autoshard.planners.column_split import from_plan, to_plan
+from autoshard.planners.column_split import Layout, can_halve, from_plan, halve, split_shard, to_plan
 from autoshard.planners.descent import MOVABLE, SWAP_SAMPLES, PlacementState, bottleneck_candidates
 from autoshard.planners.pricing import price_devices
 from autoshard.shards import ShardRef
@@ -71,6 +73,8 @@ class DescentConfig:
     margin: float = 0.01
     """A move is kept, and the result returned, only if it lowers the measured step by more than this
     fraction (the step is a maximum over devices: a lucky bottleneck would otherwise count as progress)."""
+    splits: bool = True
+    """Also propose halving a bottleneck shard by columns, one half to another device (step 2)."""
     swap_samples: int = SWAP_SAMPLES
     """Swaps of a bottleneck shard with a shard elsewhere considered per step (sampled with ``seed``)."""
     seed: int = 0
@@ -136,6 +140,60 @@ class _Timer:
         return np.array([known[k] if k is not None else np.zeros(3) for k in keys]).reshape(-1, 3)
 
 
+@dataclass(frozen=True)
+class _Candidate:
+    """A placement one change away from the current one: its layout and ranks, and the two devices that
+    change (the bottleneck's new contents, the other device and its new contents)."""
+
+    layout: Layout
+    ranks: np.ndarray
+    bottleneck: list[ShardRef]
+    other: int
+    others: list[ShardRef]
+
+
+def _candidates(state: PlacementState, b: int, rng: np.random.Generator,
+                config: DescentConfig) -> list[_Candidate]:
+    """Step 2's candidates off device ``b``: moves and swaps, then (``config.splits``) halvings."""
+    out = []
+    for moves, on_b, r, on_r in bottleneck_candidates(state, b, rng, config.swap_samples):
+        ranks = state.ranks.copy()
+        for p, to in moves:
+            ranks[p] = to
+        out.append(_Candidate(state.layout, ranks, state.contents(b, on_b), r, state.contents(r, on_r)))
+    if not config.splits:
+        return out
+    held = state.contents(b, state.devices[b])
+    for p in state.devices[b]:
+        shard = state.layout[p]
+        if not can_halve(shard.dim):
+            continue
+        kept, moved = halve(shard.dim)  # the smaller half stays, at position p; the other follows it
+        layout = split_shard(state.layout, p)
+        on_b = [ShardRef(shard.table, kept) if s == shard else s for s in held]
+        given = ShardRef(shard.table, moved)
+        need = state.task.shard_memory(given)
+        for r in range(state.task.num_devices):
+            if r == b or shard.table in state.tables_on[r] or need > state.capacity[r] - state.used[r]:
+                continue
+            on_r = sorted([*state.contents(r, state.devices[r]), given], key=lambda s: s.table)
+            out.append(_Candidate(layout, np.insert(state.ranks, p + 1, r), on_b, r, on_r))
+    return out
+
+
+def _scales(measured: np.ndarray, predicted: np.ndarray) -> np.ndarray:
+    """(D, 3) what turns the model's price of a device's new content into an estimate of its timing: per
+    device and stage, how its current content timed over how the model priced it (for an empty device, the
+    geometric mean of the others'); 1 for the comm column, which both take from the comm model."""
+    out = np.ones_like(measured)
+    for c in (0, 1):
+        held = (measured[:, c] > 0) & (predicted[:, c] > 0)
+        ratios = measured[held, c] / predicted[held, c]
+        out[:, c] = float(np.exp(np.mean(np.log(ratios)))) if held.any() else 1.0
+        out[held, c] = ratios
+    return out
+
+
 def _step_ms(task: Task, comm: AlphaBeta, costs: np.ndarray, volumes: np.ndarray) -> np.ndarray:
     """(...,) the step of plans with (..., D, 3) device costs and volumes: kernels as given, collectives
     from ``comm`` (as ``evaluate_plans`` composes a measured plan)."""
@@ -160,20 +218,21 @@ def measured_descent(task: Task, plan: Plan, model: CostModel, config: DescentCo
     # 1. the start, every device timed
     measured = timer.costs([state.contents(r, dev) for r, dev in enumerate(state.devices)])
     steps = [float(_step_ms(task, comm, measured, state.volumes))]
-    while len(steps) <= config.steps and layout:
+    while len(steps) <= config.steps and state.layout:
         # 2. propose off the measured bottleneck, each changed device anchored on its measurement
         b = int(np.argmax(measured.sum(axis=1)))
-        cands = bottleneck_candidates(state, b, rng, config.swap_samples)
+        cands = _candidates(state, b, rng, config)
         if not cands:
             break
         n = len(cands)
-        new = [state.contents(b, c[1]) for c in cands] + [state.contents(c[2], c[3]) for c in cands]
-        other = np.array([c[2] for c in cands])
+        new = [c.bottleneck for c in cands] + [c.others for c in cands]
+        other = np.array([c.other for c in cands])
         predicted = price_devices(task, model, new).reshape(2, n, 3)
         volumes = device_volumes(task, new).reshape(2, n, -1)
+        scale = _scales(measured, state.costs)
         grid = np.tile(measured, (n, 1, 1))
-        grid[:, b] = np.maximum(measured[b] + predicted[0] - state.costs[b], 0.0)
-        grid[np.arange(n), other] = np.maximum(measured[other] + predicted[1] - state.costs[other], 0.0)
+        grid[:, b] = predicted[0] * scale[b]
+        grid[np.arange(n), other] = predicted[1] * scale[other]
         vgrid = np.tile(state.volumes, (n, 1, 1))
         vgrid[:, b], vgrid[np.arange(n), other] = volumes[0], volumes[1]
         estimated = _step_ms(task, comm, grid, vgrid)
@@ -188,19 +247,23 @@ def measured_descent(task: Task, plan: Plan, model: CostModel, config: DescentCo
         olds = sorted({b, *other[chosen].tolist()})
         timed = timer.costs([new[i] for i in chosen] + [new[n + i] for i in chosen]
                             + [state.contents(r, state.devices[r]) for r in olds])
-        now = dict(zip(olds, timed[2 * k:]))
-        receivers = other[chosen]
+        # the episode this call ran in, relative to the frame: how the replaced devices timed now vs then
+        then = measured[olds, :2].sum(axis=1)
+        now = timed[2 * k:, :2].sum(axis=1)
+        held = (then > 0) & (now > 0)
+        frame = float(np.exp(np.mean(np.log(then[held] / now[held])))) if held.any() else 1.0
+        scaled = timed[:2 * k].copy()
+        scaled[:, :2] *= frame
         real = grid[chosen].copy()
-        real[:, b] = np.maximum(measured[b] + timed[:k] - now[b], 0.0)
-        real[np.arange(k), receivers] = np.maximum(
-            measured[receivers] + timed[k:2 * k] - np.array([now[r] for r in receivers.tolist()]), 0.0)
+        real[:, b], real[np.arange(k), other[chosen]] = scaled[:k], scaled[k:]
         real_steps = _step_ms(task, comm, real, vgrid[chosen])
         best = int(np.argmin(real_steps))
         log.debug("%s: from %.3f ms, proposals estimated %s ms, timed %s ms", task.name, steps[-1],
                   np.round(estimated[chosen], 3).tolist(), np.round(real_steps, 3).tolist())
         if real_steps[best] >= steps[-1] * (1 - config.margin):
             break
-        state.apply(cands[chosen[best]][0])
+        kept = cands[chosen[best]]
+        state = PlacementState(task, model, kept.layout, kept.ranks, fixed)
         measured = real[best]
         steps.append(float(real_steps[best]))
         log.info("%s: measured descent step %d: %.3f ms", task.name, len(steps) - 1, steps[-1])
@@ -210,7 +273,7 @@ def measured_descent(task: Task, plan: Plan, model: CostModel, config: DescentCo
         return MeasuredDescent(plan, tuple(steps), timer.timed, (steps[0], steps[0]), False,
                                time.perf_counter() - start_time)
     order_of = {t.name: i for i, t in enumerate(task.tables)}
-    placements = to_plan(task, layout, state.ranks, plan.algorithm).placements + kept_fixed
+    placements = to_plan(task, state.layout, state.ranks, plan.algorithm).placements + kept_fixed
     result = replace(plan, placements=tuple(sorted(placements, key=lambda p: order_of[p.table])))
     before, after = evaluate_plans(task, [plan, result], settings, comm, config.rounds)
     keep = after.plan_ms < before.plan_ms * (1 - config.margin)
