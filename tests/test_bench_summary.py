@@ -570,3 +570,20 @@ def test_row_fine_tune_folds_turns_every_device_into_a_record_and_holds_out_one_
         assert module.main(args) == 2
         out, err = capsys.readouterr()
         assert out == "" and err.startswith("row_fine_tune_folds: error:") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(("run", "fixed", "cross_fitted"), [
+    ("s54-amd-dlrm-20-4-descent", "0.958 [0.934, 0.995] better", "0.974 [0.940, 0.998] better"),
+    ("s54-amd-dlrm-10-4-descent", "0.986 [0.946, 1.014] no clear difference",
+     "0.977 [0.945, 1.004] no clear difference"),
+    ("s54-amd-dlrm-20-4-descent-paired", "0.980 [0.953, 1.010] no clear difference",
+     "0.975 [0.935, 1.021] no clear difference"),
+    ("s54-amd-dlrm-10-4-descent-v3", "0.941 [0.864, 0.998] better", "0.945 [0.879, 0.994] better"),
+])
+def test_stop_54s_measured_descent_runs_restate_their_figures(capsys, run, fixed, cross_fitted):
+    """docs/benchmarks.md, "Stop 54": search+top3+descent8 against the best fixed heuristic and cross-fitted,
+    re-derived from the archived runs (nothing measured)."""
+    assert _load_suite_summary().main([str(SCRIPT.parent / "runs" / f"{run}.json.gz")]) == 0
+    row = "| search+top3+descent8 |"
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(row)]
+    assert rows[1] == f"{row} {fixed} |" and rows[2] == f"{row} {cross_fitted} |"

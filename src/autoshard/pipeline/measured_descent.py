@@ -65,9 +65,9 @@ class DescentConfig:
     """How the measured descent searches and times."""
 
     steps: int
-    """Most moves (or swaps) kept."""
+    """Most moves (swaps, halvings) kept."""
     proposals: int = 3
-    """Candidates whose new devices are timed per step, the cheapest by the anchored estimate (step 2)."""
+    """Candidates whose new devices are timed per step, the cheapest by the scaled estimate (step 2)."""
     rounds: int = 3
     """Fresh evaluators each new device content is timed with; the least per component is kept."""
     margin: float = 0.01
