@@ -50,9 +50,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "cheapest on this machine's kernels, and keep the measured best (for planning on "
                         "the hardware you train on)")
     p.add_argument("--descend", type=positive_int, metavar="N",
-                   help="with --measure-top: then move or swap tables off the measured slowest device, "
-                        "keeping at most N moves that the kernels timed here say lower the step, and time "
-                        "the result against the pick before returning the cheaper")
+                   help="with --measure-top: then move, swap or halve (by columns) tables off the measured "
+                        "slowest device, keeping at most N changes that the kernels timed here say lower "
+                        "the step by over 1%%, and return the result only if it times cheaper than the pick "
+                        "side by side")
     p.add_argument("--torchrec-rows", action="store_true",
                    help="cut a table larger than a device in TorchRec's row_wise form (even blocks on every "
                         "rank) before planning, so the plan exports to a TorchRec ShardingPlan (default: "
