@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import io
 import logging
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from autoshard.bench.summary import (
 from autoshard.hardware.evaluator import UNRECORDED_ROUND_STATISTIC
 from autoshard.io import ARTEFACT_VERSION, atomic_write_bytes, write_json
 from autoshard.pipeline.measured_descent import OUTCOMES
-from autoshard.pipeline.results import TaskResult
+from autoshard.pipeline.results import AlgoResult, TaskResult
 from autoshard.planners.guard import kept_in
 
 log = logging.getLogger(__name__)
@@ -141,16 +142,22 @@ def room_lines(results: Sequence[TaskResult], algorithms: Sequence[str], alpha_m
     return lines
 
 
+def _outcomes(results: Sequence[TaskResult], outcome: Callable[[AlgoResult], str]) -> dict[str, Counter[str]]:
+    """Per algorithm, how many tasks ended each way (``outcome`` of its result; "" for none)."""
+    counts: dict[str, Counter[str]] = {}
+    for tr in results:
+        for r in tr.results:
+            what = outcome(r) if r.ok else ""
+            if what:
+                counts.setdefault(r.algorithm, Counter())[what] += 1
+    return counts
+
+
 def guard_lines(results: Sequence[TaskResult]) -> list[str]:
     """What each learned planner's heuristic guard returned, counted over the tasks (its own plan, another
     of its plans, or the heuristic plan the model priced cheapest: ``planners.guard``)."""
-    counts: dict[str, dict[str, int]] = {}
-    for tr in results:
-        for r in tr.results:
-            if r.ok and r.guard:
-                kept = kept_in(r.guard)  # "kept its plan", "kept X's plan", ...
-                per = counts.setdefault(r.algorithm, {})
-                per[kept] = per.get(kept, 0) + 1
+    # "kept its plan", "kept X's plan", ...
+    counts = _outcomes(results, lambda r: kept_in(r.guard) if r.guard else "")
     if not counts:
         return []
     lines = [f"- {algo}: " + ", ".join(f"{what} on {_tasks(n)}" for what, n in
@@ -163,13 +170,8 @@ def guard_lines(results: Sequence[TaskResult]) -> list[str]:
 
 def descent_lines(results: Sequence[TaskResult]) -> list[str]:
     """How each measured descent (``PLANNER+topK+descentN``) ended, counted over the tasks."""
-    counts: dict[str, dict[str, int]] = {}
-    for tr in results:
-        for r in tr.results:
-            if r.ok and r.descent:
-                outcome = next((o for o in OUTCOMES if o in r.descent), "other")
-                per = counts.setdefault(r.algorithm, {})
-                per[outcome] = per.get(outcome, 0) + 1
+    counts = _outcomes(results, lambda r: next((o for o in OUTCOMES if o in r.descent), "other")
+                       if r.descent else "")
     if not counts:
         return []
     head = ("Measured descent (moves kept only where this host's kernels timed a lower step, the result then "

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -42,11 +43,11 @@ from autoshard.costs.base import CostModel
 from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.step import device_volumes, step_cost
 from autoshard.errors import AutoshardError
-from autoshard.hardware.evaluator import MeasuredCostModel, RoundsMinimum, contents_key, evaluate_plans
+from autoshard.hardware.evaluator import MeasuredCostModel, RoundsMinimum, evaluate_plans
 from autoshard.hardware.kernel import MeasureSettings
 from autoshard.plan import Plan
-from autoshard.planners.column_split import Layout, can_halve, from_plan, halve, split_shard, to_plan
-from autoshard.planners.descent import MOVABLE, SWAP_SAMPLES, PlacementState, bottleneck_candidates
+from autoshard.planners.column_split import Layout, can_halve, halve, split_shard
+from autoshard.planners.descent import SWAP_SAMPLES, Movable, PlacementState, bottleneck_candidates
 from autoshard.planners.pricing import price_devices
 from autoshard.shards import ShardRef
 from autoshard.tasks import Task
@@ -120,24 +121,15 @@ class MeasuredDescent:
                 f"({self.timed_contents} contents timed, {self.measuring_s:.1f} s)")
 
 
-class _Timer:
-    """Times device contents with ``timer``, each distinct non-empty content of a call once, and counts
-    them."""
+class _Counted:
+    """``timer`` that counts the non-empty device contents it was asked to time."""
 
-    def __init__(self, task: Task, timer: RoundsMinimum) -> None:
-        self.task, self.timer, self.timed = task, timer, 0
+    def __init__(self, timer: RoundsMinimum) -> None:
+        self.timer, self.timed = timer, 0
 
-    def costs(self, devices: list[list[ShardRef]]) -> np.ndarray:
-        """(len(devices), 3) fwd, bwd, comm of each content (zeros for an empty device), all timed in the
-        same rounds."""
-        keys = [contents_key(self.task, d) if d else None for d in devices]
-        todo = {k: d for k, d in zip(keys, devices) if k is not None}
-        known: dict[tuple[object, ...], np.ndarray] = {}
-        if todo:
-            timed = self.timer.device_costs(self.task, list(todo.values()))
-            known = dict(zip(todo, np.asarray(timed, dtype=np.float64)))
-            self.timed += len(todo)
-        return np.array([known[k] if k is not None else np.zeros(3) for k in keys]).reshape(-1, 3)
+    def device_costs(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> np.ndarray:
+        self.timed += sum(1 for d in devices if d)
+        return self.timer.device_costs(task, devices)
 
 
 @dataclass(frozen=True)
@@ -207,16 +199,13 @@ def measured_descent(task: Task, plan: Plan, model: CostModel, config: DescentCo
     with ``settings``) decide; collectives by ``comm`` (default: the model's)."""
     comm = comm or model.comm
     start_time = time.perf_counter()
-    movable = replace(plan, placements=tuple(p for p in plan.placements if p.sharding_type in MOVABLE))
-    kept_fixed = tuple(p for p in plan.placements if p.sharding_type not in MOVABLE)
-    layout, ranks = from_plan(task, movable)
-    fixed = replace(plan, placements=kept_fixed).device_shards(task)
-    state = PlacementState(task, model, layout, ranks, fixed)
-    timer = _Timer(task, RoundsMinimum(lambda: MeasuredCostModel(settings, comm), config.rounds))
+    parts = Movable.of(task, plan)
+    state = PlacementState(task, model, parts.layout, parts.ranks, parts.fixed)
+    timer = _Counted(RoundsMinimum(lambda: MeasuredCostModel(settings, comm), config.rounds))
     rng = np.random.default_rng(config.seed)
 
-    # 1. the start, every device timed
-    measured = timer.costs([state.contents(r, dev) for r, dev in enumerate(state.devices)])
+    # 1. the start, every device timed (each distinct content once a call: price_devices)
+    measured = price_devices(task, timer, [state.contents(r, dev) for r, dev in enumerate(state.devices)])
     steps = [float(_step_ms(task, comm, measured, state.volumes))]
     while len(steps) <= config.steps and state.layout:
         # 2. propose off the measured bottleneck, each changed device anchored on its measurement
@@ -245,8 +234,8 @@ def measured_descent(task: Task, plan: Plan, model: CostModel, config: DescentCo
         # if it clears the margin
         k = len(chosen)
         olds = sorted({b, *other[chosen].tolist()})
-        timed = timer.costs([new[i] for i in chosen] + [new[n + i] for i in chosen]
-                            + [state.contents(r, state.devices[r]) for r in olds])
+        timed = price_devices(task, timer, [new[i] for i in chosen] + [new[n + i] for i in chosen]
+                              + [state.contents(r, state.devices[r]) for r in olds])
         # the episode this call ran in, relative to the frame: how the replaced devices timed now vs then
         then = measured[olds, :2].sum(axis=1)
         now = timed[2 * k:, :2].sum(axis=1)
@@ -263,7 +252,7 @@ def measured_descent(task: Task, plan: Plan, model: CostModel, config: DescentCo
         if real_steps[best] >= steps[-1] * (1 - config.margin):
             break
         kept = cands[chosen[best]]
-        state = PlacementState(task, model, kept.layout, kept.ranks, fixed)
+        state = PlacementState(task, model, kept.layout, kept.ranks, parts.fixed)
         measured = real[best]
         steps.append(float(real_steps[best]))
         log.info("%s: measured descent step %d: %.3f ms", task.name, len(steps) - 1, steps[-1])
@@ -272,9 +261,7 @@ def measured_descent(task: Task, plan: Plan, model: CostModel, config: DescentCo
     if len(steps) == 1:  # nothing moved: the start as it came
         return MeasuredDescent(plan, tuple(steps), timer.timed, (steps[0], steps[0]), False,
                                time.perf_counter() - start_time)
-    order_of = {t.name: i for i, t in enumerate(task.tables)}
-    placements = to_plan(task, state.layout, state.ranks, plan.algorithm).placements + kept_fixed
-    result = replace(plan, placements=tuple(sorted(placements, key=lambda p: order_of[p.table])))
+    result = replace(plan, placements=parts.placements(task, state.layout, state.ranks, plan.algorithm))
     before, after = evaluate_plans(task, [plan, result], settings, comm, config.rounds)
     keep = after.plan_ms < before.plan_ms * (1 - config.margin)
     chosen_plan = result.with_cost(after) if keep else plan.with_cost(before)

@@ -29,7 +29,7 @@ import numpy as np
 
 from autoshard.costs.base import CostModel, plan_cost
 from autoshard.costs.step import device_volumes
-from autoshard.plan import Plan, ShardingType
+from autoshard.plan import Plan, ShardingType, TablePlacement
 from autoshard.planners.column_split import Layout, from_plan, shard_memory, to_plan
 from autoshard.planners.pricing import price_devices, step_ms
 from autoshard.shards import ShardRef
@@ -255,22 +255,44 @@ def refine_placement(task: Task, model: CostModel, layout: Layout, ranks: np.nda
     return Refined(best_ranks, steps, done, timed_out)
 
 
+@dataclass(frozen=True)
+class Movable:
+    """A plan split into what a descent moves and what stays: its table- and column-wise shards as a layout
+    and one rank each, and its other placements (row-wise shards, replicas) with each device's shards of
+    them (priced with the device, never moved)."""
+
+    layout: Layout
+    ranks: np.ndarray
+    kept: tuple[TablePlacement, ...]
+    fixed: list[list[ShardRef]]
+
+    @staticmethod
+    def of(task: Task, plan: Plan) -> Movable:
+        movable = replace(plan, placements=tuple(p for p in plan.placements if p.sharding_type in MOVABLE))
+        kept = tuple(p for p in plan.placements if p.sharding_type not in MOVABLE)
+        layout, ranks = from_plan(task, movable)
+        return Movable(layout, ranks, kept, replace(plan, placements=kept).device_shards(task))
+
+    def placements(self, task: Task, layout: Layout, ranks: np.ndarray,
+                   who: str) -> tuple[TablePlacement, ...]:
+        """The placements of ``layout`` at ``ranks`` (as planner ``who``'s) and the kept ones, in table
+        order."""
+        order = {t.name: i for i, t in enumerate(task.tables)}
+        return tuple(sorted(to_plan(task, layout, ranks, who).placements + self.kept,
+                            key=lambda p: order[p.table]))
+
+
 def refine_plan(task: Task, model: CostModel, plan: Plan, deadline: float, seed: int, kicks: int, who: str,
                 swap_samples: int = SWAP_SAMPLES, kick_size: int = KICK_SIZE) -> tuple[Plan, Refined]:
     """``plan`` after ``refine_placement`` from its placement (its layout kept), as planner ``who``'s plan;
     logs the model's step before and after (``planners.finish``: ``ilp``, ``rl`` and ``search`` after their
     sharding moves). Its table- and column-wise placements move; the others (row-wise shards, replicas) stay
     where they are and are priced with their devices."""
-    movable = replace(plan, placements=tuple(p for p in plan.placements if p.sharding_type in MOVABLE))
-    kept = tuple(p for p in plan.placements if p.sharding_type not in MOVABLE)
-    layout, ranks = from_plan(task, movable)
-    fixed = replace(plan, placements=kept).device_shards(task)
+    parts = Movable.of(task, plan)
     before = plan_cost(model, task, plan).plan_ms
-    refined = refine_placement(task, model, layout, ranks, deadline, seed, swap_samples, kicks, kick_size,
-                               fixed)
-    order = {t.name: i for i, t in enumerate(task.tables)}
-    placements = to_plan(task, layout, refined.ranks, who).placements + kept
-    plan = Plan(tuple(sorted(placements, key=lambda p: order[p.table])), task.num_devices, who, task.name)
+    refined = refine_placement(task, model, parts.layout, parts.ranks, deadline, seed, swap_samples, kicks,
+                               kick_size, parts.fixed)
+    plan = Plan(parts.placements(task, parts.layout, refined.ranks, who), task.num_devices, who, task.name)
     log.info("%s: descent on the model's step from %.3f ms to %.3f ms in %d steps, %d kicks%s", who, before,
              plan_cost(model, task, plan).plan_ms, refined.steps, refined.kicks,
              " (stopped by the time limit)" if refined.timed_out else "")
