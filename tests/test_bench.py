@@ -356,3 +356,35 @@ def test_a_measured_pick_with_descent_plans_validly_and_names_its_steps():
     assert AlgoResult.from_json(picked.to_json()).descent == picked.descent
     lines = descent_lines([TaskResult(task, (picked,))])
     assert lines[0].startswith("Measured descent") and f"- {name}: " in lines[2] and "on 1 task" in lines[2]
+
+
+def test_a_descent_starts_from_the_pick_its_measured_pick_kept(monkeypatch):
+    """PLANNER+topK and PLANNER+topK+descentN of one task share the pick: timing the candidates twice could
+    pick two different starts and the descent's row would not say what the descent did."""
+    import autoshard.pipeline.measure as measure_module
+    from autoshard.hardware.kernel import MeasureSettings
+    from autoshard.pipeline.measure import measured_pick_name
+
+    starts, picks_timed = [], []
+    real_descent, real_top = measure_module.measured_descent, measure_module.measure_top
+
+    def recording_descent(task, plan, *args, **kwargs):
+        starts.append(plan)
+        return real_descent(task, plan, *args, **kwargs)
+
+    def recording_top(*args, **kwargs):
+        picks_timed.append(args[0].name)
+        return real_top(*args, **kwargs)
+
+    monkeypatch.setattr(measure_module, "measured_descent", recording_descent)
+    monkeypatch.setattr(measure_module, "measure_top", recording_top)
+    task = _task()
+    model = AnalyticalCostModel()
+    settings = MeasureSettings(warmup=1, repeats=2, max_tries=1, rows_cap=5000)
+    options = PlannerOptions(seed=0, cost_model=model, time_limit_s=1.0)
+    picked, descended = plan_task(task, (measured_pick_name("search", 2), measured_pick_name("search", 2, 1)),
+                                  options, model, settings, model.comm)
+    assert picked.ok and descended.ok and picks_timed == [task.name]
+    assert len(starts) == 1 and starts[0].placements == picked.plan.placements
+    # the descent's planning time is the pick's and its own
+    assert descended.planning_time_s > picked.planning_time_s

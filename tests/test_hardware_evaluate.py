@@ -183,6 +183,25 @@ def test_rotated_rounds_times_every_item_once_a_round_in_a_rotated_order():
         rotated_rounds(items, 0, time_round)
 
 
+def test_rounds_minimum_rotates_its_rounds_and_keeps_each_contents_least_timing():
+    """The measured descent's and the stage floor's timer: every content timed once a round by a fresh
+    evaluator, the first of a call not always the same one, the least per content and component kept."""
+    task = Task(tuple(_tables()), (10**9,) * 3, batch_size=64)
+    devices = [[ShardRef(0, 16)], [ShardRef(1, 16)], [ShardRef(2, 16)]]
+    firsts: list[int] = []
+
+    class RecordingEvaluator(evaluator.MeasuredCostModel):
+        def device_costs(self, task, devices):
+            firsts.append(devices[0][0].table)
+            return super().device_costs(task, devices)
+
+    timer = evaluator.RoundsMinimum(lambda: RecordingEvaluator(FAST, COMM), 3)
+    least = timer.device_costs(task, devices)
+    assert sorted(firsts) == [0, 1, 2]  # each content led one round
+    assert least.shape == (3, 3) and (least[:, :2] > 0).all()
+    assert timer.device_costs(task, []).shape == (0, 3)
+
+
 def test_evaluate_cli_pin_cpus_errors_are_one_line_before_any_timing(tmp_path: Path, monkeypatch,
                                                                      capsys) -> None:
     from autoshard.hardware import multiprocess

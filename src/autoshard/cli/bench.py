@@ -56,8 +56,8 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "(autoshard plan --measure-top K); the measuring counts as planning time")
     p.add_argument("--descend", type=int, metavar="N",
                    help="with --measure-top K: also run every learned planner as PLANNER+topK+descentN, the "
-                        "measured pick then balanced by at most N moves its kernels' timings keep "
-                        "(autoshard plan --measure-top K --descend N)")
+                        "measured pick (the same one PLANNER+topK kept) then balanced by at most N moves "
+                        "its kernels' timings keep (autoshard plan --measure-top K --descend N)")
     p.add_argument("--test-tasks", type=int, help="override the suite's number of test tasks")
     p.add_argument("--batch-size", type=int,
                    help="override the per-device batch the kernels are timed at (default: the suite's, 2048 "

@@ -126,15 +126,20 @@ class MeasuredCostModel:
 class RoundsMinimum:
     """Prices every device content with ``rounds`` fresh evaluators and keeps the least per component: the
     bench's default statistic for its devices (``DEFAULT_ROUND_STATISTIC``; under 'median' a floor priced so
-    is only lower), for what is compared with them. Why: one timing of a hot table's backward alone varied
-    20-30% between passes on this CPU (docs/benchmarks.md, "Stop 53")."""
+    is only lower), for what is compared with them, the order rotated each round (``rotated_rounds``). Why:
+    one timing of a hot table's backward alone varied 20-30% between passes on this CPU (docs/benchmarks.md,
+    "Stop 53")."""
 
     def __init__(self, make_evaluator: Callable[[], CostModel], rounds: int) -> None:
         self.make_evaluator, self.rounds = make_evaluator, rounds
 
     def device_costs(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> np.ndarray:
-        return np.min([np.asarray(self.make_evaluator().device_costs(task, devices), dtype=np.float64)
-                       for _ in range(self.rounds)], axis=0)
+        if not devices:
+            return np.zeros((0, 3))
+        # rotated as the bench's rounds are: the first content of a call follows whatever ran before it
+        per_round = rotated_rounds(list(devices), self.rounds,
+                                   lambda order: self.make_evaluator().device_costs(task, order))
+        return per_round.min(axis=0)
 
 
 def measure_plans_collectives(task: Task, plans: Sequence[Plan], comm: AlphaBeta, backend: str = "auto",

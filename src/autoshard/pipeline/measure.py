@@ -117,23 +117,35 @@ def select_algorithms(requested: Sequence[str] | None = None) -> tuple[list[str]
     return chosen, {a: "not requested (--algos)" for a in registered if a not in chosen}
 
 
+Picks = dict[tuple[str, int], tuple[Plan, float]]
+"""{(planner, K): (its measured pick, seconds it took)} of one task, shared by ``<planner>+top<K>`` and its
+descent variants."""
+
+
 def _measured_pick(task: Task, name: str, options: PlannerOptions, cost_model: CostModel | None,
-                   settings: MeasureSettings | None, comm: AlphaBeta | None) -> tuple[Plan, str]:
+                   settings: MeasureSettings | None, comm: AlphaBeta | None,
+                   picks: Picks) -> tuple[Plan, str]:
     """Plan as ``autoshard plan --algo A --measure-top K [--descend N]`` does (``name`` = A+topK[+descentN]);
-    the measuring counts as planning time. The kept plan still names the algorithm whose plan it is; with it,
-    what the descent did ("" without one)."""
+    the measuring counts as planning time. ``A+topK+descentN`` descends from the pick ``A+topK`` made (or
+    makes it, into ``picks``), its planning time both: the two then differ by the descent alone, not by two
+    timings of the same candidates picking differently (stop 54: three tasks of ten started apart). The kept
+    plan still names the algorithm whose plan it is; with it, what the descent did ("" without one)."""
     pick = parse_measured_pick(name) or MeasuredPick(name, 0)
     if cost_model is None:
         raise AutoshardError(f"{name} needs a planning cost model to rank its candidates")
-    start = time.perf_counter()
-    candidates = candidate_plans(task, pick.base, options)
-    best = measure_top(task, candidates, cost_model, pick.k, settings, comm).best
+    if (pick.base, pick.k) not in picks:
+        start = time.perf_counter()
+        candidates = candidate_plans(task, pick.base, options)
+        best = measure_top(task, candidates, cost_model, pick.k, settings, comm).best
+        picks[pick.base, pick.k] = (best, time.perf_counter() - start)
+    best, seconds = picks[pick.base, pick.k]
     note = ""
     if pick.descent:
         config = DescentConfig(steps=pick.descent, seed=options.seed)
         descent = measured_descent(task, best, cost_model, config, settings, comm)
         best, note = descent.plan, descent.describe()
-    return replace(best, cost=None, planning_time_s=time.perf_counter() - start), note
+        seconds += descent.measuring_s
+    return replace(best, cost=None, planning_time_s=seconds), note
 
 
 def plan_task(task: Task, algorithms: Sequence[str], options: PlannerOptions,
@@ -142,11 +154,12 @@ def plan_task(task: Task, algorithms: Sequence[str], options: PlannerOptions,
     """Every algorithm's plan of ``task`` (or its error), with the planning cost model's prediction.
     ``measure`` and ``comm``: how a measured pick (``<planner>+top<K>``) times its candidates."""
     out = []
+    picks: Picks = {}
     for name in algorithms:
         guard = descent = ""
         try:
             if parse_measured_pick(name):
-                plan, descent = _measured_pick(task, name, options, cost_model, measure, comm)
+                plan, descent = _measured_pick(task, name, options, cost_model, measure, comm, picks)
             else:
                 planner = make_planner(name, options)
                 plan = run_planner(planner, task)
