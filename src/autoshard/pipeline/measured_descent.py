@@ -11,20 +11,28 @@ Reads top to bottom (row-wise shards and replicas stay on their devices; tables 
 step 2's halving):
 1. **Time the start**: every device of the start plan, the least of ``rounds`` fresh evaluators per
    component (``hardware.evaluator.RoundsMinimum``). These timings are the descent's frame of reference.
-2. **Propose**: the measured bottleneck device's moves and swaps (``planners.descent.bottleneck_candidates``)
-   and, with ``splits``, each of its shards halved by columns, one half left and the other moved to another
-   device (``planners.column_split.split_shard``: a hot table alone on a device can only get cheaper so);
-   each changed device estimated as the planning model's price of its new content times how its current
-   content measured over the model's price of it, per stage (the model's error on a device is mostly
-   common to contents that share most tables; an empty device takes the others' geometric mean); the step
-   of each candidate from those, collectives from the comm model.
-3. **Time and keep**: the ``proposals`` candidates estimated cheapest (those estimated below the current
-   step) have their new devices timed in the same rounds as the devices they replace, and scaled into the
-   descent's frame by how those timed then and now (geometric mean): on this shared host the noise comes in
-   episodes seconds long that slow everything timed in them (``DEFAULT_ROUND_STATISTIC``), so a content
-   timed minutes after the start is not comparable with the start's timing as it is (stop 54: a start timed
-   16% slow made one move look like a 9% gain). The measured cheapest candidate is kept if it lowers the
-   step by more than ``margin``, else the descent stops. At most ``steps`` moves.
+2. **Propose**: the moves and swaps (``planners.descent.bottleneck_candidates``) of the measured slow devices
+   (``slow_devices``: the slowest forward, the slowest backward and the slowest of both, which can be two
+   devices) and, with ``splits``, each of their shards halved by columns, one half left and the other
+   moved to another device (``planners.column_split.split_shard``: a hot table alone on a device can only
+   get cheaper so); a swap that only exchanges two devices' contents is left out. Each changed device is
+   estimated as what it measured plus the model's change of its price, at the slow device's
+   measured/predicted ratio per stage (what moved was measured there; a light device's own ratio is mostly
+   its fixed overhead's, and priced a hot half landing on it several times too high in
+   ``tests/test_measured_descent.py``'s twins); the step from those, collectives
+   from the comm model. The ``proposals`` best (lowest estimated step, then sum of squared device totals)
+   are each **chained** on the estimates: the best next move while it lowers the estimated step or keeps
+   it and lowers the squares, up to ``steps`` moves in all (stop 55: two devices holding the same two
+   halved tables, or three one-table devices a few percent apart, only lower the step when each is
+   lightened; on DLRM-20 (8) task 0, two such twins, no single move was estimated below the step).
+3. **Time and keep**: each chain estimated below the current step has its changed devices timed in one call
+   with the devices they replace, all scaled into the start's frame by how the replaced ones timed then and
+   now (geometric mean), and compared with the current placement as that same call timed it: on this
+   shared host the noise comes in episodes seconds long that slow everything timed in them
+   (``DEFAULT_ROUND_STATISTIC``), so a content timed minutes apart is not comparable as it is (stop 54: a
+   start timed 16% slow made one move look like a 9% gain; stop 55: a swap of two devices' whole contents
+   timed as a 5% gain against the start's older timing). The cheapest chain is kept if it lowers that step
+   by more than ``margin``, else the descent stops. At most ``steps`` moves.
 4. **Confirm**: the start and the result timed again side by side in fresh interleaved rounds
    (``hardware.evaluator.evaluate_plans``); the result is returned only if it is cheaper by more than
    ``margin``: picking the least of several timings favours lucky ones, and a fresh timing is not picked.
@@ -34,6 +42,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -66,9 +75,9 @@ class DescentConfig:
     """How the measured descent searches and times."""
 
     steps: int
-    """Most moves (swaps, halvings) kept."""
+    """Most moves (moves, swaps, halvings) kept in all."""
     proposals: int = 3
-    """Candidates whose new devices are timed per step, the cheapest by the scaled estimate (step 2)."""
+    """Chains whose changed devices are timed per step, from the first moves estimated best (step 2)."""
     rounds: int = 3
     """Fresh evaluators each new device content is timed with; the least per component is kept."""
     margin: float = 0.01
@@ -96,7 +105,13 @@ class MeasuredDescent:
     plan: Plan
     """The returned plan, its cost the confirming measurement's (the start as it came where nothing moved)."""
     steps_ms: tuple[float, ...]
-    """The measured step of the start and after each kept move (the descent's own timings)."""
+    """The measured step of the start and after each kept step of one or more moves (the descent's own
+    timings, each in the call that timed it)."""
+    moves: int
+    """Moves (moves, swaps, halvings) kept in all."""
+    gains: tuple[float, ...]
+    """Each kept step's timed step over the placement before it as timed in the same call (each below
+    1 - margin)."""
     timed_contents: int
     """Device contents timed by the descent (each ``rounds`` times), the start's and the replaced ones'
     included."""
@@ -106,17 +121,14 @@ class MeasuredDescent:
     """Whether the confirmation kept the descended plan (False: the start returned)."""
     measuring_s: float
 
-    @property
-    def moves(self) -> int:
-        return len(self.steps_ms) - 1
-
     def describe(self) -> str:
         """One line: moves kept, the step as the descent timed it, the confirmation's verdict (one of
         ``OUTCOMES``)."""
         if not self.moves:
             return f"{NO_MOVE} ({self.timed_contents} contents timed, {self.measuring_s:.1f} s)"
         verdict = KEPT_DESCENT if self.kept else KEPT_START
-        return (f"{self.moves} move(s) kept, {self.steps_ms[0]:.3f} -> {self.steps_ms[-1]:.3f} ms as timed; "
+        return (f"{self.moves} move(s) kept in {len(self.steps_ms) - 1} timed step(s), "
+                f"{self.steps_ms[0]:.3f} -> {self.steps_ms[-1]:.3f} ms as timed; "
                 f"side by side {self.confirmed_ms[0]:.3f} -> {self.confirmed_ms[1]:.3f} ms, {verdict} "
                 f"({self.timed_contents} contents timed, {self.measuring_s:.1f} s)")
 
@@ -135,10 +147,11 @@ class _Counted:
 @dataclass(frozen=True)
 class _Candidate:
     """A placement one change away from the current one: its layout and ranks, and the two devices that
-    change (the bottleneck's new contents, the other device and its new contents)."""
+    change (the slow device it lightens and its new contents, the other device and its new contents)."""
 
     layout: Layout
     ranks: np.ndarray
+    source: int
     bottleneck: list[ShardRef]
     other: int
     others: list[ShardRef]
@@ -146,13 +159,18 @@ class _Candidate:
 
 def _candidates(state: PlacementState, b: int, rng: np.random.Generator,
                 config: DescentConfig) -> list[_Candidate]:
-    """Step 2's candidates off device ``b``: moves and swaps, then (``config.splits``) halvings."""
+    """Step 2's candidates off device ``b``: moves and swaps, then (``config.splits``) halvings; a swap that
+    only exchanges two devices' whole contents (they time alike wherever they sit) is left out."""
     out = []
     for moves, on_b, r, on_r in bottleneck_candidates(state, b, rng, config.swap_samples):
         ranks = state.ranks.copy()
         for p, to in moves:
             ranks[p] = to
-        out.append(_Candidate(state.layout, ranks, state.contents(b, on_b), r, state.contents(r, on_r)))
+        new_b, new_r = state.contents(b, on_b), state.contents(r, on_r)
+        if Counter((tuple(new_b), tuple(new_r))) == Counter((tuple(state.contents(b, state.devices[b])),
+                                                            tuple(state.contents(r, state.devices[r])))):
+            continue
+        out.append(_Candidate(state.layout, ranks, b, new_b, r, new_r))
     if not config.splits:
         return out
     held = state.contents(b, state.devices[b])
@@ -169,14 +187,22 @@ def _candidates(state: PlacementState, b: int, rng: np.random.Generator,
             if r == b or shard.table in state.tables_on[r] or need > state.capacity[r] - state.used[r]:
                 continue
             on_r = sorted([*state.contents(r, state.devices[r]), given], key=lambda s: s.table)
-            out.append(_Candidate(layout, np.insert(state.ranks, p + 1, r), on_b, r, on_r))
+            out.append(_Candidate(layout, np.insert(state.ranks, p + 1, r), b, on_b, r, on_r))
     return out
 
 
+def slow_devices(measured: np.ndarray) -> list[int]:
+    """The devices a move can lower the step from: the slowest in the forward, in the backward, and in
+    both together (the step adds the slowest forward to the slowest backward, which two devices can set;
+    the devices' own comm column is not in the step)."""
+    kernels = measured[:, :2]
+    return list(dict.fromkeys(int(np.argmax(c)) for c in (kernels[:, 0], kernels[:, 1], kernels.sum(axis=1))))
+
+
 def _scales(measured: np.ndarray, predicted: np.ndarray) -> np.ndarray:
-    """(D, 3) what turns the model's price of a device's new content into an estimate of its timing: per
-    device and stage, how its current content timed over how the model priced it (for an empty device, the
-    geometric mean of the others'); 1 for the comm column, which both take from the comm model."""
+    """(D, 3) what turns the model's change of a device's price into a change of its timing: per device and
+    stage, how its current content timed over how the model priced it (for an empty device, the geometric
+    mean of the others'); 1 for the comm column, which both take from the comm model."""
     out = np.ones_like(measured)
     for c in (0, 1):
         held = (measured[:, c] > 0) & (predicted[:, c] > 0)
@@ -190,6 +216,77 @@ def _step_ms(task: Task, comm: AlphaBeta, costs: np.ndarray, volumes: np.ndarray
     """(...,) the step of plans with (..., D, 3) device costs and volumes: kernels as given, collectives
     from ``comm`` (as ``evaluate_plans`` composes a measured plan)."""
     return step_cost(task, comm, costs[..., 0], costs[..., 1], volumes).total_ms
+
+
+@dataclass(frozen=True)
+class _Proposal:
+    """Where a chain of estimated moves leads: the placement, each device's estimate (measured where the
+    device did not change) and the estimated step."""
+
+    state: PlacementState
+    estimate: np.ndarray
+    step: float
+    moves: int
+
+    @property
+    def squares(self) -> float:
+        return float((self.estimate[:, :2].sum(axis=1) ** 2).sum())
+
+
+def _next_moves(here: _Proposal, model: CostModel, comm: AlphaBeta, rng: np.random.Generator,
+                config: DescentConfig, fixed: Sequence[Sequence[ShardRef]]) -> list[_Proposal]:
+    """One change from ``here`` off its slow devices, each estimated (step 2), best first; only those that
+    lower the estimated step, or keep it and lower the sum of squared device totals (a move off one of two
+    equally slow devices lowers the step only with the next one)."""
+    state, task = here.state, here.state.task
+    unique: dict[tuple, _Candidate] = {}  # a swap between two slow devices is proposed from both
+    for b in slow_devices(here.estimate):
+        for c in _candidates(state, b, rng, config):
+            unique.setdefault((c.layout, tuple(c.ranks.tolist())), c)
+    cands = list(unique.values())
+    if not cands:
+        return []
+    n = len(cands)
+    new = [c.bottleneck for c in cands] + [c.others for c in cands]
+    source = np.array([c.source for c in cands])
+    other = np.array([c.other for c in cands])
+    predicted = price_devices(task, model, new).reshape(2, n, 3)
+    volumes = device_volumes(task, new).reshape(2, n, -1)
+    # what moved was measured on the slow device: the model's change of each device, at that device's
+    # measured/predicted ratio, added to what the device measured (a light device's own ratio says
+    # little about a hot table landing on it)
+    scale = _scales(here.estimate, state.costs)[source]
+    grid = np.tile(here.estimate, (n, 1, 1))
+    for end, device in ((0, source), (1, other)):
+        was = here.estimate[device]
+        grid[np.arange(n), device] = np.maximum(was + (predicted[end] - state.costs[device]) * scale, 0.0)
+        grid[np.arange(n), device, 2] = predicted[end, :, 2]
+    vgrid = np.tile(state.volumes, (n, 1, 1))
+    vgrid[np.arange(n), source], vgrid[np.arange(n), other] = volumes[0], volumes[1]
+    estimated = _step_ms(task, comm, grid, vgrid)
+    squares = (grid[:, :, :2].sum(axis=2) ** 2).sum(axis=1)
+    better = (estimated < here.step) | ((estimated <= here.step) & (squares < here.squares))
+    return [_Proposal(PlacementState(task, model, cands[i].layout, cands[i].ranks, fixed), grid[i],
+                      float(estimated[i]), here.moves + 1)
+            for i in np.lexsort((squares, estimated)) if better[i]][:config.proposals]
+
+
+def _chain(first: _Proposal, model: CostModel, comm: AlphaBeta, rng: np.random.Generator,
+           config: DescentConfig, fixed: Sequence[Sequence[ShardRef]], most: int) -> _Proposal:
+    """``first`` followed by the best next move while the estimate improves, at most ``most`` moves in all."""
+    out = first
+    while out.moves < most:
+        following = _next_moves(out, model, comm, rng, config, fixed)
+        if not following:
+            break
+        out = following[0]
+    return out
+
+
+def _changed(before: PlacementState, after: PlacementState) -> list[int]:
+    """The devices whose contents differ between two placements."""
+    return [r for r in range(before.task.num_devices)
+            if Counter(before.contents(r, before.devices[r])) != Counter(after.contents(r, after.devices[r]))]
 
 
 def measured_descent(task: Task, plan: Plan, model: CostModel, config: DescentConfig,
@@ -207,59 +304,53 @@ def measured_descent(task: Task, plan: Plan, model: CostModel, config: DescentCo
     # 1. the start, every device timed (each distinct content once a call: price_devices)
     measured = price_devices(task, timer, [state.contents(r, dev) for r, dev in enumerate(state.devices)])
     steps = [float(_step_ms(task, comm, measured, state.volumes))]
-    while len(steps) <= config.steps and state.layout:
-        # 2. propose off the measured bottleneck, each changed device anchored on its measurement
-        b = int(np.argmax(measured.sum(axis=1)))
-        cands = _candidates(state, b, rng, config)
-        if not cands:
+    moves, gains = 0, []
+    while moves < config.steps and state.layout:
+        # 2. propose off the measured slow devices, each changed device anchored on its measurement; each
+        # proposal chained on the estimates while they improve
+        here = _Proposal(state, measured, steps[-1], moves)
+        chains = [_chain(p, model, comm, rng, config, parts.fixed, config.steps)
+                  for p in _next_moves(here, model, comm, rng, config, parts.fixed)]
+        chains = [c for c in chains if c.step < steps[-1]]
+        if not chains:
             break
-        n = len(cands)
-        new = [c.bottleneck for c in cands] + [c.others for c in cands]
-        other = np.array([c.other for c in cands])
-        predicted = price_devices(task, model, new).reshape(2, n, 3)
-        volumes = device_volumes(task, new).reshape(2, n, -1)
-        scale = _scales(measured, state.costs)
-        grid = np.tile(measured, (n, 1, 1))
-        grid[:, b] = predicted[0] * scale[b]
-        grid[np.arange(n), other] = predicted[1] * scale[other]
-        vgrid = np.tile(state.volumes, (n, 1, 1))
-        vgrid[:, b], vgrid[np.arange(n), other] = volumes[0], volumes[1]
-        estimated = _step_ms(task, comm, grid, vgrid)
-        squares = (grid.sum(axis=2) ** 2).sum(axis=1)
-        order = [int(i) for i in np.lexsort((squares, estimated)) if estimated[i] < steps[-1]]
-        chosen = order[:config.proposals]
-        if not chosen:
-            break
-        # 3. time the chosen candidates' new devices beside the ones they replace; keep the measured best
-        # if it clears the margin
-        k = len(chosen)
-        olds = sorted({b, *other[chosen].tolist()})
-        timed = price_devices(task, timer, [new[i] for i in chosen] + [new[n + i] for i in chosen]
-                              + [state.contents(r, state.devices[r]) for r in olds])
-        # the episode this call ran in, relative to the frame: how the replaced devices timed now vs then
-        then = measured[olds, :2].sum(axis=1)
-        now = timed[2 * k:, :2].sum(axis=1)
+        # 3. time the chains' changed devices beside the ones they replace, in the same rounds; compare each
+        # with the current placement as timed in that call (a content timed minutes apart is not
+        # comparable as it is on this host), kept if it clears the margin
+        changed = [_changed(state, c.state) for c in chains]
+        olds = sorted({r for ch in changed for r in ch})
+        fresh = [c.state.contents(r, c.state.devices[r]) for c, ch in zip(chains, changed) for r in ch]
+        timed = price_devices(task, timer, fresh + [state.contents(r, state.devices[r]) for r in olds])
+        then, now = measured[olds, :2].sum(axis=1), timed[len(fresh):, :2].sum(axis=1)
         held = (then > 0) & (now > 0)
         frame = float(np.exp(np.mean(np.log(then[held] / now[held])))) if held.any() else 1.0
-        scaled = timed[:2 * k].copy()
-        scaled[:, :2] *= frame
-        real = grid[chosen].copy()
-        real[:, b], real[np.arange(k), other[chosen]] = scaled[:k], scaled[k:]
-        real_steps = _step_ms(task, comm, real, vgrid[chosen])
+        timed[:, :2] *= frame  # into the start's frame: the episode this call ran in, relative to it
+        current = measured.copy()
+        current[olds] = timed[len(fresh):]
+        current_step = float(_step_ms(task, comm, current, state.volumes))
+        reals, at = [], 0
+        for c, ch in zip(chains, changed):
+            real = current.copy()
+            real[ch] = timed[at:at + len(ch)]
+            at += len(ch)
+            reals.append(real)
+        real_steps = np.array([float(_step_ms(task, comm, real, c.state.volumes))
+                               for real, c in zip(reals, chains)])
         best = int(np.argmin(real_steps))
-        log.debug("%s: from %.3f ms, proposals estimated %s ms, timed %s ms", task.name, steps[-1],
-                  np.round(estimated[chosen], 3).tolist(), np.round(real_steps, 3).tolist())
-        if real_steps[best] >= steps[-1] * (1 - config.margin):
+        log.debug("%s: from %.3f ms (%.3f ms in this call), chains of %s moves estimated %s ms, timed %s ms",
+                  task.name, steps[-1], current_step, [c.moves - moves for c in chains],
+                  [round(c.step, 3) for c in chains], np.round(real_steps, 3).tolist())
+        if real_steps[best] >= current_step * (1 - config.margin):
             break
-        kept = cands[chosen[best]]
-        state = PlacementState(task, model, kept.layout, kept.ranks, parts.fixed)
-        measured = real[best]
+        state, measured, moves = chains[best].state, reals[best], chains[best].moves
         steps.append(float(real_steps[best]))
-        log.info("%s: measured descent step %d: %.3f ms", task.name, len(steps) - 1, steps[-1])
+        gains.append(float(real_steps[best]) / current_step)
+        log.info("%s: measured descent step %d (%d moves): %.3f ms", task.name, len(steps) - 1, moves,
+                 steps[-1])
 
     # 4. confirm: the start and the result timed again side by side
     if len(steps) == 1:  # nothing moved: the start as it came
-        return MeasuredDescent(plan, tuple(steps), timer.timed, (steps[0], steps[0]), False,
+        return MeasuredDescent(plan, tuple(steps), 0, (), timer.timed, (steps[0], steps[0]), False,
                                time.perf_counter() - start_time)
     result = replace(plan, placements=parts.placements(task, state.layout, state.ranks, plan.algorithm))
     before, after = evaluate_plans(task, [plan, result], settings, comm, config.rounds)
@@ -267,7 +358,7 @@ def measured_descent(task: Task, plan: Plan, model: CostModel, config: DescentCo
     chosen_plan = result.with_cost(after) if keep else plan.with_cost(before)
     seconds = time.perf_counter() - start_time
     log.info("%s: measured descent %.3f -> %.3f ms in %d moves (%d contents timed, %.1f s); confirmed "
-             "%.3f -> %.3f ms, %s", task.name, steps[0], steps[-1], len(steps) - 1, timer.timed,
+             "%.3f -> %.3f ms, %s", task.name, steps[0], steps[-1], moves, timer.timed,
              seconds, before.plan_ms, after.plan_ms, "kept" if keep else "start kept")
-    return MeasuredDescent(chosen_plan, tuple(steps), timer.timed, (before.plan_ms, after.plan_ms),
-                           keep, seconds)
+    return MeasuredDescent(chosen_plan, tuple(steps), moves, tuple(gains), timer.timed,
+                           (before.plan_ms, after.plan_ms), keep, seconds)
