@@ -21,10 +21,11 @@ step 2's halving):
    its fixed overhead's, and priced a hot half landing on it several times too high in
    ``tests/test_measured_descent.py``'s twins); the step from those, collectives
    from the comm model. The ``proposals`` best (lowest estimated step, then sum of squared device totals)
-   are each **chained** on the estimates: the best next move while it lowers the estimated step or keeps
-   it and lowers the squares, up to ``steps`` moves in all (stop 55: two devices holding the same two
-   halved tables, or three one-table devices a few percent apart, only lower the step when each is
-   lightened; on DLRM-20 (8) task 0, two such twins, no single move was estimated below the step).
+   are each **chained** on the estimates: the best next move while it lowers the estimated step, or raises
+   it by at most ``margin`` and lowers the squares, up to ``steps`` moves in all (stop 55: two devices
+   holding the same two halved tables, or three one-table devices a few percent apart, only lower the
+   step when each is lightened; on DLRM-20 (8) task 0, two such twins, no single move was estimated below
+   the step).
 3. **Time and keep**: each chain estimated below the current step has its changed devices timed in one call
    with the devices they replace, all scaled into the start's frame by how the replaced ones timed then and
    now (geometric mean), and compared with the current placement as that same call timed it: on this
@@ -236,8 +237,9 @@ class _Proposal:
 def _next_moves(here: _Proposal, model: CostModel, comm: AlphaBeta, rng: np.random.Generator,
                 config: DescentConfig, fixed: Sequence[Sequence[ShardRef]]) -> list[_Proposal]:
     """One change from ``here`` off its slow devices, each estimated (step 2), best first; only those that
-    lower the estimated step, or keep it and lower the sum of squared device totals (a move off one of two
-    equally slow devices lowers the step only with the next one)."""
+    lower the estimated step, or raise it by at most the margin and lower the sum of squared device totals
+    (a move off one of two equally slow devices lowers the step only with the next one, and can add a
+    little to a collective's busiest rank meanwhile)."""
     state, task = here.state, here.state.task
     unique: dict[tuple, _Candidate] = {}  # a swap between two slow devices is proposed from both
     for b in slow_devices(here.estimate):
@@ -265,7 +267,8 @@ def _next_moves(here: _Proposal, model: CostModel, comm: AlphaBeta, rng: np.rand
     vgrid[np.arange(n), source], vgrid[np.arange(n), other] = volumes[0], volumes[1]
     estimated = _step_ms(task, comm, grid, vgrid)
     squares = (grid[:, :, :2].sum(axis=2) ** 2).sum(axis=1)
-    better = (estimated < here.step) | ((estimated <= here.step) & (squares < here.squares))
+    sideways = (estimated <= here.step * (1 + config.margin)) & (squares < here.squares)
+    better = (estimated < here.step) | sideways
     return [_Proposal(PlacementState(task, model, cands[i].layout, cands[i].ranks, fixed), grid[i],
                       float(estimated[i]), here.moves + 1)
             for i in np.lexsort((squares, estimated)) if better[i]][:config.proposals]
