@@ -587,3 +587,16 @@ def test_stop_54s_measured_descent_runs_restate_their_figures(capsys, run, fixed
     row = "| search+top3+descent8 |"
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(row)]
     assert rows[1] == f"{row} {fixed} |" and rows[2] == f"{row} {cross_fitted} |"
+
+
+@pytest.mark.parametrize(("run", "fixed", "cross_fitted"), [
+    ("s55-amd-dlrm-20-8-descent", "0.956 [0.916, 0.991] better", "0.955 [0.912, 0.993] better"),
+    ("s55-amd-dlrm-20-8-descent-v4", "0.945 [0.911, 0.975] better", "0.945 [0.906, 0.979] better"),
+    ("s55-amd-dlrm-10-4-descent-v4", "0.984 [0.946, 1.021] no clear difference",
+     "0.984 [0.955, 1.016] no clear difference"),
+    ("s55-amd-dlrm-20-4-descent-v4", "0.971 [0.926, 1.002] no clear difference",
+     "0.943 [0.905, 0.976] better"),
+])
+def test_stop_55s_measured_descent_runs_restate_their_figures(capsys, run, fixed, cross_fitted):
+    """docs/benchmarks.md, "Stop 55", as ``-k stop_54`` does for stop 54's runs."""
+    test_stop_54s_measured_descent_runs_restate_their_figures(capsys, run, fixed, cross_fitted)
