@@ -235,11 +235,11 @@ class _Proposal:
 
 
 def _next_moves(here: _Proposal, model: CostModel, comm: AlphaBeta, rng: np.random.Generator,
-                config: DescentConfig, fixed: Sequence[Sequence[ShardRef]]) -> list[_Proposal]:
-    """One change from ``here`` off its slow devices, each estimated (step 2), best first; only those that
-    lower the estimated step, or raise it by at most the margin and lower the sum of squared device totals
-    (a move off one of two equally slow devices lowers the step only with the next one, and can add a
-    little to a collective's busiest rank meanwhile)."""
+                config: DescentConfig, fixed: Sequence[Sequence[ShardRef]], limit: int) -> list[_Proposal]:
+    """One change from ``here`` off its slow devices, each estimated (step 2), the ``limit`` best; only those
+    that lower the estimated step, or raise it by at most the margin and lower the sum of squared device
+    totals (a move off one of two equally slow devices lowers the step only with the next one, and can add
+    a little to a collective's busiest rank meanwhile)."""
     state, task = here.state, here.state.task
     unique: dict[tuple, _Candidate] = {}  # a swap between two slow devices is proposed from both
     for b in slow_devices(here.estimate):
@@ -269,9 +269,10 @@ def _next_moves(here: _Proposal, model: CostModel, comm: AlphaBeta, rng: np.rand
     squares = (grid[:, :, :2].sum(axis=2) ** 2).sum(axis=1)
     sideways = (estimated <= here.step * (1 + config.margin)) & (squares < here.squares)
     better = (estimated < here.step) | sideways
+    chosen = [int(i) for i in np.lexsort((squares, estimated)) if better[i]][:limit]
+    # a PlacementState prices every device with the model: built only for the ones returned
     return [_Proposal(PlacementState(task, model, cands[i].layout, cands[i].ranks, fixed), grid[i],
-                      float(estimated[i]), here.moves + 1)
-            for i in np.lexsort((squares, estimated)) if better[i]][:config.proposals]
+                      float(estimated[i]), here.moves + 1) for i in chosen]
 
 
 def _chain(first: _Proposal, model: CostModel, comm: AlphaBeta, rng: np.random.Generator,
@@ -281,7 +282,7 @@ def _chain(first: _Proposal, model: CostModel, comm: AlphaBeta, rng: np.random.G
     on DLRM-20 (8) tasks 8 and 9 for 0.5-4% as timed)."""
     here = best = first
     while here.moves < most:
-        following = _next_moves(here, model, comm, rng, config, fixed)
+        following = _next_moves(here, model, comm, rng, config, fixed, limit=1)
         if not following:
             break
         here = following[0]
@@ -317,7 +318,7 @@ def measured_descent(task: Task, plan: Plan, model: CostModel, config: DescentCo
         # proposal chained on the estimates while they improve
         here = _Proposal(state, measured, steps[-1], moves)
         chains = [_chain(p, model, comm, rng, config, parts.fixed, config.steps)
-                  for p in _next_moves(here, model, comm, rng, config, parts.fixed)]
+                  for p in _next_moves(here, model, comm, rng, config, parts.fixed, config.proposals)]
         chains = [c for c in chains if c.step < steps[-1]]
         if not chains:
             break
