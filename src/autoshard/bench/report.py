@@ -29,6 +29,8 @@ from autoshard.bench.summary import (
 )
 from autoshard.hardware.evaluator import UNRECORDED_ROUND_STATISTIC
 from autoshard.io import ARTEFACT_VERSION, atomic_write_bytes, write_json
+from autoshard.pipeline.choose import REFIT_OUTCOMES
+from autoshard.pipeline.measure import MEASURED_DESCENT, MEASURED_REFIT
 from autoshard.pipeline.measured_descent import OUTCOMES
 from autoshard.pipeline.results import AlgoResult, TaskResult
 from autoshard.planners.guard import kept_in
@@ -171,13 +173,26 @@ def guard_lines(results: Sequence[TaskResult]) -> list[str]:
 def descent_lines(results: Sequence[TaskResult]) -> list[str]:
     """How each measured descent (``PLANNER+topK+descentN``) ended, counted over the tasks."""
     counts = _outcomes(results, lambda r: next((o for o in OUTCOMES if o in r.descent), "other")
-                       if r.descent else "")
+                       if r.descent and MEASURED_DESCENT in r.algorithm else "")
     if not counts:
         return []
     head = ("Measured descent (moves kept only where this host's kernels timed a lower step, the result then "
             "timed against the measured pick side by side; results.json has each task's):")
     lines = [f"- {algo}: " + ", ".join(f"{what} on {_tasks(per[what])}" for what in OUTCOMES if what in per)
              for algo, per in counts.items()]
+    return [head, "", *lines, ""]
+
+
+def refit_lines(results: Sequence[TaskResult]) -> list[str]:
+    """How each refit (``PLANNER+topK+refit``) ended, counted over the tasks."""
+    counts = _outcomes(results, lambda r: next((o for o in REFIT_OUTCOMES if o in r.descent), "other")
+                       if r.descent and MEASURED_REFIT in r.algorithm else "")
+    if not counts:
+        return []
+    head = ("Refit (the model corrected by the pick's timed devices, the planner run again with it, its plan "
+            "timed against the pick side by side; results.json has each task's):")
+    lines = [f"- {algo}: " + ", ".join(f"{what} on {_tasks(per[what])}" for what in REFIT_OUTCOMES
+                                       if what in per) for algo, per in counts.items()]
     return [head, "", *lines, ""]
 
 
@@ -306,6 +321,7 @@ def markdown(title: str, command: str, summaries: Sequence[AlgoSummary], results
         out += [*estimate, ""]
     out += guard_lines(results)
     out += descent_lines(results)
+    out += refit_lines(results)
     out += refresh_lines(meta.get("refresh", []))
     verdicts = verdict_lines(summaries)
     if verdicts:

@@ -58,6 +58,11 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="with --measure-top K: also run every learned planner as PLANNER+topK+descentN, the "
                         "measured pick (the same one PLANNER+topK kept) then balanced by at most N moves "
                         "its kernels' timings keep (autoshard plan --measure-top K --descend N)")
+    p.add_argument("--refit", action="store_true",
+                   help="with --measure-top K: also run every learned planner as PLANNER+topK+refit (and "
+                        "+refit+descentN with --descend): the model corrected by the pick's timed devices, "
+                        "the planner run again with it, its plan timed against the pick side by side "
+                        "(autoshard plan --measure-top K --refit)")
     p.add_argument("--test-tasks", type=int, help="override the suite's number of test tasks")
     p.add_argument("--batch-size", type=int,
                    help="override the per-device batch the kernels are timed at (default: the suite's, 2048 "
@@ -143,6 +148,9 @@ def _run(args: argparse.Namespace, suite_name: str, out: str, command: str) -> i
     if args.descend and not args.measure_top:
         raise AutoshardError("--descend N balances each measured pick; add --measure-top K "
                              "(e.g. --measure-top 3 --descend 8)")
+    if args.refit and not args.measure_top:
+        raise AutoshardError("--refit corrects the model by each measured pick's timings; add "
+                             "--measure-top K (e.g. --measure-top 3 --refit)")
     if args.refresh_rounds is not None and args.refresh_rounds < 0:
         raise AutoshardError(f"--refresh-rounds {args.refresh_rounds} must be 0 or more")
     for flag, seconds in (("--time-limit", args.time_limit), ("--refresh-budget", args.refresh_budget)):
@@ -161,7 +169,7 @@ def _run(args: argparse.Namespace, suite_name: str, out: str, command: str) -> i
                             policy_path=args.policy, comm_path=args.comm, algorithms=algos, command=command,
                             device=args.device, backend=args.backend, collectives=args.collectives,
                             allow_other_hardware=args.allow_other_hardware,
-                            measure_top=args.measure_top or 0, descend=args.descend or 0,
+                            measure_top=args.measure_top or 0, descend=args.descend or 0, refit=args.refit,
                             estimate=args.estimate)
     _check_inputs(args, algos, config)
     bars = _Bars()
@@ -235,7 +243,7 @@ def _run_seq(args: argparse.Namespace, out: str) -> int:
         ("--device cuda", args.device != "cpu"), ("--round-statistic", args.round_statistic),
         ("--backend torch", args.backend != "fbgemm"), ("--estimate", args.estimate != "evaluator"),
         ("--allow-other-hardware", args.allow_other_hardware), ("--measure-top", args.measure_top),
-        ("--descend", args.descend))
+        ("--descend", args.descend), ("--refit", args.refit))
         if value]
     if pooled_only:
         raise AutoshardError(f"{pooled_only[0]} does not apply to sequence suites: they plan FlexShard and "
@@ -281,6 +289,7 @@ def _reconstruct(args: argparse.Namespace, out: str) -> list[str]:
                                  ("--collectives", args.collectives, COLLECTIVES_DEFAULT)):
         if value != default:
             argv += [flag, value]
-    if args.allow_other_hardware:
-        argv.append("--allow-other-hardware")
+    for flag, value in (("--allow-other-hardware", args.allow_other_hardware), ("--refit", args.refit)):
+        if value:
+            argv.append(flag)
     return argv

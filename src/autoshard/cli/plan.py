@@ -54,6 +54,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "slowest device, keeping at most N changes that the kernels timed here say lower "
                         "the step by over 1%%, and return the result only if it times cheaper than the pick "
                         "side by side")
+    p.add_argument("--refit", action="store_true",
+                   help="with --measure-top: correct the model by the timed candidates' devices (a level and "
+                        "a factor per table), plan again with it, and keep that plan if it times cheaper "
+                        "than the pick side by side (before any --descend)")
     p.add_argument("--torchrec-rows", action="store_true",
                    help="cut a table larger than a device in TorchRec's row_wise form (even blocks on every "
                         "rank) before planning, so the plan exports to a TorchRec ShardingPlan (default: "
@@ -152,6 +156,11 @@ def run(args: argparse.Namespace) -> int:
 
         raise AutoshardError("--descend N balances the plan --measure-top K picked; add --measure-top K "
                              "(e.g. --measure-top 3 --descend 8)")
+    if args.refit and not args.measure_top:
+        from autoshard.errors import AutoshardError
+
+        raise AutoshardError("--refit corrects the model by the candidates --measure-top K timed; add "
+                             "--measure-top K (e.g. --measure-top 3 --refit)")
     if args.measure_top:
         plan = _measure_top(args, task, options, estimator)
     else:
@@ -186,12 +195,19 @@ def _measure_top(args: argparse.Namespace, task, options, estimator):
         print(f"{c.algorithm:<20} {c.predicted_ms:>12.3f} {measured}")
     print(f"measured {min(args.measure_top, len(candidates))} of {len(candidates)} candidates in "
           f"{choice.measuring_s:.1f} s; kept {choice.best.algorithm}'s plan")
+    best = choice.best
+    if args.refit:
+        from autoshard.pipeline.choose import refit_pick
+
+        refit = refit_pick(task, args.algo, options, choice, estimator)
+        print(f"refit: {refit.describe()}")
+        best = refit.best
     if not args.descend:
-        return choice.best
+        return best
     from autoshard.pipeline.measured_descent import DescentConfig, measured_descent
 
     config = DescentConfig(steps=args.descend, seed=args.seed)
-    descent = measured_descent(task, choice.best, estimator, config)
+    descent = measured_descent(task, best, estimator, config)
     print(f"measured descent: {descent.describe()}")
     return descent.plan
 

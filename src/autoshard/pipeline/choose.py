@@ -7,6 +7,10 @@ K cheapest are measured side by side with the real evaluator (``hardware.evaluat
 distinct devices timed in interleaved rounds, the minimum over rounds kept, a device plans share timed once
 a round; collectives from the comm model), and the cheapest measured plan is returned with the seconds the
 measuring took.
+
+With ``--refit`` (``refit_pick``), those timings then correct the model on this task
+(``costs.task_fit``: a level and a factor per table, per stage), the asked planner plans again with the
+corrected model, and its plan, where it is new, is timed side by side with the pick; the cheaper is kept.
 """
 
 from __future__ import annotations
@@ -14,12 +18,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from autoshard.costs.base import CostModel, plan_cost
 from autoshard.costs.comm import AlphaBeta
+from autoshard.costs.learned.risk import RiskPricedModel
+from autoshard.costs.task_fit import TaskFit, TaskFitModel, fit_task
 from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.hardware.evaluator import evaluate_plans
 from autoshard.hardware.kernel import MeasureSettings
@@ -52,6 +58,13 @@ class MeasuredChoice:
     candidates: tuple[Candidate, ...]
     """Every candidate, cheapest predicted first; the measured ones have ``measured_ms``."""
     measuring_s: float
+    timed: tuple[Plan, ...] = ()
+    """The measured candidates, cheapest predicted first, each with its measured cost attached."""
+
+
+def plan_key(plan: Plan) -> tuple:
+    """What makes two plans the same placement (the algorithm's name and costs aside)."""
+    return tuple(sorted((p.table, p.sharding_type.value, p.shards) for p in plan.placements))
 
 
 def candidate_plans(task: Task, algorithm: str, options: PlannerOptions,
@@ -66,7 +79,7 @@ def candidate_plans(task: Task, algorithm: str, options: PlannerOptions,
         except InfeasibleError as e:
             log.info("measure-top: %s found no plan (%s)", name, e)
             continue
-        key = tuple(sorted((p.table, p.sharding_type.value, p.shards) for p in plan.placements))
+        key = plan_key(plan)
         if key not in seen:
             seen.add(key)
             out.append((name, plan))
@@ -94,4 +107,59 @@ def measure_top(task: Task, candidates: Sequence[tuple[str, Plan]], model: CostM
     rows = tuple(Candidate(candidates[i][0], candidates[i][1], predicted[i],
                            measured[i].cost.plan_ms if i in measured else None)  # type: ignore[union-attr]
                  for i in order)
-    return MeasuredChoice(measured[best], rows, seconds)
+    return MeasuredChoice(measured[best], rows, seconds, tuple(measured[i] for i in top))
+
+
+KEPT_REPLANNED, KEPT_PICK, REPLANNED_TIMED = ("kept the replanned plan", "kept the pick",
+                                              "replanned to a timed candidate")
+REFIT_OUTCOMES = (KEPT_REPLANNED, KEPT_PICK, REPLANNED_TIMED)
+"""How a refit ended, as ``Refit.describe`` says it."""
+
+
+@dataclass(frozen=True)
+class Refit:
+    """What ``refit_pick`` did."""
+
+    best: Plan
+    """The kept plan, its cost the side-by-side timing's (the pick as it came where nothing new was timed)."""
+    fit: TaskFit
+    replanned: Plan | None
+    """The planner's plan under the corrected model; None where it was one of the timed candidates."""
+    side_by_side_ms: tuple[float, float] | None
+    """(pick, replanned) as timed side by side; None where nothing new was timed."""
+    measuring_s: float
+
+    def describe(self) -> str:
+        """One line: the fit, and whether the replanned plan was kept."""
+        fitted = (f"fitted on {self.fit.devices} devices (level fwd x{np.exp(self.fit.level[0]):.2f}, "
+                  f"bwd x{np.exp(self.fit.level[1]):.2f})")
+        if self.side_by_side_ms is None:
+            return f"{fitted}; {REPLANNED_TIMED} ({self.measuring_s:.1f} s)"
+        pick, new = self.side_by_side_ms
+        verdict = KEPT_REPLANNED if new < pick else KEPT_PICK
+        return f"{fitted}; side by side {pick:.3f} -> {new:.3f} ms, {verdict} ({self.measuring_s:.1f} s)"
+
+
+def refit_pick(task: Task, algorithm: str, options: PlannerOptions, choice: MeasuredChoice, model: CostModel,
+               settings: MeasureSettings | None = None, comm: AlphaBeta | None = None,
+               rounds: int = MEASURE_ROUNDS) -> Refit:
+    """Correct ``model`` by the devices ``choice`` timed (``costs.task_fit``), plan ``task`` again with
+    ``algorithm`` under the corrected model, and time that plan side by side with the pick (``rounds``
+    interleaved rounds): the cheaper is returned. A plan already timed is not timed again."""
+    start = time.perf_counter()
+    timed = choice.timed or (choice.best,)
+    if any(p.cost is None for p in timed):
+        raise AutoshardError("refit: the measured candidates carry no measured cost; time them first")
+    base = model.base if isinstance(model, RiskPricedModel) else model
+    devices = [d for p in timed for d in p.device_shards(task)]
+    measured = np.array([[d.fwd_ms, d.bwd_ms] for p in timed for d in p.cost.devices])  # type: ignore
+    fit = fit_task(task, base, devices, measured)
+    corrected = TaskFitModel(base, fit)
+    plan = run_planner(make_planner(algorithm, replace(options, cost_model=corrected)), task)
+    if plan_key(plan) in {plan_key(p) for p in timed}:
+        return Refit(choice.best, fit, None, None, time.perf_counter() - start)
+    before, after = evaluate_plans(task, [choice.best, plan], settings, comm or base.comm, rounds)
+    best = plan.with_cost(after) if after.plan_ms < before.plan_ms else choice.best.with_cost(before)
+    log.info("%s: refit %s; pick %.3f ms, replanned %.3f ms side by side", task.name, algorithm,
+             before.plan_ms, after.plan_ms)
+    return Refit(best, fit, plan, (before.plan_ms, after.plan_ms), time.perf_counter() - start)

@@ -59,6 +59,11 @@ class PipelineConfig:
     measured pick balanced by at most N moves kept by timing (``autoshard plan --measure-top K --descend
     N``; ``pipeline.measured_descent``). 0: not."""
 
+    refit: bool = False
+    """With ``measure_top``: also bench every learned planner as ``<planner>+top<K>+refit`` (and
+    ``+refit+descent<N>`` with ``descend``): the model corrected by the pick's timed devices, the planner's
+    plan under it timed against the pick (``autoshard plan --measure-top K --refit``). False: not."""
+
     def measure_settings(self) -> MeasureSettings:
         """How the evaluator (and the profile a cost model is trained on) times kernels: the suite's
         ``EvalConfig`` with this run's device and backend."""

@@ -98,6 +98,10 @@ def stage_evaluate(ctx: Context, k_comm: str, k_cost: str, cost_spec: str, k_pol
         algorithms += [measured_pick_name(a, k) for a in learned]
         if ctx.config.descend:
             algorithms += [measured_pick_name(a, k, ctx.config.descend) for a in learned]
+        if ctx.config.refit:
+            algorithms += [measured_pick_name(a, k, refit=True) for a in learned]
+            if ctx.config.descend:
+                algorithms += [measured_pick_name(a, k, ctx.config.descend, refit=True) for a in learned]
     comm = ctx.comm_model()
     settings = ctx.measure_settings()
     extras = {a: x for a, x in planner_extras(settings).items() if a in algorithms}

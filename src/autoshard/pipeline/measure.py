@@ -43,7 +43,7 @@ from autoshard.hardware.evaluator import (
 from autoshard.hardware.kernel import MeasureSettings
 from autoshard.host import package_installed
 from autoshard.io import read_json, write_json
-from autoshard.pipeline.choose import candidate_plans, measure_top
+from autoshard.pipeline.choose import MeasuredChoice, candidate_plans, measure_top, refit_pick
 from autoshard.pipeline.measured_descent import DescentConfig, measured_descent
 from autoshard.pipeline.progress import Progress, no_progress
 from autoshard.pipeline.results import AlgoResult, TaskResult
@@ -59,38 +59,49 @@ log = logging.getLogger(__name__)
 MEASURED_PICK = "+top"
 """``<planner>+top<K>``: the planner's plan and the heuristics', the K its model prices cheapest timed at
 planning time and the measured best kept (``measured_pick_name``; ``pipeline.choose``)."""
+MEASURED_REFIT = "+refit"
+"""``<planner>+top<K>+refit``: the measured pick, then the model corrected by its timings and the planner's
+plan under it timed against the pick (``autoshard plan --measure-top K --refit``; ``pipeline.choose``)."""
 MEASURED_DESCENT = "+descent"
-"""``<planner>+top<K>+descent<N>``: the measured pick, then at most N moves kept by timing the devices
-(``autoshard plan --measure-top K --descend N``; ``pipeline.measured_descent``)."""
+"""``<planner>+top<K>[+refit]+descent<N>``: the measured pick, then at most N moves kept by timing the
+devices (``autoshard plan --measure-top K --descend N``; ``pipeline.measured_descent``)."""
 
 
 @dataclass(frozen=True)
 class MeasuredPick:
-    """A bench algorithm that plans with measuring: ``autoshard plan --algo base --measure-top k
+    """A bench algorithm that plans with measuring: ``autoshard plan --algo base --measure-top k [--refit]
     [--descend descent]``."""
 
     base: str
     k: int
     descent: int = 0
+    refit: bool = False
 
 
-def measured_pick_name(algorithm: str, k: int, descent: int = 0) -> str:
-    """The bench's name of ``algorithm`` planning with ``autoshard plan --measure-top k [--descend N]``."""
-    return f"{algorithm}{MEASURED_PICK}{k}" + (f"{MEASURED_DESCENT}{descent}" if descent else "")
+def measured_pick_name(algorithm: str, k: int, descent: int = 0, refit: bool = False) -> str:
+    """The bench's name of ``algorithm`` planning with ``autoshard plan --measure-top k [--refit]
+    [--descend N]``."""
+    return (f"{algorithm}{MEASURED_PICK}{k}" + (MEASURED_REFIT if refit else "")
+            + (f"{MEASURED_DESCENT}{descent}" if descent else ""))
 
 
 def parse_measured_pick(name: str) -> MeasuredPick | None:
-    """The measured pick ``name`` stands for, None for a plain planner's; an error for a bad K or N."""
+    """The measured pick ``name`` stands for, None for a plain planner's; an error for a bad K, N or
+    suffix."""
     if MEASURED_PICK not in name:
         return None
     base, _, rest = name.partition(MEASURED_PICK)
-    k, _, descent = rest.partition(MEASURED_DESCENT)
+    k, *steps = rest.split("+")
     if not k.isdigit() or int(k) < 1:
         raise AutoshardError(f"algorithm {name!r}: K in {base}{MEASURED_PICK}K must be a positive integer")
-    if MEASURED_DESCENT in rest and (not descent.isdigit() or int(descent) < 1):
-        raise AutoshardError(f"algorithm {name!r}: N in {base}{MEASURED_PICK}{k}{MEASURED_DESCENT}N must be "
-                             "a positive integer")
-    return MeasuredPick(base, int(k), int(descent or 0))
+    refit = bool(steps) and "+" + steps[0] == MEASURED_REFIT
+    steps = steps[1:] if refit else steps
+    descent = steps[0].removeprefix(MEASURED_DESCENT[1:]) if steps else "0"
+    if len(steps) > 1 or (steps and (not steps[0].startswith(MEASURED_DESCENT[1:]) or not descent.isdigit()
+                                     or int(descent) < 1)):
+        raise AutoshardError(f"algorithm {name!r}: write {base}{MEASURED_PICK}K[{MEASURED_REFIT}]"
+                             f"[{MEASURED_DESCENT}N] with K and N positive integers")
+    return MeasuredPick(base, int(k), int(descent), refit)
 
 
 PLANNER_PACKAGES = {"torchrec": "torchrec", "ilp": "ortools"}
@@ -117,9 +128,9 @@ def select_algorithms(requested: Sequence[str] | None = None) -> tuple[list[str]
     return chosen, {a: "not requested (--algos)" for a in registered if a not in chosen}
 
 
-Picks = dict[tuple[str, int], tuple[Plan, float]]
-"""{(planner, K): (its measured pick, seconds it took)} of one task, shared by ``<planner>+top<K>`` and its
-descent variants."""
+Picks = dict[tuple[str, int, bool], tuple[MeasuredChoice, float, str]]
+"""{(planner, K, refit): (its measured choice, seconds it took, what the refit did)} of one task, shared by
+``<planner>+top<K>[+refit]`` and its descent variants."""
 
 
 def _measured_pick(task: Task, name: str, options: PlannerOptions, cost_model: CostModel | None,
@@ -133,17 +144,22 @@ def _measured_pick(task: Task, name: str, options: PlannerOptions, cost_model: C
     pick = parse_measured_pick(name) or MeasuredPick(name, 0)
     if cost_model is None:
         raise AutoshardError(f"{name} needs a planning cost model to rank its candidates")
-    if (pick.base, pick.k) not in picks:
+    if (pick.base, pick.k, False) not in picks:
         start = time.perf_counter()
         candidates = candidate_plans(task, pick.base, options)
-        best = measure_top(task, candidates, cost_model, pick.k, settings, comm).best
-        picks[pick.base, pick.k] = (best, time.perf_counter() - start)
-    best, seconds = picks[pick.base, pick.k]
-    note = ""
+        choice = measure_top(task, candidates, cost_model, pick.k, settings, comm)
+        picks[pick.base, pick.k, False] = (choice, time.perf_counter() - start, "")
+    if pick.refit and (pick.base, pick.k, True) not in picks:
+        choice, seconds, _ = picks[pick.base, pick.k, False]
+        refit = refit_pick(task, pick.base, options, choice, cost_model, settings, comm)
+        picks[pick.base, pick.k, True] = (replace(choice, best=refit.best), seconds + refit.measuring_s,
+                                          refit.describe())
+    choice, seconds, note = picks[pick.base, pick.k, pick.refit]
+    best = choice.best
     if pick.descent:
         config = DescentConfig(steps=pick.descent, seed=options.seed)
         descent = measured_descent(task, best, cost_model, config, settings, comm)
-        best, note = descent.plan, descent.describe()
+        best, note = descent.plan, "; ".join(n for n in (note, descent.describe()) if n)
         seconds += descent.measuring_s
     return replace(best, cost=None, planning_time_s=seconds), note
 
