@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from conftest import make_tables
 
-from autoshard.bench.report import descent_lines, write_report
+from autoshard.bench.report import descent_lines, refit_lines, write_report
 from autoshard.bench.suites import SUITES, get_suite
 from autoshard.bench.summary import geomean, is_heuristic, summarize
 from autoshard.breakdown import PlanCost
@@ -356,6 +356,41 @@ def test_a_measured_pick_with_descent_plans_validly_and_names_its_steps():
     assert AlgoResult.from_json(picked.to_json()).descent == picked.descent
     lines = descent_lines([TaskResult(task, (picked,))])
     assert lines[0].startswith("Measured descent") and f"- {name}: " in lines[2] and "on 1 task" in lines[2]
+
+
+def test_a_refit_pick_replans_with_the_corrected_model_and_keeps_the_cheaper_side_by_side():
+    from autoshard.hardware.kernel import MeasureSettings
+    from autoshard.pipeline.choose import REFIT_OUTCOMES, candidate_plans, measure_top, refit_pick
+    from autoshard.pipeline.measure import MeasuredPick, measured_pick_name, parse_measured_pick
+
+    name = measured_pick_name("search", 2, 1, refit=True)
+    assert name == "search+top2+refit+descent1"
+    assert parse_measured_pick(name) == MeasuredPick("search", 2, 1, True)
+    assert not parse_measured_pick("search+top2+descent1").refit
+    for bad in ("search+top2+descent1+refit", "search+top2+refitx", "search+top2+refit+refit"):
+        with pytest.raises(AutoshardError, match=r"\+refit\]"):
+            parse_measured_pick(bad)
+    task = _task()
+    model = AnalyticalCostModel()
+    settings = MeasureSettings(warmup=1, repeats=2, max_tries=1, rows_cap=5000)
+    options = PlannerOptions(seed=0, cost_model=model, time_limit_s=1.0)
+    choice = measure_top(task, candidate_plans(task, "search", options), model, 2, settings)
+    assert len(choice.timed) == 2 and all(p.cost is not None for p in choice.timed)
+    refit = refit_pick(task, "search", options, choice, model, settings)
+    assert refit.fit.devices >= 1 and any(o in refit.describe() for o in REFIT_OUTCOMES)
+    validate(refit.best, task)
+    if refit.side_by_side_ms is not None:  # a new plan was timed: the cheaper of the two is kept
+        assert refit.best.cost.plan_ms == pytest.approx(min(refit.side_by_side_ms))
+    else:
+        assert refit.best is choice.best
+    # in the bench: one pick shared by the rows, the refit's note with its result and counted in the report
+    rows = plan_task(task, (measured_pick_name("search", 2), measured_pick_name("search", 2, refit=True)),
+                     options, model, settings, model.comm)
+    assert all(r.ok for r in rows) and rows[1].planning_time_s > rows[0].planning_time_s
+    assert any(o in rows[1].descent for o in REFIT_OUTCOMES) and not rows[0].descent
+    lines = refit_lines([TaskResult(task, tuple(rows))])
+    assert lines[0].startswith("Refit") and "- search+top2+refit: " in lines[2] and "on 1 task" in lines[2]
+    assert descent_lines([TaskResult(task, tuple(rows))]) == []
 
 
 def test_a_descent_starts_from_the_pick_its_measured_pick_kept(monkeypatch):

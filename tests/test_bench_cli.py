@@ -91,7 +91,8 @@ def test_bad_arguments_are_one_line_errors(tmp_path, capsys):
                          (["--refresh-budget", "inf"], "--refresh-budget inf"),
                          (["--measure-top", "0"], "--measure-top 0"),
                          (["--descend", "2"], "--descend N balances each measured pick; add --measure-top K"),
-                         (["--measure-top", "2", "--descend", "0"], "--descend 0")):
+                         (["--measure-top", "2", "--descend", "0"], "--descend 0"),
+                         (["--refit"], "--refit corrects the model by each measured pick's timings")):
         assert main(["bench", "--suite", "tiny", "-o", str(tmp_path), *flags]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and match in err

@@ -600,3 +600,20 @@ def test_stop_54s_measured_descent_runs_restate_their_figures(capsys, run, fixed
 def test_stop_55s_measured_descent_runs_restate_their_figures(capsys, run, fixed, cross_fitted):
     """docs/benchmarks.md, "Stop 55", as ``-k stop_54`` does for stop 54's runs."""
     test_stop_54s_measured_descent_runs_restate_their_figures(capsys, run, fixed, cross_fitted)
+
+
+@pytest.mark.parametrize(("run", "row", "fixed", "cross_fitted"), [
+    ("s56-amd-dlrm-10-8-descent", "search+top3+descent8", "0.952 [0.909, 0.992] better",
+     "0.960 [0.919, 0.996] better"),
+    ("s56-amd-dlrm-20-8-refit", "search+top3+refit", "0.964 [0.937, 0.985] better",
+     "0.971 [0.945, 0.992] better"),
+    ("s56-amd-dlrm-10-2-descent", "search+top3+descent8", "1.015 [0.958, 1.074] no clear difference",
+     "1.002 [0.941, 1.075] no clear difference"),
+])
+def test_stop_56s_runs_restate_their_figures(capsys, run, row, fixed, cross_fitted):
+    """docs/benchmarks.md, "Stop 56": the descent's and the refit's rows against the best fixed heuristic and
+    cross-fitted, re-derived from the archived runs (nothing measured)."""
+    assert _load_suite_summary().main([str(SCRIPT.parent / "runs" / f"{run}.json.gz")]) == 0
+    head = f"| {row} |"
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(head)]
+    assert rows[1] == f"{head} {fixed} |" and rows[2] == f"{head} {cross_fitted} |"

@@ -466,3 +466,24 @@ def test_balance_room_restates_stop_53s_archived_rooms(tmp_path: Path, capsys, a
     out = capsys.readouterr().out
     assert all(f"| {run} | {cells} |" in out for run, cells in rows.items()), out
     assert copy.read_bytes() == archived.read_bytes()
+
+
+def test_floor_gaps_splits_an_archived_runs_distance_to_the_floor_by_stage(capsys, tmp_path):
+    """docs/benchmarks.md, "Stop 56": the measured descent's row on DLRM-20 (8) stands above its tasks'
+    balance floor mostly by its slowest backward."""
+    module = _script("floor_gaps")
+    run = str(BENCHMARKS / "runs" / "s55-amd-dlrm-20-8-descent-v4.json.gz")
+    assert module.main([run, "--algos", "search+top3+descent8"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith("10 tasks with every algorithm measured; gaps over the task's balance floor, "
+                           "mean ms (share of the distance); the floor's bwd term is the costliest table's "
+                           "stage floor on 10 of them")
+    assert out[1] == ("  lookup_greedy (best fixed heuristic): 5.07 ms = fwd 0.32 (6%), bwd 4.00 (79%), "
+                      "collectives 0.76 (15%)")
+    assert out[2] == ("  search+top3+descent8: 2.95 ms = fwd 0.31 (10%), bwd 2.17 (74%), "
+                      "collectives 0.47 (16%)")
+    # an algorithm the run does not have, or a file that is not a run: one line, exit 2
+    for args in ([run, "--algos", "nope"], [str(tmp_path / "missing.json")]):
+        assert module.main(args) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.startswith("floor_gaps: error:") and err.count("\n") == 1

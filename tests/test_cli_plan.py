@@ -141,3 +141,19 @@ def test_descend_balances_the_measured_pick_by_timed_moves(tables_file, tmp_path
     assert main([*argv[:-2], "--descend", "2", "-o", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--measure-top" in err and not out.exists()
+
+
+def test_refit_replans_the_measured_pick_with_the_corrected_model(tables_file, tmp_path, capsys):
+    out = tmp_path / "plan.json"
+    argv = ["plan", "--tables", tables_file, "--devices", "4", "--memory", "5GB", "--algo", "search",
+            "--cost-model", "analytical", "--time-limit", "1", "--batch-size", "64"]
+    assert main([*argv, "--measure-top", "2", "--refit", "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "measured 2 of" in text and "refit: fitted on" in text
+    plan = Plan.load(str(out))
+    assert plan.cost is not None and plan.cost.source == "measured"
+    # --refit corrects the model by a measured pick: alone it is a one-line error, nothing written
+    out.unlink()
+    assert main([*argv, "--refit", "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--measure-top" in err and not out.exists()

@@ -136,11 +136,13 @@ Picks = dict[tuple[str, int, bool], tuple[MeasuredChoice, float, str]]
 def _measured_pick(task: Task, name: str, options: PlannerOptions, cost_model: CostModel | None,
                    settings: MeasureSettings | None, comm: AlphaBeta | None,
                    picks: Picks) -> tuple[Plan, str]:
-    """Plan as ``autoshard plan --algo A --measure-top K [--descend N]`` does (``name`` = A+topK[+descentN]);
-    the measuring counts as planning time. ``A+topK+descentN`` descends from the pick ``A+topK`` made (or
-    makes it, into ``picks``), its planning time both: the two then differ by the descent alone, not by two
+    """Plan as ``autoshard plan --algo A --measure-top K [--refit] [--descend N]`` does (``name`` =
+    A+topK[+refit][+descentN]); the measuring counts as planning time. ``A+topK+refit`` refits from the pick
+    ``A+topK`` made, and ``...+descentN`` descends from the pick (or the refit's) (each made once, into
+    ``picks``), its planning time the sum: the rows then differ by their last step alone, not by two
     timings of the same candidates picking differently (stop 54: three tasks of ten started apart). The kept
-    plan still names the algorithm whose plan it is; with it, what the descent did ("" without one)."""
+    plan still names the algorithm whose plan it is; with it, what the refit and the descent did ("" without
+    either)."""
     pick = parse_measured_pick(name) or MeasuredPick(name, 0)
     if cost_model is None:
         raise AutoshardError(f"{name} needs a planning cost model to rank its candidates")

@@ -1,0 +1,109 @@
+"""Where do the measured plans of archived bench runs stand above their task's balance floor, per stage?
+
+    .venv/bin/python benchmarks/floor_gaps.py benchmarks/runs/s55-amd-dlrm-20-8-descent-v4.json.gz \
+        --algos search+top3,search+top3+descent8
+
+``autoshard.bench.room`` floors a task at the least over its measured plans of (mean device fwd, at least the
+costliest table's stage floor) + (the same for bwd) + (each collective at the least busiest-rank bytes). A
+plan's step is its slowest fwd + its slowest bwd + its collectives, so its distance to the floor splits into
+three gaps: its slowest fwd over the floor's fwd term, its slowest bwd over the bwd term, its collectives over
+theirs (each term of the plan that sets the task's floor). Printed per run: on how many tasks the floor's bwd
+term is the stage floor (not a plan's mean), and for the suite's best fixed heuristic and each asked algorithm
+the mean of each gap over the tasks (ms) and its share of the mean distance. A gap a planner cannot close
+tells where the room it leaves is: the fwd and bwd terms take the mean of one plan and the stage floor of the
+costliest table at its cheapest column cut, which no single plan may reach together. Reads the runs only;
+measures nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import numpy as np
+
+from autoshard.bench.room import LEAST_BYTES_BY_KIND, balanced_collective_ms, least_shard_bytes
+from autoshard.bench.summary import best_fixed_heuristic, task_costs
+from autoshard.breakdown import PlanCost, StageFloor
+from autoshard.errors import AutoshardError
+from autoshard.io import read_json
+from autoshard.pipeline.results import TaskResult
+
+STAGES = ("fwd", "bwd", "collectives")
+
+
+def floor_terms(cost: PlanCost, stages: StageFloor | None, least: dict[str, float],
+                alpha_ms: float) -> np.ndarray:
+    """(3,) one measured plan's balance floor by term (``bench.room.plan_floor_ms``, which sums them)."""
+    fwd = float(np.mean([d.fwd_ms for d in cost.devices]))
+    bwd = float(np.mean([d.bwd_ms for d in cost.devices]))
+    if stages is not None:
+        fwd, bwd = max(fwd, stages.fwd_ms), max(bwd, stages.bwd_ms)
+    coll = sum(balanced_collective_ms(c, least.get(LEAST_BYTES_BY_KIND.get(c.name, ""), 0.0), alpha_ms)
+               for c in cost.collectives)
+    return np.array([fwd, bwd, coll])
+
+
+def step_terms(cost: PlanCost) -> np.ndarray:
+    """(3,) a measured plan's step by term: slowest fwd, slowest bwd, collectives."""
+    return np.array([max(d.fwd_ms for d in cost.devices), max(d.bwd_ms for d in cost.devices),
+                     sum(c.ms for c in cost.collectives)])
+
+
+def run_gaps(raw: dict[str, Any], algos: list[str]) -> tuple[str, dict[str, np.ndarray], int]:
+    """The run's best fixed heuristic, {algorithm: (tasks, 3) gaps over each task's floor} for it and
+    ``algos`` (tasks where every one of them was measured), and on how many of those tasks the floor's bwd
+    term is the costliest table's stage floor rather than a plan's mean device bwd."""
+    alpha = float((raw.get("comm") or {}).get("alpha_ms", 0.0))
+    results = [TaskResult.from_json(t) for t in raw["tasks"]]
+    reference = best_fixed_heuristic([task_costs(tr) for tr in results])
+    if reference is None:
+        raise AutoshardError("the run has no heuristic measured; nothing to compare with")
+    names = list(dict.fromkeys([reference, *algos]))
+    gaps: dict[str, list[np.ndarray]] = {a: [] for a in names}
+    by_stage = 0
+    for tr in results:
+        by = {r.algorithm: r for r in tr.results if r.ok and r.measured is not None}
+        if any(a not in by for a in names):
+            continue
+        least = least_shard_bytes(tr.task)
+        floor = min((floor_terms(r.measured, tr.stage_floor, least, alpha) for r in by.values()),
+                    key=lambda t: float(t.sum()))
+        by_stage += tr.stage_floor is not None and floor[1] == tr.stage_floor.bwd_ms
+        for a in names:
+            gaps[a].append(step_terms(by[a].measured) - floor)
+    if not gaps[reference]:
+        raise AutoshardError(f"no task has every one of {', '.join(names)} measured; check --algos")
+    return reference, {a: np.array(g).reshape(-1, 3) for a, g in gaps.items()}, by_stage
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs", nargs="+", help="bench results files (bench/results.json, or gzipped)")
+    ap.add_argument("--algos", default="", help="comma-separated algorithms beside the best fixed heuristic")
+    args = ap.parse_args(argv)
+    algos = [a.strip() for a in args.algos.split(",") if a.strip()]
+    try:
+        for path in args.runs:
+            raw = read_json(path, kind="autoshard.bench")
+            reference, gaps, by_stage = run_gaps(raw, algos)
+            n = len(next(iter(gaps.values())))
+            print(f"{path}: {n} tasks with every algorithm measured; gaps over the task's balance floor, "
+                  "mean ms (share of the distance); the floor's bwd term is the costliest table's stage "
+                  f"floor on {by_stage} of them")
+            for a, g in gaps.items():
+                mean = g.mean(axis=0) if len(g) else np.zeros(3)
+                total = float(mean.sum())
+                parts = ", ".join(f"{s} {m:.2f} ({m / total:.0%})" if total > 0 else f"{s} {m:.2f}"
+                                  for s, m in zip(STAGES, mean))
+                label = f"{a} (best fixed heuristic)" if a == reference else a
+                print(f"  {label}: {total:.2f} ms = {parts}")
+    except AutoshardError as e:
+        print(f"floor_gaps: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
