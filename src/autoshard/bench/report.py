@@ -170,30 +170,31 @@ def guard_lines(results: Sequence[TaskResult]) -> list[str]:
     return [head, "", *lines, ""]
 
 
-def descent_lines(results: Sequence[TaskResult]) -> list[str]:
-    """How each measured descent (``PLANNER+topK+descentN``) ended, counted over the tasks."""
-    counts = _outcomes(results, lambda r: next((o for o in OUTCOMES if o in r.descent), "other")
-                       if r.descent and MEASURED_DESCENT in r.algorithm else "")
+def _step_lines(results: Sequence[TaskResult], marker: str, outcomes: Sequence[str], head: str) -> list[str]:
+    """How each measured row whose name holds ``marker`` ended (one of ``outcomes``, read from the note it
+    kept), counted over the tasks, under ``head``."""
+    counts = _outcomes(results, lambda r: next((o for o in outcomes if o in r.descent), "other")
+                       if r.descent and marker in r.algorithm else "")
     if not counts:
         return []
-    head = ("Measured descent (moves kept only where this host's kernels timed a lower step, the result then "
-            "timed against the measured pick side by side; results.json has each task's):")
-    lines = [f"- {algo}: " + ", ".join(f"{what} on {_tasks(per[what])}" for what in OUTCOMES if what in per)
+    lines = [f"- {algo}: " + ", ".join(f"{what} on {_tasks(per[what])}" for what in outcomes if what in per)
              for algo, per in counts.items()]
     return [head, "", *lines, ""]
 
 
+def descent_lines(results: Sequence[TaskResult]) -> list[str]:
+    """How each measured descent (``PLANNER+topK+descentN``) ended, counted over the tasks."""
+    return _step_lines(results, MEASURED_DESCENT, OUTCOMES,
+                       "Measured descent (moves kept only where this host's kernels timed a lower step, the "
+                       "result then timed against the measured pick side by side; results.json has each "
+                       "task's):")
+
+
 def refit_lines(results: Sequence[TaskResult]) -> list[str]:
     """How each refit (``PLANNER+topK+refit``) ended, counted over the tasks."""
-    counts = _outcomes(results, lambda r: next((o for o in REFIT_OUTCOMES if o in r.descent), "other")
-                       if r.descent and MEASURED_REFIT in r.algorithm else "")
-    if not counts:
-        return []
-    head = ("Refit (the model corrected by the pick's timed devices, the planner run again with it, its plan "
-            "timed against the pick side by side; results.json has each task's):")
-    lines = [f"- {algo}: " + ", ".join(f"{what} on {_tasks(per[what])}" for what in REFIT_OUTCOMES
-                                       if what in per) for algo, per in counts.items()]
-    return [head, "", *lines, ""]
+    return _step_lines(results, MEASURED_REFIT, REFIT_OUTCOMES,
+                       "Refit (the model corrected by the pick's timed devices, the planner run again with "
+                       "it, its plan timed against the pick side by side; results.json has each task's):")
 
 
 def refresh_lines(rounds: Sequence[dict[str, Any]]) -> list[str]:
