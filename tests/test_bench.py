@@ -358,6 +358,45 @@ def test_a_measured_pick_with_descent_plans_validly_and_names_its_steps():
     assert lines[0].startswith("Measured descent") and f"- {name}: " in lines[2] and "on 1 task" in lines[2]
 
 
+@pytest.mark.parametrize("again_slow", [0, 1])
+def test_a_measured_pick_leaves_the_models_cheapest_only_if_a_second_timing_agrees(monkeypatch, again_slow):
+    """Faults injected into the timings: the first makes the model's cheapest candidate time 10x as dear (a
+    noisy episode of the host, larger than any real difference between the candidates), the side-by-side
+    re-timing one of the two (``again_slow``: 0 the model's cheapest again, 1 the measured best); the pick
+    follows the re-timing."""
+    from autoshard.costs.step import compose
+    from autoshard.hardware.kernel import MeasureSettings
+    from autoshard.pipeline import choose
+
+    real, calls = choose.evaluate_plans, []
+
+    def noisy(task, plans, *args, **kwargs):
+        costs = list(real(task, plans, *args, **kwargs))
+        slow = 0 if not calls else again_slow
+        calls.append([p.algorithm for p in plans])
+        c = costs[slow]
+        costs[slow] = compose(c.to_array() * np.array([10.0, 10.0, 1.0]), c.collectives, c.source)
+        return costs
+
+    monkeypatch.setattr(choose, "evaluate_plans", noisy)
+    task = _task()
+    model = AnalyticalCostModel()
+    settings = MeasureSettings(warmup=1, repeats=2, max_tries=1, rows_cap=5000)
+    options = PlannerOptions(seed=0, cost_model=model, time_limit_s=1.0)
+    candidates = choose.candidate_plans(task, "search", options)
+    choice = choose.measure_top(task, candidates, model, 2, settings)
+    cheapest, other = (c.plan for c in choice.candidates[:2])
+    assert len(calls) == 2 and calls[1] == [cheapest.algorithm, other.algorithm]
+    first, again = choice.confirmed_ms
+    kept = other if again_slow == 0 else cheapest
+    assert choice.best.placements == kept.placements
+    assert choice.best.cost.plan_ms == (again if again_slow == 0 else first)
+    # without the check, the first timing decides alone
+    calls.clear()
+    alone = choose.measure_top(task, candidates, model, 2, settings, confirm=False)
+    assert len(calls) == 1 and alone.confirmed_ms is None and alone.best.placements == other.placements
+
+
 def test_a_refit_pick_replans_with_the_corrected_model_and_keeps_the_cheaper_side_by_side():
     from autoshard.hardware.kernel import MeasureSettings
     from autoshard.pipeline.choose import REFIT_OUTCOMES, candidate_plans, measure_top, refit_pick

@@ -195,6 +195,9 @@ def _measure_top(args: argparse.Namespace, task, options, estimator):
         print(f"{c.algorithm:<20} {c.predicted_ms:>12.3f} {measured}")
     print(f"measured {min(args.measure_top, len(candidates))} of {len(candidates)} candidates in "
           f"{choice.measuring_s:.1f} s; kept {choice.best.algorithm}'s plan")
+    if choice.confirmed_ms is not None:
+        print(f"timed again side by side: the model's cheapest {choice.confirmed_ms[0]:.3f} ms, the measured "
+              f"best {choice.confirmed_ms[1]:.3f} ms")
     best = choice.best
     if args.refit:
         from autoshard.pipeline.choose import refit_pick
