@@ -609,6 +609,8 @@ def test_stop_55s_measured_descent_runs_restate_their_figures(capsys, run, fixed
      "0.971 [0.945, 0.992] better"),
     ("s56-amd-dlrm-10-2-descent", "search+top3+descent8", "1.015 [0.958, 1.074] no clear difference",
      "1.002 [0.941, 1.075] no clear difference"),
+    ("s56-amd-dlrm-10-2-descent-confirm", "search+top3+descent8", "0.966 [0.906, 1.009] no clear difference",
+     "0.968 [0.931, 0.999] better"),
 ])
 def test_stop_56s_runs_restate_their_figures(capsys, run, row, fixed, cross_fitted):
     """docs/benchmarks.md, "Stop 56": the descent's and the refit's rows against the best fixed heuristic and

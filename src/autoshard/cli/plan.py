@@ -47,7 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(e.g. beam_width=4 for neuroshard, samples=8 for rl)")
     p.add_argument("--measure-top", type=positive_int, metavar="K",
                    help="also plan with every heuristic, time the K candidates the model predicts "
-                        "cheapest on this machine's kernels, and keep the measured best (for planning on "
+                        "cheapest on this machine's kernels, and keep the measured best, if not the "
+                        "model's cheapest only where a second side-by-side timing agrees (for planning on "
                         "the hardware you train on)")
     p.add_argument("--descend", type=positive_int, metavar="N",
                    help="with --measure-top: then move, swap or halve (by columns) tables off the measured "
