@@ -9,8 +9,8 @@ a round; collectives from the comm model), and the cheapest measured plan is ret
 measuring took. Where that is not the candidate the model priced cheapest, the two are timed again side by
 side and the measured one is kept only if it is the cheaper again: across seven bench runs (stops 55-56)
 the measured pick's row read from 0.4% below to 0.9% above search's own (against the best fixed
-heuristic; none resolved), and on DLRM-10 (2) task 5 it kept a plan the bench then timed 26% dearer in all three
-of its rounds ("Stop 56"): a least of three timings can still be one noisy episode of this host.
+heuristic; none resolved), and on DLRM-10 (2) task 5 it kept a plan the bench then timed 26% dearer in
+all three of its rounds ("Stop 56"): a least of three timings can still be one noisy episode of this host.
 
 With ``--refit`` (``refit_pick``), those timings then correct the model on this task
 (``costs.task_fit``: a level and a factor per table, per stage), the asked planner plans again with the
