@@ -23,26 +23,14 @@ from typing import Any
 
 import numpy as np
 
-from autoshard.bench.room import LEAST_BYTES_BY_KIND, balanced_collective_ms, least_shard_bytes
+from autoshard.bench.room import least_shard_bytes, plan_floor_terms
 from autoshard.bench.summary import best_fixed_heuristic, task_costs
-from autoshard.breakdown import PlanCost, StageFloor
+from autoshard.breakdown import PlanCost
 from autoshard.errors import AutoshardError
 from autoshard.io import read_json
 from autoshard.pipeline.results import TaskResult
 
 STAGES = ("fwd", "bwd", "collectives")
-
-
-def floor_terms(cost: PlanCost, stages: StageFloor | None, least: dict[str, float],
-                alpha_ms: float) -> np.ndarray:
-    """(3,) one measured plan's balance floor by term (``bench.room.plan_floor_ms``, which sums them)."""
-    fwd = float(np.mean([d.fwd_ms for d in cost.devices]))
-    bwd = float(np.mean([d.bwd_ms for d in cost.devices]))
-    if stages is not None:
-        fwd, bwd = max(fwd, stages.fwd_ms), max(bwd, stages.bwd_ms)
-    coll = sum(balanced_collective_ms(c, least.get(LEAST_BYTES_BY_KIND.get(c.name, ""), 0.0), alpha_ms)
-               for c in cost.collectives)
-    return np.array([fwd, bwd, coll])
 
 
 def step_terms(cost: PlanCost) -> np.ndarray:
@@ -68,7 +56,7 @@ def run_gaps(raw: dict[str, Any], algos: list[str]) -> tuple[str, dict[str, np.n
         if any(a not in by for a in names):
             continue
         least = least_shard_bytes(tr.task)
-        floor = min((floor_terms(r.measured, tr.stage_floor, least, alpha) for r in by.values()),
+        floor = min((plan_floor_terms(r.measured, tr.stage_floor, least, alpha) for r in by.values()),
                     key=lambda t: float(t.sum()))
         by_stage += tr.stage_floor is not None and floor[1] == tr.stage_floor.bwd_ms
         for a in names:

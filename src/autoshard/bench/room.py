@@ -76,9 +76,9 @@ def balanced_collective_ms(c: CollectiveCost, least_bytes: float = 0.0, alpha_ms
     return c.ms * (alpha + (c.modelled_ms - alpha) * share) / c.modelled_ms
 
 
-def plan_floor_ms(cost: PlanCost, stages: StageFloor | None = None,
-                  least_bytes: dict[str, float] | None = None, alpha_ms: float = 0.0) -> float:
-    """One measured plan's balance floor (the module's formula)."""
+def plan_floor_terms(cost: PlanCost, stages: StageFloor | None = None,
+                     least_bytes: dict[str, float] | None = None, alpha_ms: float = 0.0) -> np.ndarray:
+    """(3,) one measured plan's balance floor by term: fwd, bwd, collectives (the module's formula)."""
     fwd = float(np.mean([dev.fwd_ms for dev in cost.devices]))
     bwd = float(np.mean([dev.bwd_ms for dev in cost.devices]))
     if stages is not None:
@@ -86,7 +86,13 @@ def plan_floor_ms(cost: PlanCost, stages: StageFloor | None = None,
     least = least_bytes or {}
     coll = sum(balanced_collective_ms(c, least.get(LEAST_BYTES_BY_KIND.get(c.name, ""), 0.0), alpha_ms)
                for c in cost.collectives)
-    return fwd + bwd + coll
+    return np.array([fwd, bwd, coll])
+
+
+def plan_floor_ms(cost: PlanCost, stages: StageFloor | None = None,
+                  least_bytes: dict[str, float] | None = None, alpha_ms: float = 0.0) -> float:
+    """One measured plan's balance floor (the module's formula): its terms summed."""
+    return float(plan_floor_terms(cost, stages, least_bytes, alpha_ms).sum())
 
 
 def task_floor_ms(tr: TaskResult, stages: StageFloor | None = None, alpha_ms: float = 0.0) -> float | None:

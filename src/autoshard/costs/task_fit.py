@@ -28,6 +28,7 @@ import numpy as np
 
 from autoshard.costs.base import ContentsAccumulator, CostModel, DeviceAccumulator
 from autoshard.costs.comm import AlphaBeta
+from autoshard.costs.learned.risk import offers_spread
 from autoshard.errors import AutoshardError
 from autoshard.shards import ShardRef
 from autoshard.tasks import Task
@@ -127,8 +128,7 @@ class TaskFitModel:
 
     @property
     def has_spread(self) -> bool:
-        return callable(getattr(self.base, "device_costs_spread", None)) and bool(
-            getattr(self.base, "has_spread", True))
+        return offers_spread(self.base)
 
     def factors(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> np.ndarray:
         """(n, 2) each device's multiplicative correction, fwd and bwd (1 for an empty device)."""
