@@ -44,7 +44,12 @@ def run_gaps(raw: dict[str, Any], algos: list[str]) -> tuple[str, dict[str, np.n
     ``algos`` (tasks where every one of them was measured), and on how many of those tasks the floor's bwd
     term is the costliest table's stage floor rather than a plan's mean device bwd."""
     alpha = float((raw.get("comm") or {}).get("alpha_ms", 0.0))
-    results = [TaskResult.from_json(t) for t in raw["tasks"]]
+    if not isinstance(raw.get("tasks"), list):
+        raise AutoshardError("not a bench results file (no tasks); give a bench/results.json")
+    try:
+        results = [TaskResult.from_json(t) for t in raw["tasks"]]
+    except (KeyError, TypeError, ValueError) as e:
+        raise AutoshardError(f"a task of the run cannot be read ({type(e).__name__}: {e})") from None
     reference = best_fixed_heuristic([task_costs(tr) for tr in results])
     if reference is None:
         raise AutoshardError("the run has no heuristic measured; nothing to compare with")
@@ -75,7 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for path in args.runs:
             raw = read_json(path, kind="autoshard.bench")
-            reference, gaps, by_stage = run_gaps(raw, algos)
+            try:
+                reference, gaps, by_stage = run_gaps(raw, algos)
+            except AutoshardError as e:
+                raise AutoshardError(f"{path}: {e}") from None
             n = len(next(iter(gaps.values())))
             print(f"{path}: {n} tasks with every algorithm measured; gaps over the task's balance floor, "
                   "mean ms (share of the distance); the floor's bwd term is the costliest table's stage "

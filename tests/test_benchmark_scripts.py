@@ -482,8 +482,9 @@ def test_floor_gaps_splits_an_archived_runs_distance_to_the_floor_by_stage(capsy
                       "collectives 0.76 (15%)")
     assert out[2] == ("  search+top3+descent8: 2.95 ms = fwd 0.31 (10%), bwd 2.17 (74%), "
                       "collectives 0.47 (16%)")
-    # an algorithm the run does not have, or a file that is not a run: one line, exit 2
-    for args in ([run, "--algos", "nope"], [str(tmp_path / "missing.json")]):
+    # an algorithm the run does not have, a missing file, or a run without tasks: one line, exit 2
+    (tmp_path / "empty.json").write_text('{"kind": "autoshard.bench", "version": 1}')
+    for args in ([run, "--algos", "nope"], [str(tmp_path / "missing.json")], [str(tmp_path / "empty.json")]):
         assert module.main(args) == 2
         out, err = capsys.readouterr()
         assert out == "" and err.startswith("floor_gaps: error:") and err.count("\n") == 1
