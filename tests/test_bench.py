@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from conftest import make_tables
 
-from autoshard.bench.report import descent_lines, refit_lines, write_report
+from autoshard.bench.report import descent_lines, pick_lines, refit_lines, write_report
 from autoshard.bench.suites import SUITES, get_suite
 from autoshard.bench.summary import geomean, is_heuristic, summarize
 from autoshard.breakdown import PlanCost
@@ -391,10 +391,22 @@ def test_a_measured_pick_leaves_the_models_cheapest_only_if_a_second_timing_agre
     kept = other if again_slow == 0 else cheapest
     assert choice.best.placements == kept.placements
     assert choice.best.cost.plan_ms == (again if again_slow == 0 else first)
+    verdict = choose.PICK_CONFIRMED if again_slow == 0 else choose.PICK_OVERRULED
+    note = choice.describe()
+    assert note.endswith(verdict) and f"{other.algorithm}'s plan timed cheapest" in note
+    # the bench keeps the note with the +topK row and its report counts it
+    import autoshard.pipeline.measure as measure_module
+
+    monkeypatch.setattr(measure_module, "measure_top", lambda *args, **kwargs: choice)
+    (row,) = plan_task(task, ("search+top2",), options, model, settings, model.comm)
+    assert row.descent == note
+    lines = pick_lines([TaskResult(task, (row,))])
+    assert lines[0].startswith("Measured pick") and lines[2] == f"- search+top2: {verdict} on 1 task"
     # without the check, the first timing decides alone
     calls.clear()
     alone = choose.measure_top(task, candidates, model, 2, settings, confirm=False)
     assert len(calls) == 1 and alone.confirmed_ms is None and alone.best.placements == other.placements
+    assert alone.describe().endswith(choose.PICK_UNCHECKED)
 
 
 def test_a_refit_pick_replans_with_the_corrected_model_and_keeps_the_cheaper_side_by_side():
@@ -426,7 +438,8 @@ def test_a_refit_pick_replans_with_the_corrected_model_and_keeps_the_cheaper_sid
     rows = plan_task(task, (measured_pick_name("search", 2), measured_pick_name("search", 2, refit=True)),
                      options, model, settings, model.comm)
     assert all(r.ok for r in rows) and rows[1].planning_time_s > rows[0].planning_time_s
-    assert any(o in rows[1].descent for o in REFIT_OUTCOMES) and not rows[0].descent
+    assert any(o in rows[1].descent for o in REFIT_OUTCOMES)
+    assert rows[0].descent.startswith("pick: 2 of ") and not any(o in rows[0].descent for o in REFIT_OUTCOMES)
     lines = refit_lines([TaskResult(task, tuple(rows))])
     assert lines[0].startswith("Refit") and "- search+top2+refit: " in lines[2] and "on 1 task" in lines[2]
     assert descent_lines([TaskResult(task, tuple(rows))]) == []

@@ -29,8 +29,8 @@ from autoshard.bench.summary import (
 )
 from autoshard.hardware.evaluator import UNRECORDED_ROUND_STATISTIC
 from autoshard.io import ARTEFACT_VERSION, atomic_write_bytes, write_json
-from autoshard.pipeline.choose import REFIT_OUTCOMES
-from autoshard.pipeline.measure import MEASURED_DESCENT, MEASURED_REFIT
+from autoshard.pipeline.choose import PICK_OUTCOMES, REFIT_OUTCOMES
+from autoshard.pipeline.measure import MEASURED_DESCENT, MEASURED_REFIT, parse_measured_pick
 from autoshard.pipeline.measured_descent import OUTCOMES
 from autoshard.pipeline.results import AlgoResult, TaskResult
 from autoshard.planners.guard import kept_in
@@ -170,11 +170,12 @@ def guard_lines(results: Sequence[TaskResult]) -> list[str]:
     return [head, "", *lines, ""]
 
 
-def _step_lines(results: Sequence[TaskResult], marker: str, outcomes: Sequence[str], head: str) -> list[str]:
-    """How each measured row whose name holds ``marker`` ended (one of ``outcomes``, read from the note it
+def _step_lines(results: Sequence[TaskResult], rows: Callable[[str], bool], outcomes: Sequence[str],
+                head: str) -> list[str]:
+    """How each measured row whose name ``rows`` accepts ended (one of ``outcomes``, read from the note it
     kept), counted over the tasks, under ``head``."""
     counts = _outcomes(results, lambda r: next((o for o in outcomes if o in r.descent), "other")
-                       if r.descent and marker in r.algorithm else "")
+                       if r.descent and rows(r.algorithm) else "")
     if not counts:
         return []
     lines = [f"- {algo}: " + ", ".join(f"{what} on {_tasks(per[what])}" for what in outcomes if what in per)
@@ -182,9 +183,22 @@ def _step_lines(results: Sequence[TaskResult], marker: str, outcomes: Sequence[s
     return [head, "", *lines, ""]
 
 
+def pick_lines(results: Sequence[TaskResult]) -> list[str]:
+    """How each measured pick (``PLANNER+topK``, the row without a refit or a descent: those share its pick)
+    ended, counted over the tasks (runs before stop 57 kept no note of it)."""
+    def plain_pick(name: str) -> bool:
+        pick = parse_measured_pick(name)
+        return pick is not None and not pick.refit and not pick.descent
+
+    return _step_lines(results, plain_pick, PICK_OUTCOMES,
+                       "Measured pick (the K candidates the model priced cheapest timed here; one other than "
+                       "the model's cheapest kept only if a second side-by-side timing agrees; results.json "
+                       "has each task's):")
+
+
 def descent_lines(results: Sequence[TaskResult]) -> list[str]:
     """How each measured descent (``PLANNER+topK+descentN``) ended, counted over the tasks."""
-    return _step_lines(results, MEASURED_DESCENT, OUTCOMES,
+    return _step_lines(results, lambda name: MEASURED_DESCENT in name, OUTCOMES,
                        "Measured descent (moves kept only where this host's kernels timed a lower step, the "
                        "result then timed against the measured pick side by side; results.json has each "
                        "task's):")
@@ -192,7 +206,7 @@ def descent_lines(results: Sequence[TaskResult]) -> list[str]:
 
 def refit_lines(results: Sequence[TaskResult]) -> list[str]:
     """How each refit (``PLANNER+topK+refit``) ended, counted over the tasks."""
-    return _step_lines(results, MEASURED_REFIT, REFIT_OUTCOMES,
+    return _step_lines(results, lambda name: MEASURED_REFIT in name, REFIT_OUTCOMES,
                        "Refit (the model corrected by the pick's timed devices, the planner run again with "
                        "it, its plan timed against the pick side by side; results.json has each task's):")
 
@@ -321,6 +335,7 @@ def markdown(title: str, command: str, summaries: Sequence[AlgoSummary], results
     if estimate:
         out += [*estimate, ""]
     out += guard_lines(results)
+    out += pick_lines(results)
     out += descent_lines(results)
     out += refit_lines(results)
     out += refresh_lines(meta.get("refresh", []))

@@ -198,7 +198,7 @@ def _measure_top(args: argparse.Namespace, task, options, estimator):
           f"{choice.measuring_s:.1f} s; kept {choice.best.algorithm}'s plan")
     if choice.confirmed_ms is not None:
         print(f"timed again side by side: the model's cheapest {choice.confirmed_ms[0]:.3f} ms, the measured "
-              f"best {choice.confirmed_ms[1]:.3f} ms")
+              f"best {choice.confirmed_ms[1]:.3f} ms ({choice.describe().rpartition(', ')[2]})")
     best = choice.best
     if args.refit:
         from autoshard.pipeline.choose import refit_pick

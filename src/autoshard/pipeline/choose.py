@@ -67,6 +67,30 @@ class MeasuredChoice:
     confirmed_ms: tuple[float, float] | None = None
     """(the model's cheapest candidate, the measured best) timed again side by side, where they differ."""
 
+    def describe(self) -> str:
+        """One line: which candidate timed cheapest and, where it was not the model's cheapest, what the
+        side-by-side re-timing decided (one of ``PICK_OUTCOMES``)."""
+        timed = [c for c in self.candidates if c.measured_ms is not None]  # the model's cheapest first
+        head = f"pick: {len(timed)} of {len(self.candidates)} candidates timed in {self.measuring_s:.1f} s"
+        fastest = min(timed, key=lambda c: c.measured_ms)  # type: ignore[arg-type, return-value]
+        if fastest is timed[0]:
+            return f"{head}, {PICK_MODELS}"
+        head = f"{head}, {fastest.algorithm}'s plan timed cheapest"
+        if self.confirmed_ms is None:
+            return f"{head}, {PICK_UNCHECKED}"
+        first, again = self.confirmed_ms
+        verdict = PICK_CONFIRMED if again < first else PICK_OVERRULED
+        return f"{head}; side by side with {timed[0].algorithm}'s {first:.3f} -> {again:.3f} ms, {verdict}"
+
+
+PICK_MODELS, PICK_CONFIRMED, PICK_OVERRULED, PICK_UNCHECKED = (
+    "the model's cheapest timed cheapest", "the re-timing agreed", "the re-timing kept the model's cheapest",
+    "kept without a re-timing")
+PICK_OUTCOMES = (PICK_MODELS, PICK_CONFIRMED, PICK_OVERRULED, PICK_UNCHECKED)
+"""How a measured pick ended, as ``MeasuredChoice.describe`` says it: the model's cheapest candidate also
+timed cheapest; another timed cheapest and a second side-by-side timing agreed; it did not, and the model's
+cheapest was kept; or another timed cheapest and was kept unchecked (``measure_top(confirm=False)``)."""
+
 
 def plan_key(plan: Plan) -> tuple:
     """What makes two plans the same placement (the algorithm's name and costs aside)."""

@@ -141,8 +141,8 @@ def _measured_pick(task: Task, name: str, options: PlannerOptions, cost_model: C
     ``A+topK`` made, and ``...+descentN`` descends from the pick (or the refit's) (each made once, into
     ``picks``), its planning time the sum: the rows then differ by their last step alone, not by two
     timings of the same candidates picking differently (stop 54: three tasks of ten started apart). The kept
-    plan still names the algorithm whose plan it is; with it, what the refit and the descent did ("" without
-    either)."""
+    plan still names the algorithm whose plan it is; with it, what the pick, the refit and the descent did,
+    "; "-joined."""
     pick = parse_measured_pick(name) or MeasuredPick(name, 0)
     if cost_model is None:
         raise AutoshardError(f"{name} needs a planning cost model to rank its candidates")
@@ -150,18 +150,18 @@ def _measured_pick(task: Task, name: str, options: PlannerOptions, cost_model: C
         start = time.perf_counter()
         candidates = candidate_plans(task, pick.base, options)
         choice = measure_top(task, candidates, cost_model, pick.k, settings, comm)
-        picks[pick.base, pick.k, False] = (choice, time.perf_counter() - start, "")
+        picks[pick.base, pick.k, False] = (choice, time.perf_counter() - start, choice.describe())
     if pick.refit and (pick.base, pick.k, True) not in picks:
-        choice, seconds, _ = picks[pick.base, pick.k, False]
+        choice, seconds, note = picks[pick.base, pick.k, False]
         refit = refit_pick(task, pick.base, options, choice, cost_model, settings, comm)
         picks[pick.base, pick.k, True] = (replace(choice, best=refit.best), seconds + refit.measuring_s,
-                                          refit.describe())
+                                          f"{note}; {refit.describe()}")
     choice, seconds, note = picks[pick.base, pick.k, pick.refit]
     best = choice.best
     if pick.descent:
         config = DescentConfig(steps=pick.descent, seed=options.seed)
         descent = measured_descent(task, best, cost_model, config, settings, comm)
-        best, note = descent.plan, "; ".join(n for n in (note, descent.describe()) if n)
+        best, note = descent.plan, f"{note}; {descent.describe()}"
         seconds += descent.measuring_s
     return replace(best, cost=None, planning_time_s=seconds), note
 

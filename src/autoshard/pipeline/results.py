@@ -37,8 +37,10 @@ class AlgoResult:
     """A learned planner's heuristic-guard decision (``planners.guard.GuardDecision.describe``: which plan it
     kept, by how much its predicted gain cleared or missed the model's uncertainty); "" for the others."""
     descent: str = ""
-    """A measured pick's descent (``pipeline.measured_descent.MeasuredDescent.describe``: moves kept, the
-    step as it timed them, the side-by-side confirmation); "" for the others."""
+    """A measured pick's notes, "; "-joined: the pick's (``pipeline.choose.MeasuredChoice.describe``: which
+    candidate timed cheapest, what a re-timing decided; since stop 57), the refit's and the descent's
+    (``pipeline.measured_descent.MeasuredDescent.describe``: moves kept, the step as it timed them, the
+    side-by-side confirmation); "" for the others. (The name is its first use's.)"""
 
     @property
     def planning_time_s(self) -> float | None:
