@@ -16,7 +16,10 @@ Printed per run: the room without and with the stage floor, how much of the refe
 its own floor is its kernels' (the rest its collectives'), how far its slowest device is above the mean in
 the round that found it and in the others (``persistent_excess``: the part that persists is the plan's, not
 the noise of D timings), the tasks with at least 10%, and the learned planners' cost over the reference
-heuristic on those tasks. The output file is rewritten after each task
+heuristic on those tasks. Since stop 57 the floor's shards are timed alone too (the floor's tables whole and
+cut, and every plan's shards of them; scaled the same way), and the last three columns restate the room with
+the cut the floor assumes priced (``bench.room.cut_floor_terms``: the work and the ids its pieces add), "-"
+for tasks timed before. The output file is rewritten after each task
 and read back on a re-run (an interrupted run resumes); ``--no-measure`` prints what it holds.
 """
 
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -53,20 +57,26 @@ def timed_floor(run: dict[str, Any], results: list[TaskResult], reference: str, 
     settings = MeasureSettings.from_json(run["measure_settings"])
     comm = AlphaBeta.from_json(run["comm"])
     rounds = RoundsMinimum(lambda: MeasuredCostModel(settings, comm), int(run.get("rounds", 3)))
-    floor = stage_floor(tr.task, resolve_cost_model(MeasuredCostModel(settings, comm)), rounds)
+    plans = [ref for r in tr.results if r.ok and r.plan is not None
+             for device in r.plan.device_shards(tr.task) for ref in device]
+    floor = stage_floor(tr.task, resolve_cost_model(MeasuredCostModel(settings, comm)), rounds, plans)
     ref = tr.by_algorithm()[reference]
     devices = [d for d in ref.plan.device_shards(tr.task) if d]
     now = rounds.device_costs(tr.task, devices)[:, :2].sum(axis=0)
     then = np.array([[d.fwd_ms, d.bwd_ms] for d in ref.measured.devices
                      if d.fwd_ms + d.bwd_ms > 0]).sum(axis=0)
-    return {"index": index, "task": tr.task.name, "fwd_ms": floor.fwd_ms, "bwd_ms": floor.bwd_ms,
+    return {"index": index, "task": tr.task.name, **floor.to_json(),
             "reference_now": now.tolist(), "reference_then": then.tolist()}
 
 
 def scaled(row: dict[str, Any]) -> StageFloor:
-    """The floor in the run's own milliseconds: each stage times the reference plan's then / now."""
+    """The floor, and its shards timed alone (rows of stop 57 on), in the run's own milliseconds: each stage
+    times the reference plan's then / now."""
     (f_now, b_now), (f_then, b_then) = row["reference_now"], row["reference_then"]
-    return StageFloor(row["fwd_ms"] * f_then / f_now, row["bwd_ms"] * b_then / b_now)
+    floor = StageFloor.from_json(row)
+    f, b = f_then / f_now, b_then / b_now
+    return StageFloor(floor.fwd_ms * f, floor.bwd_ms * b,
+                      tuple((ref, fwd * f, bwd * b) for ref, fwd, bwd in floor.alone))
 
 
 def kernel_share(results: list[TaskResult], reference: str, stages: list[StageFloor],
@@ -143,8 +153,9 @@ def main(argv: list[str] | None = None) -> int:
                 write_json(args.out, done)
         print(f"| run | reference | room, balance only | room with the stage floor | kernels' share of the "
               f"reference's gap | its slowest device over the mean: that round / another | tasks >= "
-              f"{ROOM_THRESHOLD - 1:.0%} | " + " / ".join(GUARDED) + " / reference there |")
-        print("|---|---|---|---|---|---|---|---|")
+              f"{ROOM_THRESHOLD - 1:.0%} | " + " / ".join(GUARDED) + " / reference there | room with the "
+              f"cut priced | tasks >= {ROOM_THRESHOLD - 1:.0%} | " + " / ".join(GUARDED) + " there |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
         for path, (run, results, reference) in runs.items():
             rows = {r["index"]: r for r in done["runs"].get(Path(path).name, [])}
             if len(rows) < len(results):
@@ -152,15 +163,22 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             alpha = float(run["comm"].get("alpha_ms", 0.0))
             bare = room_summary(results, GUARDED, alpha, [None] * len(results))
-            stages = [scaled(rows[i]) for i in range(len(results))]
+            cut = [scaled(rows[i]) for i in range(len(results))]
+            stages = [replace(st, alone=()) for st in cut]
             room = room_summary(results, GUARDED, alpha, stages)
             name = Path(path).name.removesuffix(".json.gz").removesuffix(".json")
             learned = " / ".join(f"{room.ratio_on_roomy[a]:.3f}" if a in room.ratio_on_roomy else "-"
                                  for a in GUARDED)
             same, other = persistent_excess(results, reference)
+            priced = "- | - | -"
+            if all(st.alone for st in cut):
+                room_cut = room_summary(results, GUARDED, alpha, cut)
+                priced = (f"{room_cut.geomean_room:.3f} | {len(room_cut.roomy)} | "
+                          + " / ".join(f"{room_cut.ratio_on_roomy[a]:.3f}" if a in room_cut.ratio_on_roomy
+                                       else "-" for a in GUARDED))
             print(f"| {name} | {reference} | {bare.geomean_room:.3f} | {room.geomean_room:.3f} | "
                   f"{kernel_share(results, reference, stages, alpha):.2f} | {same:.3f} / {other:.3f} | "
-                  f"{len(room.roomy)} | {learned} |")
+                  f"{len(room.roomy)} | {learned} | {priced} |")
     except AutoshardError as e:
         print(f"balance_room: error: {e}", file=sys.stderr)
         return 2

@@ -8,11 +8,12 @@ costliest table's stage floor) + (the same for bwd) + (each collective at the le
 plan's step is its slowest fwd + its slowest bwd + its collectives, so its distance to the floor splits into
 three gaps: its slowest fwd over the floor's fwd term, its slowest bwd over the bwd term, its collectives over
 theirs (each term of the plan that sets the task's floor). Printed per run: on how many tasks the floor's bwd
-term is the stage floor (not a plan's mean), and for the suite's best fixed heuristic and each asked algorithm
-the mean of each gap over the tasks (ms) and its share of the mean distance. A gap a planner cannot close
-tells where the room it leaves is: the fwd and bwd terms take the mean of one plan and the stage floor of the
-costliest table at its cheapest column cut, which no single plan may reach together. Reads the runs only;
-measures nothing.
+term is above that plan's mean device bwd (set by the costliest table's piece, or by the work its cut adds),
+and for the suite's best fixed heuristic and each asked algorithm the mean of each gap over the tasks (ms)
+and its share of the mean distance. A gap a planner cannot close tells where the room it leaves is. Runs
+before stop 57 recorded no shards timed alone: their floor pairs one plan's mean with the costliest table's
+cheapest column cut, which no single plan may reach together; from stop 57 the cut's own work and ids are
+priced (``bench.room.cut_floor_terms``). Reads the runs only; measures nothing.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from autoshard.bench.room import least_shard_bytes, plan_floor_terms
+from autoshard.bench.room import least_shard_bytes, result_floor_terms
 from autoshard.bench.summary import best_fixed_heuristic, task_costs
 from autoshard.breakdown import PlanCost
 from autoshard.errors import AutoshardError
@@ -42,7 +43,8 @@ def step_terms(cost: PlanCost) -> np.ndarray:
 def run_gaps(raw: dict[str, Any], algos: list[str]) -> tuple[str, dict[str, np.ndarray], int]:
     """The run's best fixed heuristic, {algorithm: (tasks, 3) gaps over each task's floor} for it and
     ``algos`` (tasks where every one of them was measured), and on how many of those tasks the floor's bwd
-    term is the costliest table's stage floor rather than a plan's mean device bwd."""
+    term is above the mean device bwd of the plan that sets it (a table's piece timed alone, or, where the
+    run timed its cuts, the work a cut adds)."""
     alpha = float((raw.get("comm") or {}).get("alpha_ms", 0.0))
     if not isinstance(raw.get("tasks"), list):
         raise AutoshardError("not a bench results file (no tasks); give a bench/results.json")
@@ -61,9 +63,10 @@ def run_gaps(raw: dict[str, Any], algos: list[str]) -> tuple[str, dict[str, np.n
         if any(a not in by for a in names):
             continue
         least = least_shard_bytes(tr.task)
-        floor = min((plan_floor_terms(r.measured, tr.stage_floor, least, alpha) for r in by.values()),
-                    key=lambda t: float(t.sum()))
-        by_stage += tr.stage_floor is not None and floor[1] == tr.stage_floor.bwd_ms
+        floors = {a: result_floor_terms(tr.task, r, tr.stage_floor, least, alpha) for a, r in by.items()}
+        setter = min(floors, key=lambda a: float(floors[a].sum()))
+        floor = floors[setter]
+        by_stage += bool(floor[1] > np.mean([d.bwd_ms for d in by[setter].measured.devices]) * (1 + 1e-9))
         for a in names:
             gaps[a].append(step_terms(by[a].measured) - floor)
     if not gaps[reference]:
@@ -86,8 +89,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise AutoshardError(f"{path}: {e}") from None
             n = len(next(iter(gaps.values())))
             print(f"{path}: {n} tasks with every algorithm measured; gaps over the task's balance floor, "
-                  "mean ms (share of the distance); the floor's bwd term is the costliest table's stage "
-                  f"floor on {by_stage} of them")
+                  "mean ms (share of the distance); the floor's bwd term is above its plan's mean device "
+                  f"bwd on {by_stage} of them")
             for a, g in gaps.items():
                 mean = g.mean(axis=0) if len(g) else np.zeros(3)
                 total = float(mean.sum())

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from autoshard.shards import ShardRef
+
 
 @dataclass(frozen=True)
 class CostBreakdown:
@@ -145,10 +147,23 @@ class StageFloor:
 
     fwd_ms: float
     bwd_ms: float
+    alone: tuple[tuple[ShardRef, float, float], ...] = ()
+    """(shard, fwd ms, bwd ms) of every shard of the tables that could set the floor, each timed alone as
+    the floor's were: the table whole, the pieces of each even column cut, and (the bench adds them) every
+    measured plan's shards of those tables, so the room can price the work a cut adds
+    (``bench.room.cut_floor_terms``). Empty in runs before stop 57."""
 
-    def to_json(self) -> dict[str, float]:
-        return {"fwd_ms": self.fwd_ms, "bwd_ms": self.bwd_ms}
+    def alone_ms(self) -> dict[ShardRef, tuple[float, float]]:
+        return {ref: (f, b) for ref, f, b in self.alone}
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"fwd_ms": self.fwd_ms, "bwd_ms": self.bwd_ms}
+        if self.alone:
+            out["alone"] = [[*ref, f, b] for ref, f, b in self.alone]
+        return out
 
     @staticmethod
-    def from_json(d: dict[str, float]) -> StageFloor:
-        return StageFloor(float(d["fwd_ms"]), float(d["bwd_ms"]))
+    def from_json(d: dict[str, Any]) -> StageFloor:
+        alone = tuple((ShardRef(int(t), int(dim), int(r0), None if r1 is None else int(r1), bool(rep)),
+                       float(f), float(b)) for t, dim, r0, r1, rep, f, b in d.get("alone", ()))
+        return StageFloor(float(d["fwd_ms"]), float(d["bwd_ms"]), alone)

@@ -133,6 +133,9 @@ def room_lines(results: Sequence[TaskResult], algorithms: Sequence[str], alpha_m
         return []
     pieces = ("with the costliest table's stage floor" if room.with_stage_floor == room.tasks
               else f"the costliest table's stage floor on {room.with_stage_floor} of them")
+    if room.with_cuts:
+        pieces += (", the work and ids its cut adds priced" if room.with_cuts == room.tasks
+                   else f", the work and ids its cut adds priced on {room.with_cuts}")
     lines = [(f"Room by balance (not a bound; autoshard.bench.room): {room.reference}'s measured cost over "
              f"the least balance floor of the task's measured plans (mean device fwd and bwd, each at least "
              f"the costliest table's, plus each collective at the least busiest-rank bytes), geometric mean "

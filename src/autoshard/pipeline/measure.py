@@ -309,10 +309,15 @@ def compute_lower_bound(task: Task, model: CostModel) -> tuple[float | None, str
         return None, f"lower_bound failed: {e}"
 
 
-def compute_stage_floor(task: Task, ranking: CostModel, price: CostModel) -> StageFloor | None:
-    """``planners.exact.stage_floor(task, ranking, price)``, or None where pricing fails (logged)."""
+def compute_stage_floor(task: Task, ranking: CostModel, price: CostModel,
+                        results: Sequence[AlgoResult] = ()) -> StageFloor | None:
+    """``planners.exact.stage_floor(task, ranking, price)`` with the shards of ``results``' plans also priced
+    alone (those of the tables it prices: the room prices a cut's work by them), or None where pricing fails
+    (logged)."""
+    also = [ref for r in results if r.ok and r.plan is not None
+            for device in r.plan.device_shards(task) for ref in device]
     try:
-        return stage_floor(task, ranking, price)
+        return stage_floor(task, ranking, price, also)
     except AutoshardError as e:
         log.warning("%s: no stage floor (%s)", task.name, e)
         return None
@@ -371,7 +376,8 @@ def run_bench(tasks: Sequence[Task], config: BenchConfig, make_evaluator: Evalua
             lb, note = compute_lower_bound(task, evaluator)
             # ranked by the estimate's evaluator (its tables alone are cached), the few that can set the
             # floor priced as the plans' devices are: the least of the run's rounds
-            floor = compute_stage_floor(task, evaluator, RoundsMinimum(make_evaluator, config.rounds))
+            floor = compute_stage_floor(task, evaluator, RoundsMinimum(make_evaluator, config.rounds),
+                                        measured)
             lb_model = getattr(evaluator, "name", "evaluator")
         elif config.lower_bound_on == "planning" and config.options.cost_model is not None:
             lb, note = compute_lower_bound(task, config.options.cost_model)

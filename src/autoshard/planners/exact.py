@@ -39,6 +39,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -159,14 +160,17 @@ timing of a large table's backward varied 20-30% between passes on this CPU, so 
 table that sets the floor below another."""
 
 
-def stage_floor(task: Task, model: CostModel, price: CostModel | None = None) -> StageFloor:
+def stage_floor(task: Task, model: CostModel, price: CostModel | None = None,
+                also: Sequence[ShardRef] = ()) -> StageFloor:
     """Every table ranked by its time alone under ``model`` (one batched call); per stage, from the costliest
     table down while its ranking time could still raise the floor (``RANKING_NOISE``), the table and each even
     cut of it into column shards (``piece_widths``) priced alone by ``price`` (default ``model``; the bench
     gives the minimum over its measurement rounds, as its devices get): the stage's floor is the largest over
     tables of the least over cuts of the widest shard's time. Why per stage: the step waits for the slowest
     forward and then the slowest backward (``costs.step``), and on this CPU a table's backward share varies
-    2-3x between tables, so the two maxima are not one table's."""
+    2-3x between tables, so the two maxima are not one table's. The shards of ``also`` (the bench: its
+    plans') that belong to the priced tables are priced alone too; every shard priced is kept
+    (``StageFloor.alone``)."""
     price = model if price is None else price
     ranking = model.device_costs(task, [[ShardRef(i, t.dim)] for i, t in enumerate(task.tables)])[:, :2]
     priced: dict[ShardRef, list[float]] = {}
@@ -188,7 +192,17 @@ def stage_floor(task: Task, model: CostModel, price: CostModel | None = None) ->
                 least = min(least, max(priced[ShardRef(i, widest)][stage], priced[ShardRef(i, last)][stage]))
             floor = max(floor, least)
         floors.append(floor)
-    return StageFloor(*floors)
+    tables = {ref.table for ref in priced}
+    more = sorted({ref for ref in also if ref.table in tables} - priced.keys(), key=_ref_order)
+    if more:
+        priced |= dict(zip(more, price.device_costs(task, [[s] for s in more])[:, :2].tolist(), strict=True))
+    return StageFloor(*floors, alone=tuple((ref, f, b) for ref, (f, b) in
+                                           sorted(priced.items(), key=lambda kv: _ref_order(kv[0]))))
+
+
+def _ref_order(ref: ShardRef) -> tuple:
+    """A total order on shard refs (a row range's open end, None, sorts last)."""
+    return (ref.table, ref.dim, ref.row_start, ref.row_end is None, ref.row_end or 0, ref.replica)
 
 
 @dataclass(frozen=True)
