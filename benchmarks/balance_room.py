@@ -132,7 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("runs", nargs="+", help="bench results files (bench/results.json, or gzipped)")
     ap.add_argument("-o", "--out", required=True, help="results JSON (rewritten after each task; resumes)")
     ap.add_argument("--no-measure", action="store_true", help="time nothing: print what -o holds")
+    ap.add_argument("--algos", default=",".join(GUARDED),
+                    help="comma-separated algorithms whose ratio on the roomy tasks is printed (default: the "
+                         "learned planners; e.g. search+top3+descent8 for a measured row)")
     args = ap.parse_args(argv)
+    algos = [a.strip() for a in args.algos.split(",") if a.strip()]
     try:
         runs = {path: load_run(path) for path in args.runs}
         done: dict[str, Any] = {"kind": KIND, "runs": {}}
@@ -153,8 +157,8 @@ def main(argv: list[str] | None = None) -> int:
                 write_json(args.out, done)
         print(f"| run | reference | room, balance only | room with the stage floor | kernels' share of the "
               f"reference's gap | its slowest device over the mean: that round / another | tasks >= "
-              f"{ROOM_THRESHOLD - 1:.0%} | " + " / ".join(GUARDED) + " / reference there | room with the "
-              f"cut priced | tasks >= {ROOM_THRESHOLD - 1:.0%} | " + " / ".join(GUARDED) + " there |")
+              f"{ROOM_THRESHOLD - 1:.0%} | " + " / ".join(algos) + " / reference there | room with the "
+              f"cut priced | tasks >= {ROOM_THRESHOLD - 1:.0%} | " + " / ".join(algos) + " there |")
         print("|---|---|---|---|---|---|---|---|---|---|---|")
         for path, (run, results, reference) in runs.items():
             rows = {r["index"]: r for r in done["runs"].get(Path(path).name, [])}
@@ -162,20 +166,20 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{path}: {len(rows)} of {len(results)} tasks timed; skipped", file=sys.stderr)
                 continue
             alpha = float(run["comm"].get("alpha_ms", 0.0))
-            bare = room_summary(results, GUARDED, alpha, [None] * len(results))
+            bare = room_summary(results, algos, alpha, [None] * len(results))
             cut = [scaled(rows[i]) for i in range(len(results))]
             stages = [replace(st, alone=()) for st in cut]
-            room = room_summary(results, GUARDED, alpha, stages)
+            room = room_summary(results, algos, alpha, stages)
             name = Path(path).name.removesuffix(".json.gz").removesuffix(".json")
             learned = " / ".join(f"{room.ratio_on_roomy[a]:.3f}" if a in room.ratio_on_roomy else "-"
-                                 for a in GUARDED)
+                                 for a in algos)
             same, other = persistent_excess(results, reference)
             priced = "- | - | -"
             if all(st.alone for st in cut):
-                room_cut = room_summary(results, GUARDED, alpha, cut)
+                room_cut = room_summary(results, algos, alpha, cut)
                 priced = (f"{room_cut.geomean_room:.3f} | {len(room_cut.roomy)} | "
                           + " / ".join(f"{room_cut.ratio_on_roomy[a]:.3f}" if a in room_cut.ratio_on_roomy
-                                       else "-" for a in GUARDED))
+                                       else "-" for a in algos))
             print(f"| {name} | {reference} | {bare.geomean_room:.3f} | {room.geomean_room:.3f} | "
                   f"{kernel_share(results, reference, stages, alpha):.2f} | {same:.3f} / {other:.3f} | "
                   f"{len(room.roomy)} | {learned} | {priced} |")

@@ -232,3 +232,17 @@ def test_the_bench_times_its_plans_shards_of_the_floors_tables_alone(tmp_path):
         assert 0 < terms.sum() <= r.measured.plan_ms * (1 + 1e-9)
     saved = TaskResult.from_json(json.loads((tmp_path / "tasks" / "t.json").read_text()))
     assert saved.stage_floor == tr.stage_floor
+
+
+def test_stop_57s_dlrm_50_8_run_reports_its_room_with_the_cut_priced():
+    """docs/benchmarks.md, "Stop 57": the first run that timed its plans' shards alone; pricing the cut
+    takes its room from 1.094 (4 tasks >= 10%) to 1.067 (none)."""
+    data = read_json(RUNS / "s57-amd-dlrm-50-8-descent.json.gz")
+    results = [TaskResult.from_json(t) for t in data["tasks"]]
+    alpha = data["comm"]["alpha_ms"]
+    assert all(tr.stage_floor.alone for tr in results)
+    cut = room_summary(results, LEARNED, alpha)
+    old = room_summary(results, LEARNED, alpha, [replace(tr.stage_floor, alone=()) for tr in results])
+    assert (f"{cut.geomean_room:.3f}", cut.roomy) == ("1.067", ())
+    assert (f"{old.geomean_room:.3f}", len(old.roomy)) == ("1.094", 4)
+    assert cut.with_cuts == cut.tasks == 10

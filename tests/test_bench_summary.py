@@ -619,3 +619,14 @@ def test_stop_56s_runs_restate_their_figures(capsys, run, row, fixed, cross_fitt
     head = f"| {row} |"
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(head)]
     assert rows[1] == f"{head} {fixed} |" and rows[2] == f"{head} {cross_fitted} |"
+
+
+@pytest.mark.parametrize(("run", "row", "fixed", "cross_fitted"), [
+    ("s57-amd-dlrm-20-2-descent", "search+top3+descent8", "0.977 [0.934, 1.009] no clear difference",
+     "0.952 [0.920, 0.981] better"),
+    ("s57-amd-dlrm-50-8-descent", "search+top3+descent8", "0.982 [0.968, 0.995] better",
+     "0.983 [0.969, 0.995] better"),
+])
+def test_stop_57s_runs_restate_their_figures(capsys, run, row, fixed, cross_fitted):
+    """docs/benchmarks.md, "Stop 57", as ``-k stop_56`` does for stop 56's runs."""
+    test_stop_56s_runs_restate_their_figures(capsys, run, row, fixed, cross_fitted)

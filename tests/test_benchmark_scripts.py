@@ -472,6 +472,33 @@ def test_balance_room_restates_stop_53s_archived_rooms(tmp_path: Path, capsys, a
     assert copy.read_bytes() == archived.read_bytes()
 
 
+def test_balance_room_restates_stop_57s_rooms_with_the_cut_priced(tmp_path: Path, capsys):
+    """docs/benchmarks.md, "Stop 57": six descent runs' floors and their shards re-timed on this host (the
+    archive), the room restated with the cut each floor assumes priced, the descent row's ratio on the
+    tasks that keep >= 10% of it; nothing measured."""
+    archive = "s57-amd-balance-room-cuts.json"
+    archived = BENCHMARKS / "runs" / "room" / archive
+    copy = tmp_path / archive
+    copy.write_bytes(archived.read_bytes())
+    names = [str(BENCHMARKS / "runs" / name) for name in json.loads(archived.read_text())["runs"]]
+    assert len(names) == 6
+    algos = "search,search+top3,search+top3+descent8"
+    assert _script("balance_room").main([*names, "-o", str(copy), "--no-measure", "--algos", algos]) == 0
+    out = capsys.readouterr().out
+    rows = {
+        "s55-amd-dlrm-20-8-descent-v4": "1.145 | 0.83 | 0.782 / 0.688 | 7 | 0.946 / 0.946 / 0.930 | "
+                                        "1.123 | 7 | 0.946 / 0.946 / 0.930",
+        "s55-amd-dlrm-10-4-descent-v4": "1.200 | 0.79 | 0.409 / 0.349 | 9 | 0.998 / 0.994 / 0.990 | "
+                                        "1.140 | 7 | 0.997 / 0.991 / 0.988",
+        "s55-amd-dlrm-20-4-descent-v4": "1.143 | 0.81 | 0.213 / 0.108 | 8 | 0.997 / 1.003 / 0.959 | "
+                                        "1.094 | 4 | 0.994 / 0.994 / 0.927",
+        "s57-amd-dlrm-20-2-descent": "1.088 | 0.95 | 0.082 / 0.059 | 4 | 0.995 / 0.995 / 0.941 | "
+                                     "1.088 | 4 | 0.995 / 0.995 / 0.941",
+    }
+    assert all(f"| {run} | " in out and f" | {cells} |" in out for run, cells in rows.items()), out
+    assert copy.read_bytes() == archived.read_bytes()
+
+
 def test_floor_gaps_splits_an_archived_runs_distance_to_the_floor_by_stage(capsys, tmp_path):
     """docs/benchmarks.md, "Stop 56": the measured descent's row on DLRM-20 (8) stands above its tasks'
     balance floor mostly by its slowest backward."""
