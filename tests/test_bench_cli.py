@@ -119,6 +119,8 @@ def test_refresh_loop_measures_the_learned_planners_devices_and_reports_each_rou
     assert rounds[0]["records_added"] > 0 and rounds[0]["devices"] > 0
     assert 0 <= rounds[0]["device_mape"] < 10
     assert set(rounds[0]["ratio_to_best_heuristic"]) == {"search", "rl"}
+    # whose plan each learned planner returned, on each of the loop's tasks (1 here)
+    assert {a: sum(n.values()) for a, n in rounds[0]["plan_sources"].items()} == {"search": 1, "rl": 1}
     assert rounds[1]["records_total"] == rounds[0]["records_total"] + rounds[1]["records_added"]
     costs = out / "costs"
     refreshed = [r for r in load_dataset(costs).records if r.sample_id.startswith(str(REFRESH_SEED_BASE)[:3])]
@@ -197,6 +199,29 @@ def test_the_refresh_loop_refits_the_planning_comm_on_each_all_to_alls_least_tim
     assert refit_comm([few], sweep) is sweep
     same = {"collective_points": [[1e5, 0.5 + i / 10, 0.5, f"t/p{i}/ids"] for i in range(8)]}
     assert refit_comm([same], sweep) is sweep and refit_comm([], sweep) is sweep
+
+
+def test_the_refresh_row_says_whose_plan_each_learned_planner_returned():
+    from autoshard.bench.report import refresh_lines
+    from autoshard.pipeline.refresh_stage import OWN_PLAN, describe_round, describe_sources, plan_source
+
+    steps = {"dim_greedy": ("A", None), "lookup_greedy": ("B", None), "size_greedy": ("B", None),
+             "search": ("B", None), "rl": ("C", None)}
+    # the first heuristic in the guard's order that planned it, else the planner's own
+    assert plan_source("B", steps) == "lookup_greedy" and plan_source("C", steps) == OWN_PLAN
+    assert describe_sources({OWN_PLAN: 1, "lookup_greedy": 2}) == "lookup_greedy's plan 2, its own 1"
+    row = {"round": 0, "records_added": 4, "records_total": 10, "devices": 4, "device_mape": 0.2,
+           "underestimated_share": 0.5, "ratio_to_best_heuristic": {"search": 1.2, "rl": 1.1},
+           "plan_sources": {"search": {"lookup_greedy": 2}, "rl": {OWN_PLAN: 1, "size_greedy": 1}},
+           "collectives": "modelled", "elapsed_s": 3.0}
+    line = describe_round(row)
+    assert "search 1.200 (lookup_greedy's plan 2), rl 1.100 (its own 1, size_greedy's plan 1)" in line
+    table = "\n".join(refresh_lines([row]))
+    assert "| 1.200 (lookup_greedy's plan 2) | 1.100 (its own 1, size_greedy's plan 1) |" in table
+    # a row written before the loop recorded it reads as before
+    old = {k: v for k, v in row.items() if k != "plan_sources"}
+    assert "search 1.200, rl 1.100" in describe_round(old) and "| 1.200 | 1.100 |" in "\n".join(
+        refresh_lines([old]))
 
 
 def test_the_report_command_restates_every_flag_that_changes_the_run():

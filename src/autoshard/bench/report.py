@@ -32,6 +32,7 @@ from autoshard.io import ARTEFACT_VERSION, atomic_write_bytes, write_json
 from autoshard.pipeline.choose import PICK_OUTCOMES, REFIT_OUTCOMES
 from autoshard.pipeline.measure import MEASURED_DESCENT, MEASURED_REFIT, parse_measured_pick
 from autoshard.pipeline.measured_descent import OUTCOMES
+from autoshard.pipeline.refresh_stage import describe_sources
 from autoshard.pipeline.results import AlgoResult, TaskResult
 from autoshard.planners.guard import kept_in
 
@@ -214,6 +215,11 @@ def refit_lines(results: Sequence[TaskResult]) -> list[str]:
                        "it, its plan timed against the pick side by side; results.json has each task's):")
 
 
+def _sources(sources: dict[str, int] | None) -> str:
+    """`` (lookup_greedy's plan 2)`` after a refresh ratio; empty for rows written before stop 58."""
+    return f" ({describe_sources(sources)})" if sources else ""
+
+
 def refresh_lines(rounds: Sequence[dict[str, Any]]) -> list[str]:
     """The refresh loop's table (``pipeline.refresh_stage``): one row per round."""
     if not rounds:
@@ -240,12 +246,16 @@ def refresh_lines(rounds: Sequence[dict[str, Any]]) -> list[str]:
         out.append(f"| {r['round']} | {r['records_added']} | {r.get('records_total', '-')} "
                    f"| {_pct(r.get('device_mape'), False)} ({r.get('devices', 0)} devices) "
                    f"| {_pct(r.get('underestimated_share'), False)} | "
-                   + " | ".join(_fmt(ratios.get(a)) for a in algos)
+                   + " | ".join(_fmt(ratios.get(a)) + _sources(r.get("plan_sources", {}).get(a))
+                                for a in algos)
                    + comm + f" | {_fmt(r.get('elapsed_s'), '.0f')} |")
     collectives = ("collectives timed with each plan's own splits" if timed
                    else "collectives from the comm fit: modelled")
     out += ["", ("Ratios: measured step of the planner's plan over the cheapest heuristic plan's, geometric "
-                 f"mean over the loop's train tasks (kernels timed once each, {collectives}). Model error: "
+                 f"mean over the loop's train tasks (kernels timed once each, {collectives}), and on how "
+                 "many tasks the plan was a heuristic's (a guarded planner keeps one unless its own is "
+                 "predicted cheaper by more than the model's spread: then the ratio is that heuristic's one "
+                 "timing over the cheapest heuristic's) or its own. Model error: "
                  "mean |predicted - measured| / measured fwd+bwd of the learned planners' devices by the "
                  "model they planned with; the loop plans the same tasks every "
                  "round, so a device measured in an earlier round is in that model's training data.")

@@ -260,6 +260,7 @@ def _round(r: int, tasks: list[Task], learned: list[str], options: PlannerOption
     errors: list[float] = []
     under = 0
     ratios: dict[str, list[float]] = {a: [] for a in learned}
+    sources: dict[str, dict[str, int]] = {a: {} for a in learned}
     added_before = recorder.added
     points: list[list[Any]] = []
     for task in tasks:
@@ -297,18 +298,40 @@ def _round(r: int, tasks: list[Task], learned: list[str], options: PlannerOption
             for name in learned:
                 if name in steps:
                     ratios[name].append(steps[name][1].plan_ms / best)
+                    source = plan_source(steps[name][0], steps)
+                    sources[name][source] = sources[name].get(source, 0) + 1
     row: dict[str, Any] = {
         "round": r, "records_added": recorder.added - added_before, "devices": len(errors),
         "device_mape": float(np.mean(errors)) if errors else None,
         "underestimated_share": under / len(errors) if errors else None,
         "ratio_to_best_heuristic": {a: (float(np.exp(np.mean(np.log(v)))) if v else None)
                                     for a, v in ratios.items()},
+        "plan_sources": sources,
         "collectives": "measured" if collectives_backend is not None else "modelled"}
     if collectives_backend is not None:
         # [busiest rank's bytes, measured ms, the planning comm's ms, task/plan/collective]
         row["collective_points"] = points
         row["comm_mape"] = mape([p[2] for p in points], [p[1] for p in points]) / 100 if points else None
     return row
+
+
+OWN_PLAN = "own"
+"""``plan_sources``' name for a learned planner's plan that is none of the heuristics'."""
+
+
+def plan_source(placement: str, steps: dict[str, tuple[str, Any]]) -> str:
+    """Whose plan a learned planner returned: the first guard heuristic (``GUARD_HEURISTICS``' order) whose
+    placement in ``steps`` (planner -> (placement, ...)) is ``placement``, else ``OWN_PLAN``. A guarded
+    planner keeps a heuristic's plan unless its own is predicted cheaper by more than the model's spread,
+    and then its ratio is how that heuristic's one timing compares with the cheapest heuristic's: the
+    model's pick among near-equal plans, not its own placement."""
+    return next((h for h in GUARD_HEURISTICS if h in steps and steps[h][0] == placement), OWN_PLAN)
+
+
+def describe_sources(sources: dict[str, int]) -> str:
+    """``{"lookup_greedy": 2, "own": 1}`` -> ``"lookup_greedy's plan 2, its own 1"``."""
+    return ", ".join(f"{'its own' if s == OWN_PLAN else s + chr(39) + 's plan'} {n}"
+                     for s, n in sorted(sources.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def _device_array(cost: PlanCost) -> np.ndarray:
@@ -344,9 +367,12 @@ def _plan(name: str, options: PlannerOptions, task: Task) -> Any:
 
 
 def describe_round(row: dict[str, Any]) -> str:
-    """One line: devices measured, the model's error on the learned planners' devices, the ratios."""
+    """One line: devices measured, the model's error on the learned planners' devices, the ratios and whose
+    plans they are."""
     mape = row.get("device_mape")
-    ratios = ", ".join(f"{a} {v:.3f}" for a, v in row["ratio_to_best_heuristic"].items() if v is not None)
+    sources = row.get("plan_sources", {})
+    ratios = ", ".join(f"{a} {v:.3f}" + (f" ({describe_sources(sources[a])})" if sources.get(a) else "")
+                       for a, v in row["ratio_to_best_heuristic"].items() if v is not None)
     error = "-" if mape is None else f"{100 * mape:.1f}%"
     tuned = row.get("fine_tuned")
     after = "" if not tuned else (f"; fine-tuned: validation error {tuned['val_mape_pct_before']:.1f}% -> "
