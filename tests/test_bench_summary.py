@@ -626,18 +626,11 @@ def test_stop_56s_runs_restate_their_figures(capsys, run, row, fixed, cross_fitt
      "0.952 [0.920, 0.981] better"),
     ("s57-amd-dlrm-50-8-descent", "search+top3+descent8", "0.982 [0.968, 0.995] better",
      "0.983 [0.969, 0.995] better"),
-])
-def test_stop_57s_runs_restate_their_figures(capsys, run, row, fixed, cross_fitted):
-    """docs/benchmarks.md, "Stop 57", as ``-k stop_56`` does for stop 56's runs."""
-    test_stop_56s_runs_restate_their_figures(capsys, run, row, fixed, cross_fitted)
-
-
-@pytest.mark.parametrize(("run", "row", "fixed", "cross_fitted"), [
     ("s58-amd-dlrm-100-2-descent", "search+top3+descent8", "1.000 [0.942, 1.037] no clear difference",
      "0.994 [0.974, 1.018] no clear difference"),
     ("s58-amd-dlrm-100-2-descent", "search", "1.007 [0.969, 1.046] no clear difference",
      "0.988 [0.959, 1.020] no clear difference"),
 ])
-def test_stop_58s_run_restates_its_figures(capsys, run, row, fixed, cross_fitted):
-    """docs/benchmarks.md, "Stop 58", as ``-k stop_56`` does for stop 56's runs."""
+def test_stop_57s_and_stop_58s_runs_restate_their_figures(capsys, run, row, fixed, cross_fitted):
+    """docs/benchmarks.md, "Stop 57" and "Stop 58", as ``-k stop_56`` does for stop 56's runs."""
     test_stop_56s_runs_restate_their_figures(capsys, run, row, fixed, cross_fitted)
