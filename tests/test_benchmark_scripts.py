@@ -519,3 +519,28 @@ def test_floor_gaps_splits_an_archived_runs_distance_to_the_floor_by_stage(capsy
         assert module.main(args) == 2
         out, err = capsys.readouterr()
         assert out == "" and err.startswith("floor_gaps: error:") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(("suite", "lines"), [
+    ("dlrm-20-2", ["search_risk: 1.047 of the best fixed heuristic, 1.089 of the per-task best",
+                   "search_mean_guarded: 0.985 of the best fixed heuristic, 1.023 of the per-task best",
+                   "search_mean / search_risk: 0.977 [0.937, 1.024], lower on 6 of 10 tasks"]),
+    ("dlrm-50-8", ["search_mean: 0.988 of the best fixed heuristic, 0.993 of the per-task best",
+                   "search_guarded: 1.000 of the best fixed heuristic, 1.005 of the per-task best",
+                   "search_mean / search_risk: 0.982 [0.968, 0.998], lower on 7 of 10 tasks"]),
+])
+def test_risk_objective_restates_stop_58s_archives(capsys, suite: str, lines: list[str]):
+    """docs/benchmarks.md, "Stop 58": search at the mean against search at risk_k, from the archived rows."""
+    spec = importlib.util.spec_from_file_location("_risk_objective", BENCHMARKS / "risk_objective.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    archive = BENCHMARKS / "runs" / "room" / f"s58-amd-risk-objective-{suite}.json"
+    assert module.main(["--summary", str(archive)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "10 tasks; best fixed heuristic size_lookup_greedy"
+    assert all(line in out for line in lines)
+    # no run and no summary: a one-line error, exit 2
+    assert module.main([]) == 2
+    assert capsys.readouterr().err.strip() == ("risk_objective: error: give RUN -o OUT (with --tasks >= 1), "
+                                               "or --summary FILE")
