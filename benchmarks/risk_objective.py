@@ -15,8 +15,8 @@ plan) are written after each task, so an interrupted run keeps what it timed.
 
 ``--summary`` reads such a file: each search row's geometric mean over the tasks against the best fixed
 heuristic (the one of lowest geometric-mean cost there) and the per-task best, and the mean objective's
-plans over the risk objective's, paired per task, with a 95% bootstrap interval over the tasks (one
-measurement a plan: the rounds are not resampled).
+plans over the risk objective's, paired per task, with the bench's 95% bootstrap interval over the tasks
+(``bench.summary.compare``; one measurement a plan, so no rounds are resampled).
 """
 
 from __future__ import annotations
@@ -28,10 +28,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from autoshard.bench.summary import best_fixed_heuristic, compare
+from autoshard.costs.base import plan_cost
+from autoshard.costs.comm import AlphaBeta
+from autoshard.costs.learned import LearnedCostModel
 from autoshard.errors import AutoshardError
+from autoshard.hardware.evaluator import evaluate_plans
+from autoshard.hardware.kernel import MeasureSettings
 from autoshard.io import read_json, write_json
+from autoshard.planners.base import PlannerOptions, make_planner, run_planner
+from autoshard.tasks import load_tasks
 
 HEURISTICS = ("dim_greedy", "lookup_greedy", "size_greedy", "size_lookup_greedy")
 SEARCH_ROWS = (("search_risk", {"guard": 0}), ("search_mean", {"guard": 0, "risk": 0}),
@@ -39,30 +45,25 @@ SEARCH_ROWS = (("search_risk", {"guard": 0}), ("search_mean", {"guard": 0, "risk
 """Each search row's label and the planner options it runs with."""
 PAIRS = (("search_mean", "search_risk"), ("search_mean_guarded", "search_guarded"))
 DEFAULT_MODEL = "src/autoshard/data/default_cost_model.pt"
-BOOTSTRAP = 2000
 
 
 def measure(run: Path, tasks: int, out: Path, model_path: str = DEFAULT_MODEL) -> list[dict[str, Any]]:
     """Plan and time the first ``tasks`` test tasks of the bench run in ``run`` (module docstring)."""
-    from autoshard.costs.base import plan_cost
-    from autoshard.costs.comm import AlphaBeta
-    from autoshard.costs.learned import LearnedCostModel
-    from autoshard.hardware.evaluator import evaluate_plans
-    from autoshard.hardware.kernel import MeasureSettings
-    from autoshard.planners.base import PlannerOptions, make_planner, run_planner
-    from autoshard.tasks import load_tasks
-
     for need in ("test_tasks.json", "costs/comm_model.json", "bench/results.json"):
         if not (run / need).is_file():
             raise AutoshardError(f"{run} has no {need}; give the output directory of a finished bench run")
-    settings = MeasureSettings.from_json(read_json(run / "bench" / "results.json")["measure_settings"])
+    results = read_json(run / "bench" / "results.json", kind="autoshard.bench")
+    if "measure_settings" not in results:
+        raise AutoshardError(f"{run}/bench/results.json records no measure settings; give a run of the "
+                             "measured evaluator")
+    settings = MeasureSettings.from_json(results["measure_settings"])
     comm = AlphaBeta.load(str(run / "costs" / "comm_model.json"))
     model = LearnedCostModel.load(model_path, allow_other_hardware=True).with_comm(comm)
+    labels = [*HEURISTICS, *(label for label, _ in SEARCH_ROWS)]
+    planners = [(h, {}) for h in HEURISTICS] + [("search", extra) for _, extra in SEARCH_ROWS]
     rows: list[dict[str, Any]] = []
     for task in load_tasks(str(run / "test_tasks.json"))[:tasks]:
         start = time.perf_counter()
-        labels = [*HEURISTICS, *(label for label, _ in SEARCH_ROWS)]
-        planners = [(h, {}) for h in HEURISTICS] + [("search", extra) for _, extra in SEARCH_ROWS]
         plans = [run_planner(make_planner(name, PlannerOptions(seed=0, cost_model=model, time_limit_s=10,
                                                                extra=extra)), task)
                  for name, extra in planners]
@@ -77,24 +78,29 @@ def measure(run: Path, tasks: int, out: Path, model_path: str = DEFAULT_MODEL) -
 
 
 def summary_lines(rows: list[dict[str, Any]]) -> list[str]:
-    """The summary of ``--summary`` (module docstring), one line per figure."""
+    """The summary of ``--summary`` (module docstring), one line per figure; the ratios and the interval are
+    the bench's (``bench.summary.compare``), each plan with its one measurement (no rounds to resample)."""
     if not rows:
         raise AutoshardError("no tasks in the file; run the measurement first")
-    m = {k: np.array([r["measured"][k] for r in rows]) for k in rows[0]["measured"]}
-    fixed = min(HEURISTICS, key=lambda h: float(np.mean(np.log(m[h]))))
-    best = np.min([m[h] for h in HEURISTICS], axis=0)
+    try:
+        tasks = [{label: (float(ms), (float(ms),)) for label, ms in r["measured"].items()} for r in rows]
+    except (KeyError, TypeError, AttributeError, ValueError):
+        raise AutoshardError("the file does not hold the rows this script writes (a list of tasks, each "
+                             "with its 'measured' plan costs); give a file written by -o") from None
+    missing = sorted({*HEURISTICS, *(label for label, _ in SEARCH_ROWS)} - set(tasks[0]))
+    if missing:
+        raise AutoshardError(f"the file's tasks have no {', '.join(missing)}; give a file written by -o")
+    fixed = best_fixed_heuristic(tasks)
     out = [f"{len(rows)} tasks; best fixed heuristic {fixed}"]
     for label, _ in SEARCH_ROWS:
-        fixed_ratio, best_ratio = (np.exp(np.mean(np.log(m[label] / ref))) for ref in (m[fixed], best))
-        out.append(f"{label}: {fixed_ratio:.3f} of the best fixed heuristic, {best_ratio:.3f} of the "
-                   "per-task best")
-    rng = np.random.default_rng(0)
+        out.append(f"{label}: {compare(tasks, label, [fixed]).ratio:.3f} of the best fixed heuristic, "
+                   f"{compare(tasks, label, HEURISTICS).ratio:.3f} of the per-task best")
     for a, b in PAIRS:
-        logs = np.log(m[a] / m[b])
-        draws = np.exp([rng.choice(logs, len(logs)).mean() for _ in range(BOOTSTRAP)])
-        lo, hi = np.percentile(draws, [2.5, 97.5])
-        out.append(f"{a} / {b}: {np.exp(logs.mean()):.3f} [{lo:.3f}, {hi:.3f}], lower on "
-                   f"{int((logs < 0).sum())} of {len(logs)} tasks")
+        c = compare(tasks, a, [b])
+        lower = sum(t[a][0] < t[b][0] for t in tasks)
+        interval = (f"[{c.low:.3f}, {c.high:.3f}]" if c.low is not None and c.high is not None
+                    else "(no interval: fewer than 2 tasks)")
+        out.append(f"{a} / {b}: {c.ratio:.3f} {interval}, lower on {lower} of {len(tasks)} tasks")
     return out
 
 
@@ -107,7 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         if args.summary:
-            rows = json.loads(Path(args.summary).read_text())
+            try:
+                rows = json.loads(Path(args.summary).read_text())
+            except json.JSONDecodeError as e:
+                raise AutoshardError(f"{args.summary} is not JSON ({e}); give a file written by -o") from None
         elif args.run and args.output and args.tasks > 0:
             rows = measure(Path(args.run), args.tasks, Path(args.output))
         else:

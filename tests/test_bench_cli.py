@@ -209,7 +209,8 @@ def test_the_refresh_row_says_whose_plan_each_learned_planner_returned():
              "search": ("B", None), "rl": ("C", None)}
     # the first heuristic in the guard's order that planned it, else the planner's own
     assert plan_source("B", steps) == "lookup_greedy" and plan_source("C", steps) == OWN_PLAN
-    assert describe_sources({OWN_PLAN: 1, "lookup_greedy": 2}) == "lookup_greedy's plan 2, its own 1"
+    assert describe_sources({OWN_PLAN: 1, "lookup_greedy": 2}) == " (lookup_greedy's plan 2, its own 1)"
+    assert describe_sources(None) == describe_sources({}) == ""
     row = {"round": 0, "records_added": 4, "records_total": 10, "devices": 4, "device_mape": 0.2,
            "underestimated_share": 0.5, "ratio_to_best_heuristic": {"search": 1.2, "rl": 1.1},
            "plan_sources": {"search": {"lookup_greedy": 2}, "rl": {OWN_PLAN: 1, "size_greedy": 1}},

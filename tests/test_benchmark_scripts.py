@@ -544,3 +544,24 @@ def test_risk_objective_restates_stop_58s_archives(capsys, suite: str, lines: li
     assert module.main([]) == 2
     assert capsys.readouterr().err.strip() == ("risk_objective: error: give RUN -o OUT (with --tasks >= 1), "
                                                "or --summary FILE")
+
+
+def test_risk_objective_summarises_one_task_without_an_interval_and_refuses_other_files(tmp_path, capsys):
+    spec = importlib.util.spec_from_file_location("_risk_objective", BENCHMARKS / "risk_objective.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    labels = [*module.HEURISTICS, *(label for label, _ in module.SEARCH_ROWS)]
+    one = tmp_path / "one.json"
+    one.write_text(json.dumps([{"task": "t", "measured": {lab: 10.0 + i for i, lab in enumerate(labels)}}]))
+    assert module.main(["--summary", str(one)]) == 0
+    out = capsys.readouterr().out
+    assert "best fixed heuristic dim_greedy" in out
+    assert "search_mean / search_risk: 1.071 (no interval: fewer than 2 tasks), lower on 0 of 1 tasks" in out
+    for text, why in (("nope", "is not JSON"), ('{"a": 1}', "does not hold the rows this script writes"),
+                      ('[{"measured": {"search": 1}}]', "the file's tasks have no dim_greedy")):
+        bad = tmp_path / "bad.json"
+        bad.write_text(text)
+        assert module.main(["--summary", str(bad)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and why in err

@@ -215,11 +215,6 @@ def refit_lines(results: Sequence[TaskResult]) -> list[str]:
                        "it, its plan timed against the pick side by side; results.json has each task's):")
 
 
-def _sources(sources: dict[str, int] | None) -> str:
-    """`` (lookup_greedy's plan 2)`` after a refresh ratio; empty for rows written before stop 58."""
-    return f" ({describe_sources(sources)})" if sources else ""
-
-
 def refresh_lines(rounds: Sequence[dict[str, Any]]) -> list[str]:
     """The refresh loop's table (``pipeline.refresh_stage``): one row per round."""
     if not rounds:
@@ -246,7 +241,7 @@ def refresh_lines(rounds: Sequence[dict[str, Any]]) -> list[str]:
         out.append(f"| {r['round']} | {r['records_added']} | {r.get('records_total', '-')} "
                    f"| {_pct(r.get('device_mape'), False)} ({r.get('devices', 0)} devices) "
                    f"| {_pct(r.get('underestimated_share'), False)} | "
-                   + " | ".join(_fmt(ratios.get(a)) + _sources(r.get("plan_sources", {}).get(a))
+                   + " | ".join(_fmt(ratios.get(a)) + describe_sources(r.get("plan_sources", {}).get(a))
                                 for a in algos)
                    + comm + f" | {_fmt(r.get('elapsed_s'), '.0f')} |")
     collectives = ("collectives timed with each plan's own splits" if timed

@@ -328,10 +328,14 @@ def plan_source(placement: str, steps: dict[str, tuple[str, Any]]) -> str:
     return next((h for h in GUARD_HEURISTICS if h in steps and steps[h][0] == placement), OWN_PLAN)
 
 
-def describe_sources(sources: dict[str, int]) -> str:
-    """``{"lookup_greedy": 2, "own": 1}`` -> ``"lookup_greedy's plan 2, its own 1"``."""
-    return ", ".join(f"{'its own' if s == OWN_PLAN else s + chr(39) + 's plan'} {n}"
-                     for s, n in sorted(sources.items(), key=lambda kv: (-kv[1], kv[0])))
+def describe_sources(sources: dict[str, int] | None) -> str:
+    """``{"lookup_greedy": 2, "own": 1}`` -> ``" (lookup_greedy's plan 2, its own 1)"``, to follow a ratio;
+    empty for none (rows written before stop 58 kept none)."""
+    if not sources:
+        return ""
+    named = {s: "its own" if s == OWN_PLAN else f"{s}'s plan" for s in sources}
+    return " (" + ", ".join(f"{named[s]} {n}" for s, n in sorted(sources.items(),
+                                                                 key=lambda kv: (-kv[1], kv[0]))) + ")"
 
 
 def _device_array(cost: PlanCost) -> np.ndarray:
@@ -371,7 +375,7 @@ def describe_round(row: dict[str, Any]) -> str:
     plans they are."""
     mape = row.get("device_mape")
     sources = row.get("plan_sources", {})
-    ratios = ", ".join(f"{a} {v:.3f}" + (f" ({describe_sources(sources[a])})" if sources.get(a) else "")
+    ratios = ", ".join(f"{a} {v:.3f}{describe_sources(sources.get(a))}"
                        for a, v in row["ratio_to_best_heuristic"].items() if v is not None)
     error = "-" if mape is None else f"{100 * mape:.1f}%"
     tuned = row.get("fine_tuned")
