@@ -1,22 +1,28 @@
 """Does search's risk objective (mean + risk_k x spread) lose plans the mean would find, by measurement?
 
     .venv/bin/python benchmarks/risk_objective.py out/s60/dlrm-50-8-descent --tasks 10 -o out/s61/risk.json
+    .venv/bin/python benchmarks/risk_objective.py --suite dlrm-20-4 --split train --tasks 10 -o risk.json
     .venv/bin/python benchmarks/risk_objective.py \
-        --summary benchmarks/runs/room/s58-amd-risk-objective-dlrm-50-8.json
+        --summary benchmarks/runs/room/s58-amd-risk-objective-dlrm-50-8.json [more files: pooled too]
 
 For each of a bench run's first test tasks (``RUN/test_tasks.json``, that run's measure settings and comm
-fit), the four guard heuristics and ``search`` four ways plan it with the shipped default cost model (seed 0,
+fit), or, with ``--suite NAME``, of that suite's ``--split`` tasks (its pool, split, tasks and comm fit made
+by the bench's own pipeline stages in ``--workdir``, cached there, the suite's measure settings), the four
+guard heuristics and ``search`` four ways plan it with the shipped default cost model (seed 0,
 10 s): guard off at the model's ``risk_k`` (``search_risk``), guard off at the mean (``risk=0``,
 ``search_mean``), guarded at risk_k as shipped (``search_guarded``) and guarded at the mean
 (``search_mean_guarded``). Every task's plans are then timed side by side
 (``hardware.evaluator.evaluate_plans``: 3 rounds, a fresh evaluator each, the least kept per device;
 collectives from the comm fit: modelled), one task after another. The rows (measured and predicted step per
-plan) are written after each task, so an interrupted run keeps what it timed.
+plan) are written after each task, so an interrupted run keeps what it timed, and a re-run with the same
+``-o`` continues after the tasks already there. ``--split train`` gives tasks none of the bench's test tasks
+share a table with: a k chosen there is chosen on held-out data, not on the tasks it is then judged on.
 
 ``--summary`` reads such a file: each search row's geometric mean over the tasks against the best fixed
 heuristic (the one of lowest geometric-mean cost there) and the per-task best, and the mean objective's
 plans over the risk objective's, paired per task, with the bench's 95% bootstrap interval over the tasks
-(``bench.summary.compare``; one measurement a plan, so no rounds are resampled).
+(``bench.summary.compare``; one measurement a plan, so no rounds are resampled). Given several files (one
+per suite), it also pools the paired ratios over all their tasks.
 """
 
 from __future__ import annotations
@@ -28,27 +34,29 @@ import time
 from pathlib import Path
 from typing import Any
 
+from autoshard.bench.suites import get_suite
 from autoshard.bench.summary import best_fixed_heuristic, compare
 from autoshard.costs.base import plan_cost
 from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.learned import LearnedCostModel
+from autoshard.costs.loading import SHIPPED_COST_MODEL
 from autoshard.errors import AutoshardError
 from autoshard.hardware.evaluator import evaluate_plans
 from autoshard.hardware.kernel import MeasureSettings
 from autoshard.io import read_json, write_json
 from autoshard.planners.base import PlannerOptions, make_planner, run_planner
-from autoshard.tasks import load_tasks
+from autoshard.tasks import Task, load_tasks
 
 HEURISTICS = ("dim_greedy", "lookup_greedy", "size_greedy", "size_lookup_greedy")
 SEARCH_ROWS = (("search_risk", {"guard": 0}), ("search_mean", {"guard": 0, "risk": 0}),
                ("search_guarded", {}), ("search_mean_guarded", {"risk": 0}))
 """Each search row's label and the planner options it runs with."""
 PAIRS = (("search_mean", "search_risk"), ("search_mean_guarded", "search_guarded"))
-DEFAULT_MODEL = "src/autoshard/data/default_cost_model.pt"
+DEFAULT_MODEL = str(SHIPPED_COST_MODEL)
 
 
-def measure(run: Path, tasks: int, out: Path, model_path: str = DEFAULT_MODEL) -> list[dict[str, Any]]:
-    """Plan and time the first ``tasks`` test tasks of the bench run in ``run`` (module docstring)."""
+def run_inputs(run: Path) -> tuple[list[Task], MeasureSettings, AlphaBeta]:
+    """A finished bench run's test tasks, measure settings and comm fit."""
     for need in ("test_tasks.json", "costs/comm_model.json", "bench/results.json"):
         if not (run / need).is_file():
             raise AutoshardError(f"{run} has no {need}; give the output directory of a finished bench run")
@@ -58,11 +66,36 @@ def measure(run: Path, tasks: int, out: Path, model_path: str = DEFAULT_MODEL) -
                              "measured evaluator")
     settings = MeasureSettings.from_json(results["measure_settings"])
     comm = AlphaBeta.load(str(run / "costs" / "comm_model.json"))
+    return load_tasks(str(run / "test_tasks.json")), settings, comm
+
+
+def suite_inputs(name: str, split: str, workdir: Path) -> tuple[list[Task], MeasureSettings, AlphaBeta]:
+    """A suite's ``split`` tasks, its measure settings and a comm fit measured here, made by the bench's own
+    stages (pool, split, tasks, comm) in ``workdir`` and cached there as ``autoshard bench`` caches them."""
+    from autoshard.pipeline.context import Context, PipelineConfig
+    from autoshard.pipeline.data import stage_pool, stage_split, stage_tasks
+    from autoshard.pipeline.profiling import stage_comm
+
+    ctx = Context(PipelineConfig(suite=get_suite(name)), workdir,
+                  say=lambda line: print(line, file=sys.stderr, flush=True))
+    k_split = stage_split(ctx, stage_pool(ctx))
+    stage_tasks(ctx, k_split, split)
+    stage_comm(ctx)
+    return load_tasks(str(workdir / f"{split}_tasks.json")), ctx.measure_settings(), ctx.comm_model()
+
+
+def measure(tasks: list[Task], settings: MeasureSettings, comm: AlphaBeta, out: Path,
+            model_path: str = DEFAULT_MODEL) -> list[dict[str, Any]]:
+    """Plan and time ``tasks`` (module docstring); rows already in ``out`` (an interrupted run's) are kept
+    and their tasks not measured again."""
     model = LearnedCostModel.load(model_path, allow_other_hardware=True).with_comm(comm)
     labels = [*HEURISTICS, *(label for label, _ in SEARCH_ROWS)]
     planners = [(h, {}) for h in HEURISTICS] + [("search", extra) for _, extra in SEARCH_ROWS]
-    rows: list[dict[str, Any]] = []
-    for task in load_tasks(str(run / "test_tasks.json"))[:tasks]:
+    rows: list[dict[str, Any]] = json.loads(out.read_text()) if out.is_file() else []
+    done = {r.get("task") for r in rows}
+    for task in tasks:
+        if task.name in done:
+            continue
         start = time.perf_counter()
         plans = [run_planner(make_planner(name, PlannerOptions(seed=0, cost_model=model, time_limit_s=10,
                                                                extra=extra)), task)
@@ -77,9 +110,8 @@ def measure(run: Path, tasks: int, out: Path, model_path: str = DEFAULT_MODEL) -
     return rows
 
 
-def summary_lines(rows: list[dict[str, Any]]) -> list[str]:
-    """The summary of ``--summary`` (module docstring), one line per figure; the ratios and the interval are
-    the bench's (``bench.summary.compare``), each plan with its one measurement (no rounds to resample)."""
+def _measured(rows: list[dict[str, Any]]) -> list[dict[str, tuple[float, tuple[float, ...]]]]:
+    """Each task's {label: (cost, its one round)}, the shape ``bench.summary.compare`` reads."""
     if not rows:
         raise AutoshardError("no tasks in the file; run the measurement first")
     try:
@@ -90,37 +122,73 @@ def summary_lines(rows: list[dict[str, Any]]) -> list[str]:
     missing = sorted({*HEURISTICS, *(label for label, _ in SEARCH_ROWS)} - set(tasks[0]))
     if missing:
         raise AutoshardError(f"the file's tasks have no {', '.join(missing)}; give a file written by -o")
-    fixed = best_fixed_heuristic(tasks)
-    out = [f"{len(rows)} tasks; best fixed heuristic {fixed}"]
-    for label, _ in SEARCH_ROWS:
-        out.append(f"{label}: {compare(tasks, label, [fixed]).ratio:.3f} of the best fixed heuristic, "
-                   f"{compare(tasks, label, HEURISTICS).ratio:.3f} of the per-task best")
+    return tasks
+
+
+def _pair_lines(tasks: list[dict[str, tuple[float, tuple[float, ...]]]], prefix: str = "") -> list[str]:
+    out = []
     for a, b in PAIRS:
         c = compare(tasks, a, [b])
         lower = sum(t[a][0] < t[b][0] for t in tasks)
         interval = (f"[{c.low:.3f}, {c.high:.3f}]" if c.low is not None and c.high is not None
                     else "(no interval: fewer than 2 tasks)")
-        out.append(f"{a} / {b}: {c.ratio:.3f} {interval}, lower on {lower} of {len(tasks)} tasks")
+        out.append(f"{prefix}{a} / {b}: {c.ratio:.3f} {interval}, lower on {lower} of {len(tasks)} tasks")
     return out
+
+
+def summary_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The summary of ``--summary`` (module docstring), one line per figure; the ratios and the interval are
+    the bench's (``bench.summary.compare``), each plan with its one measurement (no rounds to resample)."""
+    tasks = _measured(rows)
+    fixed = best_fixed_heuristic(tasks)
+    out = [f"{len(rows)} tasks; best fixed heuristic {fixed}"]
+    for label, _ in SEARCH_ROWS:
+        out.append(f"{label}: {compare(tasks, label, [fixed]).ratio:.3f} of the best fixed heuristic, "
+                   f"{compare(tasks, label, HEURISTICS).ratio:.3f} of the per-task best")
+    return out + _pair_lines(tasks)
+
+
+def pooled_lines(files: list[list[dict[str, Any]]]) -> list[str]:
+    """The paired ratios over every task of several files (one per suite): the best fixed heuristic differs
+    between suites, so only the pairs, each task against itself, are pooled."""
+    tasks = [t for rows in files for t in _measured(rows)]
+    return [f"pooled over {len(files)} files, {len(tasks)} tasks", *_pair_lines(tasks, "pooled ")]
+
+
+def _read(path: str) -> list[dict[str, Any]]:
+    try:
+        return json.loads(Path(path).read_text())
+    except json.JSONDecodeError as e:
+        raise AutoshardError(f"{path} is not JSON ({e}); give a file written by -o") from None
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run", nargs="?", help="a finished bench run's output directory (`autoshard bench -o`)")
-    ap.add_argument("--tasks", type=int, default=10, help="how many of its test tasks (first ones)")
-    ap.add_argument("-o", "--output", help="where to write the rows (JSON, rewritten after each task)")
-    ap.add_argument("--summary", help="summarise a file this script wrote instead of measuring")
+    ap.add_argument("--suite", help="instead of RUN: this suite's tasks, made here by the bench's stages")
+    ap.add_argument("--split", choices=["train", "test"], default="train",
+                    help="with --suite: its train tasks (default; held out from its test tasks) or test")
+    ap.add_argument("--workdir", help="with --suite: where its stages are cached (default risk-SUITE)")
+    ap.add_argument("--tasks", type=int, default=10, help="how many of the tasks (first ones)")
+    ap.add_argument("-o", "--output", help="where to write the rows (JSON, rewritten after each task; a "
+                                           "re-run continues after the tasks there)")
+    ap.add_argument("--summary", nargs="+", metavar="FILE",
+                    help="summarise files this script wrote instead of measuring (several: pooled too)")
     args = ap.parse_args(argv)
     try:
         if args.summary:
-            try:
-                rows = json.loads(Path(args.summary).read_text())
-            except json.JSONDecodeError as e:
-                raise AutoshardError(f"{args.summary} is not JSON ({e}); give a file written by -o") from None
-        elif args.run and args.output and args.tasks > 0:
-            rows = measure(Path(args.run), args.tasks, Path(args.output))
+            files = [_read(f) for f in args.summary]
+            lines = [line for rows in files for line in summary_lines(rows)]
+            print("\n".join(lines + (pooled_lines(files) if len(files) > 1 else [])))
+            return 0
+        if bool(args.run) == bool(args.suite) or not args.output or args.tasks <= 0:
+            raise AutoshardError("give RUN -o OUT or --suite NAME -o OUT (--tasks >= 1), or --summary FILE")
+        if args.suite:
+            tasks, settings, comm = suite_inputs(args.suite, args.split,
+                                                 Path(args.workdir or f"risk-{args.suite}"))
         else:
-            raise AutoshardError("give RUN -o OUT (with --tasks >= 1), or --summary FILE")
+            tasks, settings, comm = run_inputs(Path(args.run))
+        rows = measure(tasks[:args.tasks], settings, comm, Path(args.output))
         print("\n".join(summary_lines(rows)))
     except (AutoshardError, OSError, ValueError, KeyError) as e:
         print(f"risk_objective: error: {e}", file=sys.stderr)

@@ -542,8 +542,8 @@ def test_risk_objective_restates_stop_58s_archives(capsys, suite: str, lines: li
     assert all(line in out for line in lines)
     # no run and no summary: a one-line error, exit 2
     assert module.main([]) == 2
-    assert capsys.readouterr().err.strip() == ("risk_objective: error: give RUN -o OUT (with --tasks >= 1), "
-                                               "or --summary FILE")
+    assert capsys.readouterr().err.strip() == ("risk_objective: error: give RUN -o OUT or --suite NAME -o "
+                                               "OUT (--tasks >= 1), or --summary FILE")
 
 
 def test_risk_objective_summarises_one_task_without_an_interval_and_refuses_other_files(tmp_path, capsys):
