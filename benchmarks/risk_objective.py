@@ -8,15 +8,16 @@
 For each of a bench run's first test tasks (``RUN/test_tasks.json``, that run's measure settings and comm
 fit), or, with ``--suite NAME``, of that suite's ``--split`` tasks (its pool, split, tasks and comm fit made
 by the bench's own pipeline stages in ``--workdir``, cached there, the suite's measure settings), the four
-guard heuristics and ``search`` four ways plan it with the shipped default cost model (seed 0,
-10 s): guard off at the model's ``risk_k`` (``search_risk``), guard off at the mean (``risk=0``,
-``search_mean``), guarded at risk_k as shipped (``search_guarded``) and guarded at the mean
-(``search_mean_guarded``). Every task's plans are then timed side by side
-(``hardware.evaluator.evaluate_plans``: 3 rounds, a fresh evaluator each, the least kept per device;
-collectives from the comm fit: modelled), one task after another. The rows (measured and predicted step per
-plan) are written after each task, so an interrupted run keeps what it timed, and a re-run with the same
-``-o`` continues after the tasks already there. ``--split train`` gives tasks none of the bench's test tasks
-share a table with: a k chosen there is chosen on held-out data, not on the tasks it is then judged on.
+guard heuristics and ``search`` four ways plan it with the shipped default cost model (seed 0, 10 s): guard
+off at the model's ``risk_k`` (``search_risk``), guard off at the mean (``risk=0``, ``search_mean``), guarded
+at risk_k (``search_guarded``, search's default until stop 59) and guarded at the mean
+(``search_mean_guarded``, its default since: ``planners.local_search.SEARCH_RISK``). Every task's plans are
+then timed side by side (``hardware.evaluator.evaluate_plans``: 3 rounds, a fresh evaluator each, the least
+kept per device; collectives from the comm fit: modelled), one task after another. The rows (measured and
+predicted step per plan) are written after each task, so an interrupted run keeps what it timed, and a re-run
+with the same ``-o`` continues after the tasks already there. ``--split train`` gives tasks none of the
+bench's test tasks share a table with: a k chosen there is chosen on held-out data, not on the tasks it is
+then judged on.
 
 ``--summary`` reads such a file: each search row's geometric mean over the tasks against the best fixed
 heuristic (the one of lowest geometric-mean cost there) and the per-task best, and the mean objective's
@@ -48,10 +49,14 @@ from autoshard.planners.base import PlannerOptions, make_planner, run_planner
 from autoshard.tasks import Task, load_tasks
 
 HEURISTICS = ("dim_greedy", "lookup_greedy", "size_greedy", "size_lookup_greedy")
-SEARCH_ROWS = (("search_risk", {"guard": 0}), ("search_mean", {"guard": 0, "risk": 0}),
-               ("search_guarded", {}), ("search_mean_guarded", {"risk": 0}))
-"""Each search row's label and the planner options it runs with."""
-PAIRS = (("search_mean", "search_risk"), ("search_mean_guarded", "search_guarded"))
+AT_RISK_K = "risk_k"
+SEARCH_ROWS = (("search_risk", {"guard": 0, "risk": AT_RISK_K}), ("search_mean", {"guard": 0, "risk": 0}),
+               ("search_guarded", {"risk": AT_RISK_K}), ("search_mean_guarded", {"risk": 0}))
+"""Each search row's label and the planner options it runs with (``AT_RISK_K``: the model's ``risk_k``,
+given explicitly: search's own default is the mean since stop 59, ``planners.local_search.SEARCH_RISK``)."""
+PAIRS = (("search_mean", "search_risk"), ("search_mean_guarded", "search_guarded"),
+         ("search_risk", "search_guarded"))
+"""Paired ratios the summary prints: the mean over risk_k, guard off and on; guard off over on, at risk_k."""
 DEFAULT_MODEL = str(SHIPPED_COST_MODEL)
 
 
@@ -90,8 +95,10 @@ def measure(tasks: list[Task], settings: MeasureSettings, comm: AlphaBeta, out: 
     and their tasks not measured again."""
     model = LearnedCostModel.load(model_path, allow_other_hardware=True).with_comm(comm)
     labels = [*HEURISTICS, *(label for label, _ in SEARCH_ROWS)]
-    planners = [(h, {}) for h in HEURISTICS] + [("search", extra) for _, extra in SEARCH_ROWS]
-    rows: list[dict[str, Any]] = json.loads(out.read_text()) if out.is_file() else []
+    planners = [(h, {}) for h in HEURISTICS] + [
+        ("search", {**extra, "risk": model.risk_k} if extra.get("risk") == AT_RISK_K else extra)
+        for _, extra in SEARCH_ROWS]
+    rows = measured_so_far(out)
     done = {r.get("task") for r in rows}
     for task in tasks:
         if task.name in done:
@@ -155,6 +162,15 @@ def pooled_lines(files: list[list[dict[str, Any]]]) -> list[str]:
     return [f"pooled over {len(files)} files, {len(tasks)} tasks", *_pair_lines(tasks, "pooled ")]
 
 
+def measured_so_far(out: Path) -> list[dict[str, Any]]:
+    """The rows an interrupted run left in ``out`` ([] if none); an ``out`` holding something else is
+    refused (AutoshardError), not overwritten."""
+    rows: list[dict[str, Any]] = _read(str(out)) if out.is_file() else []
+    if rows:
+        _measured(rows)
+    return rows
+
+
 def _read(path: str) -> list[dict[str, Any]]:
     try:
         return json.loads(Path(path).read_text())
@@ -183,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if bool(args.run) == bool(args.suite) or not args.output or args.tasks <= 0:
             raise AutoshardError("give RUN -o OUT or --suite NAME -o OUT (--tasks >= 1), or --summary FILE")
+        measured_so_far(Path(args.output))  # before any stage runs
         if args.suite:
             tasks, settings, comm = suite_inputs(args.suite, args.split,
                                                  Path(args.workdir or f"risk-{args.suite}"))

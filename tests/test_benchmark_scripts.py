@@ -546,6 +546,27 @@ def test_risk_objective_restates_stop_58s_archives(capsys, suite: str, lines: li
                                                "OUT (--tasks >= 1), or --summary FILE")
 
 
+def test_risk_objective_restates_stop_59s_choice_of_searchs_risk_factor(capsys):
+    """docs/benchmarks.md, "Stop 59": the four suites' train tasks pooled (the k chosen there: the mean,
+    planners.local_search.SEARCH_RISK) and stop 58's two suites' test tasks pooled."""
+    module = _script("risk_objective")
+    room = BENCHMARKS / "runs" / "room"
+    train = [str(room / f"s59-amd-risk-objective-{s}-train.json")
+             for s in ("dlrm-20-4", "dlrm-10-8", "dlrm-50-4", "dlrm-20-8")]
+    assert module.main(["--summary", *train]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "search_mean_guarded / search_guarded: 0.965 [0.907, 0.999], lower on 5 of 10 tasks" in out
+    pooled = "pooled search_mean_guarded / search_guarded: 0.975 [0.954, 0.996], lower on 19 of 40 tasks"
+    assert out[-4:] == ["pooled over 4 files, 40 tasks",
+                        "pooled search_mean / search_risk: 0.981 [0.954, 1.004], lower on 25 of 40 tasks",
+                        pooled,
+                        "pooled search_risk / search_guarded: 0.984 [0.957, 1.013], lower on 14 of 40 tasks"]
+    test = [str(room / f"s58-amd-risk-objective-{s}.json") for s in ("dlrm-20-2", "dlrm-50-8")]
+    assert module.main(["--summary", *test]) == 0
+    assert ("pooled search_mean_guarded / search_guarded: 0.991 [0.980, 1.001], lower on 3 of 20 tasks"
+            in capsys.readouterr().out.splitlines())
+
+
 def test_risk_objective_summarises_one_task_without_an_interval_and_refuses_other_files(tmp_path, capsys):
     spec = importlib.util.spec_from_file_location("_risk_objective", BENCHMARKS / "risk_objective.py")
     assert spec is not None and spec.loader is not None
@@ -565,3 +586,49 @@ def test_risk_objective_summarises_one_task_without_an_interval_and_refuses_othe
         assert module.main(["--summary", str(bad)]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and why in err
+
+
+def test_risk_objective_pools_several_files_and_refuses_an_output_holding_something_else(tmp_path, capsys):
+    """Several files: each summarised, then the paired ratios pooled over all their tasks; an -o that does
+    not hold this script's rows is refused in one line before anything is planned, and left as it was."""
+    module = _script("risk_objective")
+    labels = [*module.HEURISTICS, *(label for label, _ in module.SEARCH_ROWS)]
+    files = []
+    for n, mean_cost in ((2, 9.0), (3, 11.0)):
+        rows = [{"task": f"t{i}", "measured": {**{lab: 10.0 for lab in labels}, "search_mean": mean_cost}}
+                for i in range(n)]
+        files.append(tmp_path / f"f{n}.json")
+        files[-1].write_text(json.dumps(rows))
+    assert module.main(["--summary", *map(str, files)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out.count("search_mean / search_risk: 0.900 [0.900, 0.900], lower on 2 of 2 tasks") == 1
+    assert "pooled over 2 files, 5 tasks" in out
+    # 0.9 twice and 1.1 three times: the geometric mean of the five paired ratios
+    pooled = next(line for line in out if line.startswith("pooled search_mean / search_risk"))
+    assert pooled.startswith(f"pooled search_mean / search_risk: {(0.9 ** 2 * 1.1 ** 3) ** 0.2:.3f} [")
+    assert pooled.endswith("lower on 2 of 5 tasks")
+    other = tmp_path / "other.json"
+    other.write_text('{"not": "rows"}')
+    assert module.main(["--suite", "tiny", "--workdir", str(tmp_path / "wd"), "-o", str(other)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "does not hold the rows this script writes" in err[0]
+    assert other.read_text() == '{"not": "rows"}'
+    assert module.main(["RUN", "--suite", "tiny", "-o", str(other)]) == 2  # one source of tasks, not two
+    assert "give RUN -o OUT or --suite NAME" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_risk_objective_measures_a_suites_train_task_and_resumes(tmp_path, capsys):
+    """--suite tiny --split train: the bench's stages make the tasks and the comm fit, one task's eight
+    plans are planned and timed; a re-run finds the task in -o and measures nothing."""
+    module = _script("risk_objective")
+    out, workdir = tmp_path / "risk.json", tmp_path / "wd"
+    argv = ["--suite", "tiny", "--split", "train", "--tasks", "1", "--workdir", str(workdir), "-o", str(out)]
+    assert module.main(argv) == 0
+    rows = json.loads(out.read_text())
+    assert [r["task"] for r in rows] == ["tiny-train-0"] and (workdir / "costs" / "comm_model.json").is_file()
+    assert set(rows[0]["measured"]) == {*module.HEURISTICS, *(label for label, _ in module.SEARCH_ROWS)}
+    assert all(ms > 0 for ms in rows[0]["measured"].values())
+    assert "tiny-train-0:" in capsys.readouterr().out
+    assert module.main(argv) == 0
+    assert "tiny-train-0:" not in capsys.readouterr().out and json.loads(out.read_text()) == rows

@@ -710,6 +710,14 @@ def test_planners_plan_with_the_risk_priced_model(ensemble, dataset):
         assert isinstance(planner.cost_model, RiskPricedModel)
         plan = run_planner(planner, task)
         assert plan.num_devices == task.num_devices
+    # search plans at the mean unless told otherwise (stop 59: planners.local_search.SEARCH_RISK); the
+    # others at the model's risk_k
+    from autoshard.planners.local_search import SEARCH_RISK
+
+    options = PlannerOptions(cost_model=model, time_limit_s=0.5)
+    assert make_planner("search", options).cost_model.risk == SEARCH_RISK == 0.0
+    assert make_planner("neuroshard", options).cost_model.risk == 1.25
+    assert make_planner("search", replace(options, extra={"risk": "2"})).cost_model.risk == 2.0
 
 
 # -- CLI -----------------------------------------------------------------------------------------------------
