@@ -90,15 +90,15 @@ def suite_inputs(name: str, split: str, workdir: Path) -> tuple[list[Task], Meas
 
 
 def measure(tasks: list[Task], settings: MeasureSettings, comm: AlphaBeta, out: Path,
-            model_path: str = DEFAULT_MODEL) -> list[dict[str, Any]]:
-    """Plan and time ``tasks`` (module docstring); rows already in ``out`` (an interrupted run's) are kept
-    and their tasks not measured again."""
+            rows: list[dict[str, Any]], model_path: str = DEFAULT_MODEL) -> list[dict[str, Any]]:
+    """Plan and time ``tasks`` (module docstring) after ``rows``, an interrupted run's (``measured_so_far``),
+    whose tasks are not measured again."""
     model = LearnedCostModel.load(model_path, allow_other_hardware=True).with_comm(comm)
     labels = [*HEURISTICS, *(label for label, _ in SEARCH_ROWS)]
     planners = [(h, {}) for h in HEURISTICS] + [
         ("search", {**extra, "risk": model.risk_k} if extra.get("risk") == AT_RISK_K else extra)
         for _, extra in SEARCH_ROWS]
-    rows = measured_so_far(out)
+    rows = list(rows)
     done = {r.get("task") for r in rows}
     for task in tasks:
         if task.name in done:
@@ -199,13 +199,13 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if bool(args.run) == bool(args.suite) or not args.output or args.tasks <= 0:
             raise AutoshardError("give RUN -o OUT or --suite NAME -o OUT (--tasks >= 1), or --summary FILE")
-        measured_so_far(Path(args.output))  # before any stage runs
+        done = measured_so_far(Path(args.output))  # refused before any stage runs
         if args.suite:
             tasks, settings, comm = suite_inputs(args.suite, args.split,
                                                  Path(args.workdir or f"risk-{args.suite}"))
         else:
             tasks, settings, comm = run_inputs(Path(args.run))
-        rows = measure(tasks[:args.tasks], settings, comm, Path(args.output))
+        rows = measure(tasks[:args.tasks], settings, comm, Path(args.output), done)
         print("\n".join(summary_lines(rows)))
     except (AutoshardError, OSError, ValueError, KeyError) as e:
         print(f"risk_objective: error: {e}", file=sys.stderr)
