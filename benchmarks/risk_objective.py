@@ -1,23 +1,26 @@
-"""Does search's risk objective (mean + risk_k x spread) lose plans the mean would find, by measurement?
+"""Does a learned planner's risk objective (mean + risk_k x spread) lose plans the mean would find, by
+measurement?
 
     .venv/bin/python benchmarks/risk_objective.py out/s60/dlrm-50-8-descent --tasks 10 -o out/s61/risk.json
     .venv/bin/python benchmarks/risk_objective.py --suite dlrm-20-4 --split train --tasks 10 -o risk.json
+    .venv/bin/python benchmarks/risk_objective.py --planner neuroshard --suite dlrm-20-4 -o risk-ns.json
     .venv/bin/python benchmarks/risk_objective.py \
         --summary benchmarks/runs/room/s58-amd-risk-objective-dlrm-50-8.json [more files: pooled too]
 
 For each of a bench run's first test tasks (``RUN/test_tasks.json``, that run's measure settings and comm
 fit), or, with ``--suite NAME``, of that suite's ``--split`` tasks (its pool, split, tasks and comm fit made
 by the bench's own pipeline stages in ``--workdir``, cached there, the suite's measure settings), the four
-guard heuristics and ``search`` four ways plan it with the shipped default cost model (seed 0, 10 s): guard
-off at the model's ``risk_k`` (``search_risk``), guard off at the mean (``risk=0``, ``search_mean``), guarded
-at risk_k (``search_guarded``, search's default until stop 59) and guarded at the mean
-(``search_mean_guarded``, its default since: ``planners.local_search.SEARCH_RISK``). Every task's plans are
-then timed side by side (``hardware.evaluator.evaluate_plans``: 3 rounds, a fresh evaluator each, the least
-kept per device; collectives from the comm fit: modelled), one task after another. The rows (measured and
-predicted step per plan) are written after each task, so an interrupted run keeps what it timed, and a re-run
-with the same ``-o`` continues after the tasks already there. ``--split train`` gives tasks none of the
-bench's test tasks share a table with: a k chosen there is chosen on held-out data, not on the tasks it is
-then judged on.
+guard heuristics and ``--planner`` (default ``search``; ``neuroshard``, ``ilp``, ``rl``) four ways plan it
+with the shipped default cost model (seed 0, 10 s): guard off at the model's ``risk_k`` (``search_risk``),
+guard off at the mean (``risk=0``, ``search_mean``), guarded at risk_k (``search_guarded``, search's default
+until stop 59, still the other planners') and guarded at the mean (``search_mean_guarded``, search's default
+since: ``planners.local_search.SEARCH_RISK``); another planner's rows are named after it
+(``neuroshard_risk``, ...). Every task's plans are then timed side by side
+(``hardware.evaluator.evaluate_plans``: 3 rounds, a fresh evaluator each, the least kept per device;
+collectives from the comm fit: modelled), one task after another. The rows (measured and predicted step per
+plan) are written after each task, so an interrupted run keeps what it timed, and a re-run with the same
+``-o`` continues after the tasks already there. ``--split train`` gives tasks none of the bench's test tasks
+share a table with: a k chosen there is chosen on held-out data, not on the tasks it is then judged on.
 
 ``--summary`` reads such a file: each search row's geometric mean over the tasks against the best fixed
 heuristic (the one of lowest geometric-mean cost there) and the per-task best, and the mean objective's
@@ -49,15 +52,28 @@ from autoshard.planners.base import PlannerOptions, make_planner, run_planner
 from autoshard.tasks import Task, load_tasks
 
 HEURISTICS = ("dim_greedy", "lookup_greedy", "size_greedy", "size_lookup_greedy")
+PLANNERS = ("search", "neuroshard", "ilp", "rl")
+"""The learned planners ``--planner`` takes (each plans at ``--option risk=K`` and behind the guard)."""
 AT_RISK_K = "risk_k"
-SEARCH_ROWS = (("search_risk", {"guard": 0, "risk": AT_RISK_K}), ("search_mean", {"guard": 0, "risk": 0}),
-               ("search_guarded", {"risk": AT_RISK_K}), ("search_mean_guarded", {"risk": 0}))
-"""Each search row's label and the planner options it runs with (``AT_RISK_K``: the model's ``risk_k``,
+ROW_OPTIONS = (("risk", {"guard": 0, "risk": AT_RISK_K}), ("mean", {"guard": 0, "risk": 0}),
+               ("guarded", {"risk": AT_RISK_K}), ("mean_guarded", {"risk": 0}))
+"""Each planner row's suffix and the planner options it runs with (``AT_RISK_K``: the model's ``risk_k``,
 given explicitly: search's own default is the mean since stop 59, ``planners.local_search.SEARCH_RISK``)."""
-PAIRS = (("search_mean", "search_risk"), ("search_mean_guarded", "search_guarded"),
-         ("search_risk", "search_guarded"))
+PAIR_SUFFIXES = (("mean", "risk"), ("mean_guarded", "guarded"), ("risk", "guarded"))
 """Paired ratios the summary prints: the mean over risk_k, guard off and on; guard off over on, at risk_k."""
 DEFAULT_MODEL = str(SHIPPED_COST_MODEL)
+
+
+def planner_rows(planner: str = "search") -> tuple[tuple[str, dict[str, Any]], ...]:
+    """``planner``'s four rows: (label, planner options)."""
+    return tuple((f"{planner}_{suffix}", extra) for suffix, extra in ROW_OPTIONS)
+
+
+def planner_pairs(planner: str = "search") -> tuple[tuple[str, str], ...]:
+    return tuple((f"{planner}_{a}", f"{planner}_{b}") for a, b in PAIR_SUFFIXES)
+
+
+SEARCH_ROWS = planner_rows("search")
 
 
 def run_inputs(run: Path) -> tuple[list[Task], MeasureSettings, AlphaBeta]:
@@ -90,14 +106,15 @@ def suite_inputs(name: str, split: str, workdir: Path) -> tuple[list[Task], Meas
 
 
 def measure(tasks: list[Task], settings: MeasureSettings, comm: AlphaBeta, out: Path,
-            rows: list[dict[str, Any]], model_path: str = DEFAULT_MODEL) -> list[dict[str, Any]]:
-    """Plan and time ``tasks`` (module docstring) after ``rows``, an interrupted run's (``measured_so_far``),
-    whose tasks are not measured again."""
+            rows: list[dict[str, Any]], model_path: str = DEFAULT_MODEL,
+            planner: str = "search") -> list[dict[str, Any]]:
+    """Plan and time ``tasks`` (module docstring) with ``planner``'s four rows after ``rows``, an interrupted
+    run's (``measured_so_far``), whose tasks are not measured again."""
     model = LearnedCostModel.load(model_path, allow_other_hardware=True).with_comm(comm)
-    labels = [*HEURISTICS, *(label for label, _ in SEARCH_ROWS)]
+    labels = [*HEURISTICS, *(label for label, _ in planner_rows(planner))]
     planners = [(h, {}) for h in HEURISTICS] + [
-        ("search", {**extra, "risk": model.risk_k} if extra.get("risk") == AT_RISK_K else extra)
-        for _, extra in SEARCH_ROWS]
+        (planner, {**extra, "risk": model.risk_k} if extra.get("risk") == AT_RISK_K else extra)
+        for _, extra in planner_rows(planner)]
     rows = list(rows)
     done = {r.get("task") for r in rows}
     for task in tasks:
@@ -117,8 +134,18 @@ def measure(tasks: list[Task], settings: MeasureSettings, comm: AlphaBeta, out: 
     return rows
 
 
-def _measured(rows: list[dict[str, Any]]) -> list[dict[str, tuple[float, tuple[float, ...]]]]:
-    """Each task's {label: (cost, its one round)}, the shape ``bench.summary.compare`` reads."""
+def rows_planner(rows: list[dict[str, Any]]) -> str:
+    """Which learned planner a file's rows measured (search where none of ``PLANNERS``' rows are there)."""
+    first = rows[0] if isinstance(rows, list) and rows and isinstance(rows[0], dict) else {}
+    measured = first.get("measured")
+    labels = measured if isinstance(measured, dict) else {}
+    return next((p for p in PLANNERS if f"{p}_mean_guarded" in labels), "search")
+
+
+def _measured(rows: list[dict[str, Any]],
+              planner: str = "search") -> list[dict[str, tuple[float, tuple[float, ...]]]]:
+    """Each task's {label: (cost, its one round)}, the shape ``bench.summary.compare`` reads; refused unless
+    every task has the heuristics' and ``planner``'s rows."""
     if not rows:
         raise AutoshardError("no tasks in the file; run the measurement first")
     try:
@@ -126,15 +153,16 @@ def _measured(rows: list[dict[str, Any]]) -> list[dict[str, tuple[float, tuple[f
     except (KeyError, TypeError, AttributeError, ValueError):
         raise AutoshardError("the file does not hold the rows this script writes (a list of tasks, each "
                              "with its 'measured' plan costs); give a file written by -o") from None
-    missing = sorted({*HEURISTICS, *(label for label, _ in SEARCH_ROWS)} - set(tasks[0]))
+    missing = sorted({*HEURISTICS, *(label for label, _ in planner_rows(planner))} - set(tasks[0]))
     if missing:
         raise AutoshardError(f"the file's tasks have no {', '.join(missing)}; give a file written by -o")
     return tasks
 
 
-def _pair_lines(tasks: list[dict[str, tuple[float, tuple[float, ...]]]], prefix: str = "") -> list[str]:
+def _pair_lines(tasks: list[dict[str, tuple[float, tuple[float, ...]]]], planner: str,
+                prefix: str = "") -> list[str]:
     out = []
-    for a, b in PAIRS:
+    for a, b in planner_pairs(planner):
         c = compare(tasks, a, [b])
         lower = sum(t[a][0] < t[b][0] for t in tasks)
         interval = (f"[{c.low:.3f}, {c.high:.3f}]" if c.low is not None and c.high is not None
@@ -146,28 +174,35 @@ def _pair_lines(tasks: list[dict[str, tuple[float, tuple[float, ...]]]], prefix:
 def summary_lines(rows: list[dict[str, Any]]) -> list[str]:
     """The summary of ``--summary`` (module docstring), one line per figure; the ratios and the interval are
     the bench's (``bench.summary.compare``), each plan with its one measurement (no rounds to resample)."""
-    tasks = _measured(rows)
+    planner = rows_planner(rows)
+    tasks = _measured(rows, planner)
     fixed = best_fixed_heuristic(tasks)
     out = [f"{len(rows)} tasks; best fixed heuristic {fixed}"]
-    for label, _ in SEARCH_ROWS:
+    for label, _ in planner_rows(planner):
         out.append(f"{label}: {compare(tasks, label, [fixed]).ratio:.3f} of the best fixed heuristic, "
                    f"{compare(tasks, label, HEURISTICS).ratio:.3f} of the per-task best")
-    return out + _pair_lines(tasks)
+    return out + _pair_lines(tasks, planner)
 
 
 def pooled_lines(files: list[list[dict[str, Any]]]) -> list[str]:
     """The paired ratios over every task of several files (one per suite): the best fixed heuristic differs
-    between suites, so only the pairs, each task against itself, are pooled."""
-    tasks = [t for rows in files for t in _measured(rows)]
-    return [f"pooled over {len(files)} files, {len(tasks)} tasks", *_pair_lines(tasks, "pooled ")]
+    between suites, so only the pairs, each task against itself, are pooled; files of different planners
+    are refused."""
+    planners = {rows_planner(rows) for rows in files}
+    if len(planners) > 1:
+        raise AutoshardError(f"the files measured different planners ({', '.join(sorted(planners))}); pool "
+                             "files of one planner")
+    (planner,) = planners
+    tasks = [t for rows in files for t in _measured(rows, planner)]
+    return [f"pooled over {len(files)} files, {len(tasks)} tasks", *_pair_lines(tasks, planner, "pooled ")]
 
 
-def measured_so_far(out: Path) -> list[dict[str, Any]]:
-    """The rows an interrupted run left in ``out`` ([] if none); an ``out`` holding something else is
-    refused (AutoshardError), not overwritten."""
+def measured_so_far(out: Path, planner: str = "search") -> list[dict[str, Any]]:
+    """The rows an interrupted run of ``planner`` left in ``out`` ([] if none); an ``out`` holding something
+    else (another planner's rows included) is refused (AutoshardError), not overwritten."""
     rows: list[dict[str, Any]] = _read(str(out)) if out.is_file() else []
     if rows:
-        _measured(rows)
+        _measured(rows, planner)
     return rows
 
 
@@ -186,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="with --suite: its train tasks (default; held out from its test tasks) or test")
     ap.add_argument("--workdir", help="with --suite: where its stages are cached (default risk-SUITE)")
     ap.add_argument("--tasks", type=int, default=10, help="how many of the tasks (first ones)")
+    ap.add_argument("--planner", choices=PLANNERS, default="search",
+                    help="the learned planner whose risk objective is measured (default search)")
     ap.add_argument("-o", "--output", help="where to write the rows (JSON, rewritten after each task; a "
                                            "re-run continues after the tasks there)")
     ap.add_argument("--summary", nargs="+", metavar="FILE",
@@ -199,13 +236,13 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if bool(args.run) == bool(args.suite) or not args.output or args.tasks <= 0:
             raise AutoshardError("give RUN -o OUT or --suite NAME -o OUT (--tasks >= 1), or --summary FILE")
-        done = measured_so_far(Path(args.output))  # refused before any stage runs
+        done = measured_so_far(Path(args.output), args.planner)  # refused before any stage runs
         if args.suite:
             tasks, settings, comm = suite_inputs(args.suite, args.split,
                                                  Path(args.workdir or f"risk-{args.suite}"))
         else:
             tasks, settings, comm = run_inputs(Path(args.run))
-        rows = measure(tasks[:args.tasks], settings, comm, Path(args.output), done)
+        rows = measure(tasks[:args.tasks], settings, comm, Path(args.output), done, planner=args.planner)
         print("\n".join(summary_lines(rows)))
     except (AutoshardError, OSError, ValueError, KeyError) as e:
         print(f"risk_objective: error: {e}", file=sys.stderr)

@@ -617,6 +617,34 @@ def test_risk_objective_pools_several_files_and_refuses_an_output_holding_someth
     assert "give RUN -o OUT or --suite NAME" in capsys.readouterr().err
 
 
+def test_risk_objective_names_another_planners_rows_and_pools_one_planner_at_a_time(tmp_path, capsys):
+    """--planner neuroshard's rows are named after it; its summary reads them; files of two planners are
+    not pooled, and an -o of search's rows is refused for neuroshard, in one line."""
+    module = _script("risk_objective")
+    assert [label for label, _ in module.planner_rows("neuroshard")] == [
+        "neuroshard_risk", "neuroshard_mean", "neuroshard_guarded", "neuroshard_mean_guarded"]
+    files = {}
+    for planner in ("neuroshard", "search"):
+        labels = [*module.HEURISTICS, *(label for label, _ in module.planner_rows(planner))]
+        rows = [{"task": f"t{i}", "measured": {**{lab: 10.0 for lab in labels}, f"{planner}_mean": 8.0}}
+                for i in range(2)]
+        files[planner] = tmp_path / f"{planner}.json"
+        files[planner].write_text(json.dumps(rows))
+    assert module.main(["--summary", str(files["neuroshard"])]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "neuroshard_mean / neuroshard_risk: 0.800 [0.800, 0.800], lower on 2 of 2 tasks" in out
+    assert "neuroshard_mean: 0.800 of the best fixed heuristic, 0.800 of the per-task best" in out
+    assert not any(line.startswith("search") for line in out)
+    assert module.main(["--summary", str(files["neuroshard"]), str(files["search"])]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "different planners (neuroshard, search)" in err[0]
+    argv = ["--planner", "neuroshard", "--suite", "tiny", "--workdir", str(tmp_path / "wd"),
+            "-o", str(files["search"])]
+    assert module.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "have no neuroshard_guarded" in err[0] and not (tmp_path / "wd").exists()
+
+
 @pytest.mark.slow
 def test_risk_objective_measures_a_suites_train_task_and_resumes(tmp_path, capsys):
     """--suite tiny --split train: the bench's stages make the tasks and the comm fit, one task's eight
