@@ -59,8 +59,9 @@ ROW_OPTIONS = (("risk", {"guard": 0, "risk": AT_RISK_K}), ("mean", {"guard": 0, 
                ("guarded", {"risk": AT_RISK_K}), ("mean_guarded", {"risk": 0}))
 """Each planner row's suffix and the planner options it runs with (``AT_RISK_K``: the model's ``risk_k``,
 given explicitly: search's own default is the mean since stop 59, ``planners.local_search.SEARCH_RISK``)."""
-PAIR_SUFFIXES = (("mean", "risk"), ("mean_guarded", "guarded"), ("risk", "guarded"))
-"""Paired ratios the summary prints: the mean over risk_k, guard off and on; guard off over on, at risk_k."""
+PAIR_SUFFIXES = (("mean", "risk"), ("mean_guarded", "guarded"), ("risk", "guarded"), ("mean", "mean_guarded"))
+"""Paired ratios the summary prints: the mean over risk_k, guard off and on; guard off over on, at risk_k and
+at the mean."""
 DEFAULT_MODEL = str(SHIPPED_COST_MODEL)
 
 

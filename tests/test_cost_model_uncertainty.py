@@ -710,14 +710,20 @@ def test_planners_plan_with_the_risk_priced_model(ensemble, dataset):
         assert isinstance(planner.cost_model, RiskPricedModel)
         plan = run_planner(planner, task)
         assert plan.num_devices == task.num_devices
-    # search plans at the mean unless told otherwise (stop 59: planners.local_search.SEARCH_RISK); the
-    # others at the model's risk_k
+    # search, neuroshard and rl plan at the mean unless told otherwise (stop 59: planners.local_search.
+    # SEARCH_RISK; stop 60: planners.neuroshard.NEUROSHARD_RISK, planners.rl.planner.RL_RISK); ilp at the
+    # model's risk_k
     from autoshard.planners.local_search import SEARCH_RISK
+    from autoshard.planners.neuroshard import NEUROSHARD_RISK
+    from autoshard.planners.rl.planner import RL_RISK
 
     options = PlannerOptions(cost_model=model, time_limit_s=0.5)
     assert make_planner("search", options).cost_model.risk == SEARCH_RISK == 0.0
-    assert make_planner("neuroshard", options).cost_model.risk == 1.25
-    assert make_planner("search", replace(options, extra={"risk": "2"})).cost_model.risk == 2.0
+    assert make_planner("neuroshard", options).cost_model.risk == NEUROSHARD_RISK == 0.0
+    assert make_planner("ilp", options).cost_model.risk == 1.25
+    assert make_planner("rl", options).cost_model.risk == RL_RISK == 0.0  # the shipped policy
+    for algo in ("search", "neuroshard", "rl"):
+        assert make_planner(algo, replace(options, extra={"risk": "2"})).cost_model.risk == 2.0
 
 
 # -- CLI -----------------------------------------------------------------------------------------------------

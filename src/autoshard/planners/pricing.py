@@ -33,10 +33,11 @@ model's ``risk_k``. Read by ``planning_model``; a planner factory hands ``planne
 it) to its own ``config_from_extra``."""
 
 
-def planning_model(options: Any) -> CostModel:
+def planning_model(options: Any, default_risk: float | None = None) -> CostModel:
     """The model a planner built from ``options`` (``PlannerOptions``) should plan with: its cost model (or
-    the default one) priced at mean + k x spread, k from ``options.extra['risk']`` or the model's risk_k."""
-    return resolve_cost_model(options.cost_model, options.extra.get(RISK_OPTION))
+    the default one) priced at mean + k x spread, k from ``options.extra['risk']``, else the planner's own
+    ``default_risk`` (search's and neuroshard's: the mean), else the model's risk_k."""
+    return resolve_cost_model(options.cost_model, options.extra.get(RISK_OPTION, default_risk))
 
 
 def planner_settings(extra: Mapping[str, Any]) -> dict[str, Any]:
