@@ -546,15 +546,21 @@ def test_risk_objective_restates_stop_58s_archives(capsys, suite: str, lines: li
                                                "OUT (--tasks >= 1), or --summary FILE")
 
 
+def _risk_summary(capsys, *names: str) -> list[str]:
+    """``risk_objective.py --summary`` of archived files in ``benchmarks/runs/room``, its output's lines."""
+    module = _script("risk_objective")
+    assert module.main(["--summary", *(str(BENCHMARKS / "runs" / "room" / n) for n in names)]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+SUITES_OF_STOP_59 = ("dlrm-20-4", "dlrm-10-8", "dlrm-50-4", "dlrm-20-8")
+"""The four suites whose train tasks chose the planners' risk factor (stops 59 and 60)."""
+
+
 def test_risk_objective_restates_stop_59s_choice_of_searchs_risk_factor(capsys):
     """docs/benchmarks.md, "Stop 59": the four suites' train tasks pooled (the k chosen there: the mean,
     planners.local_search.SEARCH_RISK) and stop 58's two suites' test tasks pooled."""
-    module = _script("risk_objective")
-    room = BENCHMARKS / "runs" / "room"
-    train = [str(room / f"s59-amd-risk-objective-{s}-train.json")
-             for s in ("dlrm-20-4", "dlrm-10-8", "dlrm-50-4", "dlrm-20-8")]
-    assert module.main(["--summary", *train]) == 0
-    out = capsys.readouterr().out.splitlines()
+    out = _risk_summary(capsys, *(f"s59-amd-risk-objective-{s}-train.json" for s in SUITES_OF_STOP_59))
     assert "search_mean_guarded / search_guarded: 0.965 [0.907, 0.999], lower on 5 of 10 tasks" in out
     pooled = "pooled search_mean_guarded / search_guarded: 0.975 [0.954, 0.996], lower on 19 of 40 tasks"
     assert out[-5:] == ["pooled over 4 files, 40 tasks",
@@ -563,22 +569,16 @@ def test_risk_objective_restates_stop_59s_choice_of_searchs_risk_factor(capsys):
                         "pooled search_risk / search_guarded: 0.984 [0.957, 1.013], lower on 14 of 40 tasks",
                         ("pooled search_mean / search_mean_guarded: 0.989 [0.975, 1.002], lower on 9 of 40 "
                          "tasks")]
-    test = [str(room / f"s58-amd-risk-objective-{s}.json") for s in ("dlrm-20-2", "dlrm-50-8")]
-    assert module.main(["--summary", *test]) == 0
-    assert ("pooled search_mean_guarded / search_guarded: 0.991 [0.980, 1.001], lower on 3 of 20 tasks"
-            in capsys.readouterr().out.splitlines())
+    out = _risk_summary(capsys, *(f"s58-amd-risk-objective-{s}.json" for s in ("dlrm-20-2", "dlrm-50-8")))
+    assert "pooled search_mean_guarded / search_guarded: 0.991 [0.980, 1.001], lower on 3 of 20 tasks" in out
 
 
 def test_risk_objective_restates_stop_60s_choice_of_neuroshards_risk_factor(capsys):
     """docs/benchmarks.md, "Stop 60": neuroshard at the mean against risk_k on the four suites' train tasks
-    (the k chosen there: planners.neuroshard.NEUROSHARD_RISK), rl on two, neuroshard on DLRM-20 (2)'s test
-    tasks."""
-    module = _script("risk_objective")
-    room = BENCHMARKS / "runs" / "room"
-    train = [str(room / f"s60-amd-risk-objective-neuroshard-{s}-train.json")
-             for s in ("dlrm-20-4", "dlrm-10-8", "dlrm-50-4", "dlrm-20-8")]
-    assert module.main(["--summary", *train]) == 0
-    out = capsys.readouterr().out.splitlines()
+    (the k chosen there: planners.neuroshard.NEUROSHARD_RISK), rl on two (planners.rl.planner.RL_RISK),
+    neuroshard on DLRM-20 (2)'s test tasks."""
+    out = _risk_summary(capsys, *(f"s60-amd-risk-objective-neuroshard-{s}-train.json"
+                                  for s in SUITES_OF_STOP_59))
     assert "neuroshard_mean / neuroshard_risk: 0.953 [0.915, 0.994], lower on 8 of 10 tasks" in out
     assert out[-5:] == [
         "pooled over 4 files, 40 tasks",
@@ -586,14 +586,9 @@ def test_risk_objective_restates_stop_60s_choice_of_neuroshards_risk_factor(caps
         "pooled neuroshard_mean_guarded / neuroshard_guarded: 0.989 [0.969, 1.009], lower on 14 of 40 tasks",
         "pooled neuroshard_risk / neuroshard_guarded: 1.000 [0.979, 1.022], lower on 10 of 40 tasks",
         "pooled neuroshard_mean / neuroshard_mean_guarded: 0.988 [0.975, 1.001], lower on 10 of 40 tasks"]
-    # rl on two suites' train tasks (planners.rl.planner.RL_RISK), neuroshard on DLRM-20 (2)'s test tasks
-    rl = [str(room / f"s60-amd-risk-objective-rl-{s}-train.json") for s in ("dlrm-20-4", "dlrm-10-8")]
-    assert module.main(["--summary", *rl]) == 0
-    assert ("pooled rl_mean_guarded / rl_guarded: 0.960 [0.921, 0.992], lower on 10 of 20 tasks"
-            in capsys.readouterr().out.splitlines())
-    test = room / "s60-amd-risk-objective-neuroshard-dlrm-20-2-test.json"
-    assert module.main(["--summary", str(test)]) == 0
-    out = capsys.readouterr().out.splitlines()
+    out = _risk_summary(capsys, *(f"s60-amd-risk-objective-rl-{s}-train.json" for s in SUITES_OF_STOP_59[:2]))
+    assert "pooled rl_mean_guarded / rl_guarded: 0.960 [0.921, 0.992], lower on 10 of 20 tasks" in out
+    out = _risk_summary(capsys, "s60-amd-risk-objective-neuroshard-dlrm-20-2-test.json")
     assert "neuroshard_mean_guarded: 1.038 of the best fixed heuristic, 1.043 of the per-task best" in out
 
 
