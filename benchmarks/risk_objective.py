@@ -27,14 +27,27 @@ heuristic (the one of lowest geometric-mean cost there) and the per-task best, a
 plans over the risk objective's, paired per task, with the bench's 95% bootstrap interval over the tasks
 (``bench.summary.compare``; one measurement a plan, so no rounds are resampled). Given several files (one
 per suite), it also pools the paired ratios over all their tasks.
+
+The guard's k, replayed (since stop 61): each task's row also records the guard's terms for the planner's
+plan at the mean (the guard-off ``*_mean`` row): H*, the heuristic plan the model's mean prices cheapest,
+the predicted gain over it and the margin at k = 1 (``planners.guard.guard_reference``,
+``plan_spread_ms``; the margin scales with k). ``--summary`` then replays the guard at other k on the
+measured plans: at k the row is the planner's plan where gain > k x margin, else H*'s (k = 0: the guard
+off). It weighs the returned plan only, not ilp's and rl's alternatives, so at k = 1 it can differ from
+the ``*_mean_guarded`` row (the summary counts where it matches). ``--annotate FILE`` adds the terms to a
+file measured without them, re-planning each task's heuristics and the ``*_mean`` row (no timing); a task
+whose re-planned plan prices differently from the file's (another comm fit, a time-limited solve that
+ended elsewhere) is left without them and counted.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +61,9 @@ from autoshard.errors import AutoshardError
 from autoshard.hardware.evaluator import evaluate_plans
 from autoshard.hardware.kernel import MeasureSettings
 from autoshard.io import read_json, write_json
+from autoshard.plan import Plan
 from autoshard.planners.base import PlannerOptions, make_planner, run_planner
+from autoshard.planners.guard import guard_reference, plan_spread_ms
 from autoshard.tasks import Task, load_tasks
 
 HEURISTICS = ("dim_greedy", "lookup_greedy", "size_greedy", "size_lookup_greedy")
@@ -63,6 +78,8 @@ PAIR_SUFFIXES = (("mean", "risk"), ("mean_guarded", "guarded"), ("risk", "guarde
 """Paired ratios the summary prints: the mean over risk_k, guard off and on; guard off over on, at risk_k and
 at the mean."""
 DEFAULT_MODEL = str(SHIPPED_COST_MODEL)
+REPLAY_KS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5)
+"""The guard's k the summary replays (k = 1 is the shipped ``planners.guard.DEFAULT_GUARD_K``)."""
 
 
 def planner_rows(planner: str = "search") -> tuple[tuple[str, dict[str, Any]], ...]:
@@ -126,13 +143,94 @@ def measure(tasks: list[Task], settings: MeasureSettings, comm: AlphaBeta, out: 
                                                                extra=extra)), task)
                  for name, extra in planners]
         costs = evaluate_plans(task, plans, settings, comm, rounds=3)
+        by_label = dict(zip(labels, plans))
         rows.append({"task": task.name,
                      "measured": {lab: c.plan_ms for lab, c in zip(labels, costs)},
-                     "predicted": {lab: plan_cost(model, task, p).plan_ms for lab, p in zip(labels, plans)}})
+                     "predicted": {lab: plan_cost(model, task, p).plan_ms for lab, p in zip(labels, plans)},
+                     "guard_terms": guard_terms(task, by_label[f"{planner}_mean"],
+                                                {h: by_label[h] for h in HEURISTICS}, model)})
         write_json(out, rows)
         print(f"{task.name}: " + " ".join(f"{k} {v:.2f}" for k, v in rows[-1]["measured"].items())
               + f" ({time.perf_counter() - start:.0f} s)", flush=True)
     return rows
+
+
+def guard_terms(task: Task, plan: Plan, heuristics: dict[str, Plan], model: Any) -> dict[str, Any]:
+    """The guard's terms for ``plan`` (module docstring): H*'s name, the predicted gain over it (ms) and the
+    margin at k = 1 (ms), by ``model``'s mean as the guard prices them."""
+    best, best_key, best_spread = guard_reference(task, heuristics, model)
+    own_ms = plan_cost(model, task, plan).plan_ms
+    margin = math.hypot(plan_spread_ms(model, task, plan, own_ms), best_spread)
+    return {"heuristic": best, "gain_ms": best_key[0] - own_ms, "margin_ms": margin}
+
+
+def annotate(rows: list[dict[str, Any]], tasks: list[Task], comm: AlphaBeta, planner: str,
+             model_path: str = DEFAULT_MODEL) -> tuple[list[dict[str, Any]], int]:
+    """``rows`` with ``guard_terms`` added where missing, re-planning each such task's heuristics and
+    ``planner``'s ``*_mean`` row as ``measure`` plans them (no timing), and the number of tasks left without
+    them because the re-planned plan prices differently from the row's prediction (relative 1e-6)."""
+    model = LearnedCostModel.load(model_path, allow_other_hardware=True).with_comm(comm)
+    by_name = {t.name: t for t in tasks}
+    mean_extra = dict(ROW_OPTIONS)["mean"]
+    out, unmatched = [], 0
+    for row in rows:
+        task = by_name.get(row.get("task"))
+        if "guard_terms" in row:
+            out.append(row)
+            continue
+        if task is None:
+            raise AutoshardError(f"the file's task {row.get('task')!r} is not among the given tasks; give "
+                                 "the suite and split (or the run) it was measured on")
+        options = PlannerOptions(seed=0, cost_model=model, time_limit_s=10)
+        heuristics = {h: run_planner(make_planner(h, options), task) for h in HEURISTICS}
+        own = run_planner(make_planner(planner, replace(options, extra=mean_extra)), task)
+        expected = float(row["predicted"][f"{planner}_mean"])
+        if not math.isclose(plan_cost(model, task, own).plan_ms, expected, rel_tol=1e-6):
+            unmatched += 1
+            out.append(row)
+            continue
+        out.append({**row, "guard_terms": guard_terms(task, own, heuristics, model)})
+        print(f"{task.name}: {out[-1]['guard_terms']}", file=sys.stderr, flush=True)
+    return out, unmatched
+
+
+Replayed = tuple[dict[str, tuple[float, tuple[float, ...]]], dict[float, bool]]
+
+
+def replayed(rows: list[dict[str, Any]], planner: str) -> list[Replayed]:
+    """Each task with guard terms: its costs as {label: (cost, its one round)}, ``guard k=K`` added for each
+    of ``REPLAY_KS`` (module docstring), and for each k whether the planner's plan was kept."""
+    out = []
+    for row in rows:
+        terms, measured = row.get("guard_terms"), row["measured"]
+        if not terms:
+            continue
+        own, ref = float(measured[f"{planner}_mean"]), float(measured[terms["heuristic"]])
+        costs = {lab: (float(ms), (float(ms),)) for lab, ms in measured.items()}
+        kept = {k: k == 0 or terms["gain_ms"] > k * terms["margin_ms"] for k in REPLAY_KS}
+        for k in REPLAY_KS:
+            cost = own if kept[k] else ref
+            costs[f"guard k={k:g}"] = (cost, (cost,))
+        out.append((costs, kept))
+    return out
+
+
+def replay_lines(replays: list[Replayed], planner: str, prefix: str = "") -> list[str]:
+    """The replayed guard's rows: each k's count of the planner's plans kept and its cost over the k = 1
+    replay, paired per task with the bench's interval; and where the k = 1 replay matched the guarded row."""
+    if not replays:
+        return []
+    tasks = [costs for costs, _ in replays]
+    guarded = f"{planner}_mean_guarded"
+    same = sum(math.isclose(t["guard k=1"][0], t[guarded][0]) for t in tasks)
+    out = [f"{prefix}guard replayed on {len(tasks)} tasks (k = 1 gives the {guarded} row's cost on {same})"]
+    for k in REPLAY_KS:
+        label = f"guard k={k:g}"
+        c = compare(tasks, label, ["guard k=1"])
+        interval = f" [{c.low:.3f}, {c.high:.3f}]" if c.low is not None and c.high is not None else ""
+        out.append(f"{prefix}{label}: its own plan on {sum(kept[k] for _, kept in replays)}; "
+                   f"/ guard k=1: {c.ratio:.3f}{interval}")
+    return out
 
 
 def rows_planner(rows: list[dict[str, Any]]) -> str:
@@ -182,7 +280,7 @@ def summary_lines(rows: list[dict[str, Any]]) -> list[str]:
     for label, _ in planner_rows(planner):
         out.append(f"{label}: {compare(tasks, label, [fixed]).ratio:.3f} of the best fixed heuristic, "
                    f"{compare(tasks, label, HEURISTICS).ratio:.3f} of the per-task best")
-    return out + _pair_lines(tasks, planner)
+    return out + _pair_lines(tasks, planner) + replay_lines(replayed(rows, planner), planner)
 
 
 def pooled_lines(files: list[list[dict[str, Any]]]) -> list[str]:
@@ -195,7 +293,9 @@ def pooled_lines(files: list[list[dict[str, Any]]]) -> list[str]:
                              "files of one planner")
     (planner,) = planners
     tasks = [t for rows in files for t in _measured(rows, planner)]
-    return [f"pooled over {len(files)} files, {len(tasks)} tasks", *_pair_lines(tasks, planner, "pooled ")]
+    replays = [t for rows in files for t in replayed(rows, planner)]
+    return [f"pooled over {len(files)} files, {len(tasks)} tasks", *_pair_lines(tasks, planner, "pooled "),
+            *replay_lines(replays, planner, "pooled ")]
 
 
 def measured_so_far(out: Path, planner: str = "search") -> list[dict[str, Any]]:
@@ -228,6 +328,9 @@ def main(argv: list[str] | None = None) -> int:
                                            "re-run continues after the tasks there)")
     ap.add_argument("--summary", nargs="+", metavar="FILE",
                     help="summarise files this script wrote instead of measuring (several: pooled too)")
+    ap.add_argument("--annotate", metavar="FILE",
+                    help="add the guard's terms to FILE's tasks (RUN or --suite: the tasks it measured), "
+                         "re-planning them without timing; FILE is rewritten")
     args = ap.parse_args(argv)
     try:
         if args.summary:
@@ -235,15 +338,26 @@ def main(argv: list[str] | None = None) -> int:
             lines = [line for rows in files for line in summary_lines(rows)]
             print("\n".join(lines + (pooled_lines(files) if len(files) > 1 else [])))
             return 0
-        if bool(args.run) == bool(args.suite) or not args.output or args.tasks <= 0:
+        if bool(args.run) == bool(args.suite) or not (args.output or args.annotate) or args.tasks <= 0:
             raise AutoshardError("give RUN -o OUT or --suite NAME -o OUT (--tasks >= 1), or --summary FILE")
-        done = measured_so_far(Path(args.output), args.planner)  # refused before any stage runs
+        if args.annotate:
+            rows = _read(args.annotate)
+            planner = rows_planner(rows)
+            _measured(rows, planner)  # refused before any stage runs
+        else:
+            done = measured_so_far(Path(args.output), args.planner)  # refused before any stage runs
         if args.suite:
             tasks, settings, comm = suite_inputs(args.suite, args.split,
                                                  Path(args.workdir or f"risk-{args.suite}"))
         else:
             tasks, settings, comm = run_inputs(Path(args.run))
-        rows = measure(tasks[:args.tasks], settings, comm, Path(args.output), done, planner=args.planner)
+        if args.annotate:
+            rows, unmatched = annotate(rows, tasks, comm, planner)
+            write_json(args.annotate, rows)
+            print(f"{sum('guard_terms' in r for r in rows)} of {len(rows)} tasks have the guard's terms; "
+                  f"{unmatched} re-planned differently, left without", file=sys.stderr)
+        else:
+            rows = measure(tasks[:args.tasks], settings, comm, Path(args.output), done, planner=args.planner)
         print("\n".join(summary_lines(rows)))
     except (AutoshardError, OSError, ValueError, KeyError) as e:
         print(f"risk_objective: error: {e}", file=sys.stderr)

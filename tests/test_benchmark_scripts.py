@@ -592,6 +592,28 @@ def test_risk_objective_restates_stop_60s_choice_of_neuroshards_risk_factor(caps
     assert "neuroshard_mean_guarded: 1.038 of the best fixed heuristic, 1.043 of the per-task best" in out
 
 
+def test_risk_objective_restates_stop_61s_choice_of_ilps_risk_factor_and_its_guard_replay(capsys):
+    """docs/benchmarks.md, "Stop 61": ilp at the mean against risk_k on the four suites' train tasks (the k
+    chosen there: planners.exact.ILP_RISK), and the guard replayed at other k on the 32 tasks whose ilp plan
+    at the mean re-planned the same."""
+    out = _risk_summary(capsys, *(f"s61-amd-risk-objective-ilp-{s}-train.json" for s in SUITES_OF_STOP_59))
+    pooled = out[out.index("pooled over 4 files, 40 tasks"):]
+    assert pooled[:5] == [
+        "pooled over 4 files, 40 tasks",
+        "pooled ilp_mean / ilp_risk: 0.971 [0.953, 0.985], lower on 28 of 40 tasks",
+        "pooled ilp_mean_guarded / ilp_guarded: 0.990 [0.976, 1.008], lower on 14 of 40 tasks",
+        "pooled ilp_risk / ilp_guarded: 0.991 [0.966, 1.015], lower on 15 of 40 tasks",
+        "pooled ilp_mean / ilp_mean_guarded: 0.972 [0.947, 0.994], lower on 17 of 40 tasks"]
+    assert pooled[5:] == [
+        "pooled guard replayed on 32 tasks (k = 1 gives the ilp_mean_guarded row's cost on 30)",
+        "pooled guard k=0: its own plan on 32; / guard k=1: 0.966 [0.935, 0.991]",
+        "pooled guard k=0.25: its own plan on 29; / guard k=1: 0.965 [0.933, 0.990]",
+        "pooled guard k=0.5: its own plan on 27; / guard k=1: 0.965 [0.934, 0.990]",
+        "pooled guard k=0.75: its own plan on 19; / guard k=1: 0.990 [0.974, 0.999]",
+        "pooled guard k=1: its own plan on 14; / guard k=1: 1.000 [1.000, 1.000]",
+        "pooled guard k=1.5: its own plan on 7; / guard k=1: 1.007 [1.002, 1.013]"]
+
+
 def test_risk_objective_summarises_one_task_without_an_interval_and_refuses_other_files(tmp_path, capsys):
     spec = importlib.util.spec_from_file_location("_risk_objective", BENCHMARKS / "risk_objective.py")
     assert spec is not None and spec.loader is not None
@@ -670,6 +692,30 @@ def test_risk_objective_names_another_planners_rows_and_pools_one_planner_at_a_t
     assert len(err) == 1 and "have no neuroshard_guarded" in err[0] and not (tmp_path / "wd").exists()
 
 
+def test_risk_objective_replays_the_guard_at_other_k_from_the_recorded_terms(tmp_path, capsys):
+    """A task's guard terms (H*, gain, margin at k = 1): at k the row is the planner's plan where gain > k x
+    margin, else H*'s measured cost; k = 0 is the guard off. Tasks without terms are left out, and the
+    replay is pooled over files like the pairs."""
+    module = _script("risk_objective")
+    labels = [*module.HEURISTICS, *(label for label, _ in module.SEARCH_ROWS)]
+    rows = [{"task": f"t{i}", "measured": {**{lab: 10.0 for lab in labels}, "search_mean": 8.0},
+             "guard_terms": {"heuristic": "lookup_greedy", "gain_ms": 2.0, "margin_ms": margin}}
+            for i, margin in enumerate((1.0, 3.0, 5.0))]
+    rows.append({"task": "t3", "measured": {lab: 10.0 for lab in labels}})  # measured before the terms
+    files = [tmp_path / "a.json", tmp_path / "b.json"]
+    for f in files:
+        f.write_text(json.dumps(rows))
+    assert module.main(["--summary", *map(str, files)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out.count("guard replayed on 3 tasks (k = 1 gives the search_mean_guarded row's cost on 2)") == 2
+    assert "guard k=0: its own plan on 3; / guard k=1: 0.862 [0.800, 1.000]" in out  # (1 x 0.8 x 0.8)^(1/3)
+    assert "guard k=0.5: its own plan on 2; / guard k=1: 0.928 [0.800, 1.000]" in out  # 2 > 1.5, not 2.5
+    assert "guard k=1: its own plan on 1; / guard k=1: 1.000 [1.000, 1.000]" in out
+    assert "guard k=1.5: its own plan on 1; / guard k=1: 1.000 [1.000, 1.000]" in out
+    assert "pooled guard replayed on 6 tasks (k = 1 gives the search_mean_guarded row's cost on 4)" in out
+    assert any(line.startswith("pooled guard k=0: its own plan on 6; / guard k=1: 0.862 [") for line in out)
+
+
 @pytest.mark.slow
 def test_risk_objective_measures_a_suites_train_task_and_resumes(tmp_path, capsys):
     """--suite tiny --split train: the bench's stages make the tasks and the comm fit, one task's eight
@@ -685,3 +731,12 @@ def test_risk_objective_measures_a_suites_train_task_and_resumes(tmp_path, capsy
     assert "tiny-train-0:" in capsys.readouterr().out
     assert module.main(argv) == 0
     assert "tiny-train-0:" not in capsys.readouterr().out and json.loads(out.read_text()) == rows
+    terms = rows[0]["guard_terms"]
+    assert terms["heuristic"] in module.HEURISTICS and terms["margin_ms"] >= 0
+    # --annotate re-plans a task measured without the terms and adds the same ones, without timing
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps([{k: v for k, v in rows[0].items() if k != "guard_terms"}]))
+    assert module.main(["--suite", "tiny", "--split", "train", "--workdir", str(workdir),
+                        "--annotate", str(bare)]) == 0
+    assert "1 of 1 tasks have the guard's terms; 0 re-planned differently" in capsys.readouterr().err
+    assert json.loads(bare.read_text()) == rows

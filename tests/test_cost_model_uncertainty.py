@@ -710,9 +710,10 @@ def test_planners_plan_with_the_risk_priced_model(ensemble, dataset):
         assert isinstance(planner.cost_model, RiskPricedModel)
         plan = run_planner(planner, task)
         assert plan.num_devices == task.num_devices
-    # search, neuroshard and rl plan at the mean unless told otherwise (stop 59: planners.local_search.
-    # SEARCH_RISK; stop 60: planners.neuroshard.NEUROSHARD_RISK, planners.rl.planner.RL_RISK); ilp at the
-    # model's risk_k
+    # every learned planner plans at the mean unless told otherwise (stop 59: planners.local_search.
+    # SEARCH_RISK; stop 60: planners.neuroshard.NEUROSHARD_RISK, planners.rl.planner.RL_RISK; stop 61:
+    # planners.exact.ILP_RISK)
+    from autoshard.planners.exact import ILP_RISK
     from autoshard.planners.local_search import SEARCH_RISK
     from autoshard.planners.neuroshard import NEUROSHARD_RISK
     from autoshard.planners.rl.planner import RL_RISK
@@ -720,9 +721,9 @@ def test_planners_plan_with_the_risk_priced_model(ensemble, dataset):
     options = PlannerOptions(cost_model=model, time_limit_s=0.5)
     assert make_planner("search", options).cost_model.risk == SEARCH_RISK == 0.0
     assert make_planner("neuroshard", options).cost_model.risk == NEUROSHARD_RISK == 0.0
-    assert make_planner("ilp", options).cost_model.risk == 1.25
+    assert make_planner("ilp", options).cost_model.risk == ILP_RISK == 0.0
     assert make_planner("rl", options).cost_model.risk == RL_RISK == 0.0  # the shipped policy
-    for algo in ("search", "neuroshard", "rl"):
+    for algo in ("search", "neuroshard", "ilp", "rl"):
         assert make_planner(algo, replace(options, extra={"risk": "2"})).cost_model.risk == 2.0
 
 

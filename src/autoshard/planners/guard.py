@@ -149,17 +149,25 @@ def _leximax(cost: Any) -> tuple[float, ...]:
     return (round(cost.plan_ms, 6), *totals)
 
 
+def guard_reference(task: Task, heuristics: dict[str, Plan],
+                    model: CostModel) -> tuple[str, tuple[float, ...], float]:
+    """H*, the heuristic plan a guarded plan must beat: its name (the cheapest by ``model``'s mean, ties by
+    the devices from the slowest down, then by name), its ``_leximax`` key (the step first) and its spread
+    (``plan_spread_ms``)."""
+    costs = {name: plan_cost(model, task, p) for name, p in heuristics.items()}
+    keys = {name: _leximax(c) for name, c in costs.items()}
+    best = min(keys, key=lambda n: (keys[n], n))
+    return best, keys[best], plan_spread_ms(model, task, heuristics[best], costs[best].plan_ms)
+
+
 def guard_plan(task: Task, plan: Plan, heuristics: dict[str, Plan], model: CostModel, k: float,
                alternatives: tuple[tuple[str, Plan], ...] = ()) -> tuple[Plan, GuardDecision | None]:
     """``plan``, one of the planner's ``alternatives`` ((label, plan) pairs) or the cheapest heuristic plan
     (by ``model``'s mean), by the rule of the module docstring."""
     if not heuristics:
         return plan, None
-    costs = {name: plan_cost(model, task, p) for name, p in heuristics.items()}
-    keys = {name: _leximax(c) for name, c in costs.items()}
-    best = min(keys, key=lambda n: (keys[n], n))
-    best_ms = costs[best].plan_ms
-    best_spread = plan_spread_ms(model, task, heuristics[best], best_ms)
+    best, best_key, best_spread = guard_reference(task, heuristics, model)
+    best_ms = best_key[0]
     refused: GuardDecision | None = None  # the returned plan's, reported when no candidate clears
     for label, candidate in (("", plan), *alternatives):
         own = plan_cost(model, task, candidate)
@@ -167,7 +175,7 @@ def guard_plan(task: Task, plan: Plan, heuristics: dict[str, Plan], model: CostM
         margin = k * math.hypot(plan_spread_ms(model, task, candidate, own.plan_ms), best_spread)
         # strictly cheaper by more than the margin; with no margin, a tie on the step goes to the better-
         # balanced
-        keep = own_key[0] + margin < keys[best][0] or (margin == 0 and own_key < keys[best])
+        keep = own_key[0] + margin < best_ms or (margin == 0 and own_key < best_key)
         decision = GuardDecision(plan.algorithm, own.plan_ms, best, best_ms, margin, keep, label)
         if keep:
             return replace(candidate, algorithm=plan.algorithm), decision

@@ -43,14 +43,14 @@ log = logging.getLogger(__name__)
 
 SEARCH_RISK = 0.0
 """search's k when ``--option risk=K`` is not given: its devices priced at the model's mean, not at the
-model's ``risk_k`` (the k covering 84% of held-out device errors, which ilp keeps; neuroshard and rl
-too plan at the mean since stop 60, ``planners.neuroshard.NEUROSHARD_RISK``). Chosen
-by the measured cost of the plans each k gives on held-out tasks: on 10 train tasks of each of four suites
+model's ``risk_k`` (the k covering 84% of held-out device errors; neuroshard and rl too plan at the mean since
+stop 60, ``planners.neuroshard.NEUROSHARD_RISK``, ilp since stop 61, ``planners.exact.ILP_RISK``). Chosen by
+the measured cost of the plans each k gives on held-out tasks: on 10 train tasks of each of four suites
 (DLRM-20 (4), DLRM-10 (8), DLRM-50 (4), DLRM-20 (8); none shares a table with their test tasks), guarded
-search at the mean measured 0.975 [0.954, 0.996] of guarded search at risk_k, and 0.991 [0.980, 1.001] on
-two other suites' test tasks (docs/benchmarks.md, "Stop 59"; ``benchmarks/risk_objective.py``). Risk is
-still weighed: the guard (``planners.guard``) keeps a heuristic's plan unless the mean predicts search's
-cheaper by more than the two plans' spread."""
+search at the mean measured 0.975 [0.954, 0.996] of guarded search at risk_k, and 0.991 [0.980, 1.001] on two
+other suites' test tasks (docs/benchmarks.md, "Stop 59"; ``benchmarks/risk_objective.py``). Risk is still
+weighed: the guard (``planners.guard``) keeps a heuristic's plan unless the mean predicts search's cheaper by
+more than the two plans' spread."""
 
 
 @dataclass(frozen=True)

@@ -60,11 +60,12 @@ log = logging.getLogger(__name__)
 
 NEUROSHARD_RISK = 0.0
 """neuroshard's k when ``--option risk=K`` is not given: its devices priced at the model's mean, as search's
-(``planners.local_search.SEARCH_RISK``), not at the model's ``risk_k`` (which ilp keeps). Chosen by the
-measured cost of the plans each k gives on held-out tasks (``benchmarks/risk_objective.py --planner
-neuroshard``, docs/benchmarks.md, "Stop 60"): on 10 train tasks of each of DLRM-20 (4), DLRM-10 (8), DLRM-50
-(4) and DLRM-20 (8), its own plans at the mean measured 0.977 [0.956, 0.998] of its plans at risk_k, and
-behind the guard 0.989 [0.969, 1.009] (lower, not resolved); the guard still weighs the spread."""
+(``planners.local_search.SEARCH_RISK``) and ilp's (``planners.exact.ILP_RISK``), not at the model's
+``risk_k``. Chosen by the measured cost of the plans each k gives on held-out tasks
+(``benchmarks/risk_objective.py --planner neuroshard``, docs/benchmarks.md, "Stop 60"): on 10 train tasks of
+each of DLRM-20 (4), DLRM-10 (8), DLRM-50 (4) and DLRM-20 (8), its own plans at the mean measured 0.977
+[0.956, 0.998] of its plans at risk_k, and behind the guard 0.989 [0.969, 1.009] (lower, not resolved); the
+guard still weighs the spread."""
 
 
 @dataclass(frozen=True)

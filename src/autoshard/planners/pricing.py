@@ -36,7 +36,7 @@ it) to its own ``config_from_extra``."""
 def planning_model(options: Any, default_risk: float | None = None) -> CostModel:
     """The model a planner built from ``options`` (``PlannerOptions``) should plan with: its cost model (or
     the default one) priced at mean + k x spread, k from ``options.extra['risk']``, else the planner's own
-    ``default_risk`` (search's and neuroshard's: the mean), else the model's risk_k."""
+    ``default_risk`` (search's, neuroshard's and ilp's: the mean), else the model's risk_k."""
     return resolve_cost_model(options.cost_model, options.extra.get(RISK_OPTION, default_risk))
 
 

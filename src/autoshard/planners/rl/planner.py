@@ -34,11 +34,11 @@ logger = logging.getLogger(__name__)
 RL_RISK = 0.0
 """rl's k when ``--option risk=K`` is not given: the decoded placements and their finishing priced at the
 model's mean, as search's and neuroshard's (``planners.local_search.SEARCH_RISK``), not at the model's
-``risk_k`` (which ilp keeps). Chosen by the measured cost of the plans each k gives on held-out tasks
-(``benchmarks/risk_objective.py --planner rl``, docs/benchmarks.md, "Stop 60"): on 10 train tasks of each of
-DLRM-10 (8) and DLRM-20 (4), guarded rl at the mean measured 0.960 [0.921, 0.992] of guarded rl at risk_k.
-The policy is unchanged; it was trained against the model as loaded (``planners.rl.train``: the mean, not
-risk-priced), so it now also plans on the prices it learned on."""
+``risk_k`` (ilp too, ``planners.exact.ILP_RISK``). Chosen by the measured cost of the plans each k gives on
+held-out tasks (``benchmarks/risk_objective.py --planner rl``, docs/benchmarks.md, "Stop 60"): on 10 train
+tasks of each of DLRM-10 (8) and DLRM-20 (4), guarded rl at the mean measured 0.960 [0.921, 0.992] of guarded
+rl at risk_k. The policy is unchanged; it was trained against the model as loaded (``planners.rl.train``: the
+mean, not risk-priced), so it now also plans on the prices it learned on."""
 
 CAPPED_GREEDY = "capped-greedy"
 """The label of the capped greedy's placement among rl's solves (``greedy_start``), as the guard reports
