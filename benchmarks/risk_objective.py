@@ -339,7 +339,8 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(lines + (pooled_lines(files) if len(files) > 1 else [])))
             return 0
         if bool(args.run) == bool(args.suite) or not (args.output or args.annotate) or args.tasks <= 0:
-            raise AutoshardError("give RUN -o OUT or --suite NAME -o OUT (--tasks >= 1), or --summary FILE")
+            raise AutoshardError("give RUN -o OUT or --suite NAME -o OUT (--tasks >= 1), --annotate FILE "
+                                 "with RUN or --suite NAME, or --summary FILE")
         if args.annotate:
             rows = _read(args.annotate)
             planner = rows_planner(rows)

@@ -543,7 +543,13 @@ def test_risk_objective_restates_stop_58s_archives(capsys, suite: str, lines: li
     # no run and no summary: a one-line error, exit 2
     assert module.main([]) == 2
     assert capsys.readouterr().err.strip() == ("risk_objective: error: give RUN -o OUT or --suite NAME -o "
-                                               "OUT (--tasks >= 1), or --summary FILE")
+                                               "OUT (--tasks >= 1), --annotate FILE with RUN or --suite "
+                                               "NAME, or --summary FILE")
+    # --annotate needs the tasks it re-plans: without RUN or --suite, the same error, the file untouched
+    before = archive.read_bytes()
+    assert module.main(["--annotate", str(archive)]) == 2
+    assert "--annotate FILE with RUN or --suite NAME" in capsys.readouterr().err
+    assert archive.read_bytes() == before
 
 
 def _risk_summary(capsys, *names: str) -> list[str]:
