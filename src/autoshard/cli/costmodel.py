@@ -1,8 +1,9 @@
 """``autoshard train-cost`` and ``autoshard eval-cost``: train the neural cost model (one network or an
 ensemble) on a profiled dataset and score it (MAPE, RMSE, Spearman per head, the ensemble's coverage of the
 measurements, the share of devices outside its training support) on held-out unseen tables, with a
-predicted-vs-measured plot; eval-cost also chooses the risk factor planners use (``risk_k``) and records it in
-the checkpoint."""
+predicted-vs-measured plot; eval-cost also chooses the model's risk factor (``risk_k``: the smallest k whose
+mean + k x spread covers 84% of held-out devices) and records it in the checkpoint; the planners plan at the
+mean unless ``--option risk=K`` (stops 59-61)."""
 
 from __future__ import annotations
 
@@ -319,8 +320,8 @@ def run_eval(args: argparse.Namespace) -> int:
                                "coverage": result["coverage"],
                                "out_of_support_share": result["out_of_support_share"]}
         chosen.save(args.model)
-        print(f"recorded risk_k {result['risk_k']:.3f} in {args.model} (planners price its devices at mean + "
-              "risk_k x spread)")
+        print(f"recorded risk_k {result['risk_k']:.3f} in {args.model} (mean + risk_k x spread prices the "
+              f"plan report; planners plan at the mean unless --option risk={result['risk_k']:.2f})")
     plot = args.plot or str(Path(args.model).with_suffix("")) + "-scatter.png"
     atomic_write_bytes(plot, scatter_png(result["pairs"], result["metrics"]))
     print(f"wrote {plot}", file=sys.stderr)
