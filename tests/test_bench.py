@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -475,3 +476,26 @@ def test_a_descent_starts_from_the_pick_its_measured_pick_kept(monkeypatch):
     assert len(starts) == 1 and starts[0].placements == picked.plan.placements
     # the descent's planning time is the pick's and its own
     assert descended.planning_time_s > picked.planning_time_s
+
+
+def test_the_planning_code_key_follows_code_not_comments_or_docstrings(tmp_path):
+    """A changed planner default re-plans a cached bench (``cache.planning_code_key`` in its key); an edited
+    comment or docstring does not."""
+    from autoshard.pipeline import cache
+
+    module = tmp_path / "planners" / "p.py"
+    module.parent.mkdir()
+    source = '"""A planner."""\n\nRISK = 0.0  # the mean\n\n\ndef f():\n    """Doc."""\n    return RISK\n'
+    module.write_text(source)
+    key = cache.code_key(tmp_path, ["planners"])
+    module.write_text('"""A planner, reworded."""\n\nRISK = 0.0  # at the mean (stop 59)\n\n\ndef f():\n'
+                      '    """Other doc."""\n    return RISK\n')
+    assert cache.code_key(tmp_path, ["planners"]) == key
+    module.write_text(source.replace("RISK = 0.0", "RISK = 1.0"))
+    assert cache.code_key(tmp_path, ["planners"]) != key
+    (tmp_path / "costs").mkdir()
+    (tmp_path / "costs" / "m.py").write_text("X = 1\n")
+    assert cache.code_key(tmp_path, ["planners", "costs"]) != cache.code_key(tmp_path, ["planners"])
+    # this installation's planners and cost models: the key every bench task and refresh loop records
+    assert cache.planning_code_key() == cache.code_key(
+        Path(cache.__file__).resolve().parent.parent, cache.PLANNING_CODE)

@@ -7,6 +7,8 @@ and so does a code change that alters what a stage produces.
 
 from __future__ import annotations
 
+import ast
+import functools
 import hashlib
 import json
 import time
@@ -29,6 +31,45 @@ recipe), so that a re-run in an old output directory redoes that work instead of
 def code_version() -> dict[str, Any]:
     """What every key and every result records about the code that made it."""
     return {"autoshard": __version__, "pipeline_code": PIPELINE_CODE_VERSION}
+
+
+PLANNING_CODE = ("planners", "costs")
+"""The subpackages of ``autoshard`` a plan is made by (the planners and their defaults, the cost models):
+their code is in the keys of the stages that plan (the bench's measured tasks, the refresh loop)."""
+
+
+def _without_docstrings(tree: ast.AST) -> ast.AST:
+    """``tree`` with every module, class and function docstring removed (in place)."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+def code_key(root: Path, packages: Sequence[str]) -> str:
+    """Short hash of the Python code under ``root/<package>`` for each of ``packages`` as Python parses it:
+    comments and docstrings are left out, so editing them changes nothing."""
+    digest = hashlib.sha256()
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            tree = _without_docstrings(ast.parse(path.read_text(), filename=str(path)))
+            digest.update(path.relative_to(root).as_posix().encode())
+            digest.update(ast.dump(tree).encode())
+    return digest.hexdigest()[:16]
+
+
+@functools.cache
+def planning_code_key() -> str:
+    """``code_key`` of this installation's ``PLANNING_CODE``.
+
+    Why: a planner's default changing (search planning at the mean since stop 59, say) changes the plans of
+    every later bench run, but ``PIPELINE_CODE_VERSION`` is bumped for what stages produce, not for planner
+    code, so a re-run in an old output directory reused the plans made before (stops 59-61 had to use a
+    fresh ``-o``)."""
+    return code_key(Path(__file__).resolve().parent.parent, PLANNING_CODE)
 
 
 def stage_key(settings: dict[str, Any], deps: Sequence[str]) -> str:

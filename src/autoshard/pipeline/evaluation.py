@@ -14,7 +14,7 @@ from autoshard.errors import AutoshardError
 from autoshard.hardware.evaluator import MeasuredCostModel
 from autoshard.hardware.kernel import DeviceKind, KernelBackend, MeasureSettings
 from autoshard.host import host_info
-from autoshard.pipeline.cache import code_version, file_key, stage_key
+from autoshard.pipeline.cache import code_version, file_key, planning_code_key, stage_key
 from autoshard.pipeline.context import Context
 from autoshard.pipeline.measure import BenchConfig, measured_pick_name, run_bench, select_algorithms
 from autoshard.pipeline.models import is_measured, load_cost_model
@@ -124,8 +124,10 @@ def stage_evaluate(ctx: Context, k_comm: str, k_cost: str, cost_spec: str, k_pol
     # What a measured task depends on (not e.g. the suite's description), with the models' file contents, so
     # a retrained model is never paired with plans of the previous one; stage_key adds the code version. The
     # task itself is not in the key: run_bench reuses a result only for an equal task, so more test tasks
-    # keep the ones measured.
+    # keep the ones measured. The planners' own code is in it too (``planning_code_key``): a changed default
+    # re-plans.
     bench_key = stage_key({"algorithms": algorithms, "seed": s.seed, "time_limit_s": s.time_limit_s,
+                           "planning_code": planning_code_key(),
                            "rounds": s.eval.rounds, "round_statistic": s.eval.round_statistic,
                            "measure": settings.to_json(), "comm": comm.to_json(),
                            "models": [file_key(cost_spec), file_key(policy_path or "")],

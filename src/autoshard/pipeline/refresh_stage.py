@@ -56,7 +56,7 @@ from autoshard.hardware.evaluator import measure_plans_collectives
 from autoshard.hardware.profile_records import TABLES_FILE
 from autoshard.hardware.profiler import load_dataset
 from autoshard.io import ARTEFACT_VERSION, read_json, write_json
-from autoshard.pipeline.cache import file_key
+from autoshard.pipeline.cache import file_key, planning_code_key
 from autoshard.pipeline.context import Context
 from autoshard.pipeline.models import is_measured
 from autoshard.pipeline.refresh import DeviceRecorder, check_dataset
@@ -109,7 +109,7 @@ def stage_refresh(ctx: Context, k_train: str, k_cost: str, cost_spec: str, k_pol
                and (a != "rl" or policy_path is not None)]
     settings = {"rounds": t.refresh_rounds, "tasks": t.refresh_tasks, "budget_s": t.refresh_budget_s,
                 "learned": learned, "heuristics": list(GUARD_HEURISTICS),
-                "time_limit_s": ctx.suite.time_limit_s,
+                "time_limit_s": ctx.suite.time_limit_s, "planning_code": planning_code_key(),
                 "models": [file_key(cost_spec), file_key(policy_path or "")],
                 "refit": "fine-tune" if pretrained else "fit"}
     if pretrained:
