@@ -1,0 +1,123 @@
+"""``benchmarks/guard_k.py``: the guard replayed at each k on every learned planner's candidates, and its
+summary."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import load_script, make_tables
+
+from autoshard.costs.learned import LearnedCostModel
+from autoshard.costs.loading import SHIPPED_COST_MODEL
+from autoshard.planners.base import PlannerOptions, make_planner, run_planner
+from autoshard.planners.guard import DEFAULT_GUARD_K, GUARDED
+from autoshard.tasks import Task
+
+SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "guard_k.py"
+
+
+@pytest.fixture(scope="module")
+def guard_k():
+    return load_script(SCRIPT)
+
+
+def _layout(plan) -> list:
+    return sorted((p.table, p.sharding_type.value, p.shards) for p in plan.placements)
+
+
+def test_the_replay_at_the_shipped_k_is_what_each_guarded_planner_returns(guard_k, one_thread):
+    """The replay runs the guard itself on the planner's plans: at the shipped k its pick is the plan
+    ``make_planner`` (guarded) returns, and with the guard off the planner's own."""
+    task = Task(tables=tuple(make_tables(8, seed=3)), device_memory=(10**9,) * 2, name="replay")
+    model = LearnedCostModel.load(str(SHIPPED_COST_MODEL), allow_other_hardware=True)
+    plans, chosen = guard_k.plan_task(task, model, GUARDED)
+    assert set(chosen) == set(GUARDED)
+    for name in GUARDED:
+        picks = chosen[name]
+        assert picks[guard_k.OFF] == f"{name}:{guard_k.OWN}"
+        assert set(picks) == {guard_k.OFF, *map(guard_k.k_label, guard_k.KS)}
+        assert all(label in plans for label in picks.values())
+        guarded = run_planner(make_planner(name, PlannerOptions(seed=0, cost_model=model, time_limit_s=10)),
+                              task)
+        assert _layout(guarded) == _layout(plans[picks[guard_k.k_label(DEFAULT_GUARD_K)]]), name
+
+
+def _row(task: str, measured: dict[str, float], chosen: dict[str, dict[str, str]]) -> dict:
+    return {"task": task, "measured": measured, "predicted": dict(measured), "chosen": chosen}
+
+
+def _picks(guard_k, own_up_to: float) -> dict[str, str]:
+    """search's own plan at k <= ``own_up_to`` (and off), lookup_greedy's above."""
+    picks = {guard_k.OFF: "search:own"}
+    picks.update({guard_k.k_label(k): "search:own" if k <= own_up_to else "lookup_greedy"
+                  for k in guard_k.KS})
+    return picks
+
+
+HEURISTIC_MS = {"dim_greedy": 12.0, "lookup_greedy": 10.0, "size_greedy": 11.0, "size_lookup_greedy": 10.5}
+
+
+def test_the_summary_prices_each_k_against_the_fixed_heuristic_and_the_shipped_k(guard_k, tmp_path, capsys):
+    # task a: search's own plan 8 ms, kept up to k = 0.5; task b: its own 12.5 ms, kept up to k = 0.25
+    rows = [_row("a", {**HEURISTIC_MS, "search:own": 8.0}, {"search": _picks(guard_k, 0.5)}),
+            _row("b", {**HEURISTIC_MS, "search:own": 12.5}, {"search": _picks(guard_k, 0.25)})]
+    path = tmp_path / "rows.json"
+    path.write_text(json.dumps(rows))
+    assert guard_k.main(["--summary", str(path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"{path} (best fixed heuristic lookup_greedy): 2 tasks; planners search"
+    by_label = {line.strip().split(":")[0]: line.strip() for line in out[1:]}
+    # off: 8/10 and 12.5/10, geometric mean sqrt(1.0) = 1; at k = 1 lookup_greedy's on both
+    assert by_label["search k=off"].startswith("search k=off: own plan on 2; / best fixed heuristic 1.000 [")
+    assert by_label["search k=0.5"].startswith(
+        f"search k=0.5: own plan on 1; / best fixed heuristic {(0.8 * 1.0) ** 0.5:.3f} [")
+    assert by_label["search k=1"] == ("search k=1: own plan on 0; / best fixed heuristic 1.000 [1.000, "
+                                      "1.000]; / k=1 1.000 [1.000, 1.000]")
+    assert by_label["all k=0.5"].startswith(f"all k=0.5: / best fixed heuristic {0.8 ** 0.5:.3f} [")
+    # two files: each summarised, then pooled, each task against its own file's fixed heuristic
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps([_row("c", {**HEURISTIC_MS, "size_lookup_greedy": 9.0, "search:own": 9.0},
+                                      {"search": _picks(guard_k, 2.0)})]))
+    assert guard_k.main(["--summary", str(path), str(other)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert f"{other} (best fixed heuristic size_lookup_greedy): 1 tasks; planners search" in out
+    pooled = out[out.index("pooled over 2 files: 3 tasks; planners search") + 1:]
+    assert pooled[0].startswith(
+        f"  search k=off: own plan on 3; / best fixed heuristic {(0.8 * 1.25 * 1.0) ** (1 / 3):.3f} [")
+
+
+def test_a_file_that_is_not_its_rows_is_refused_in_one_line(guard_k, tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    for content in ("[]", "{\"a\": 1}", json.dumps([_row("a", {"search:own": 1.0}, {})]),
+                    json.dumps([_row("a", {**HEURISTIC_MS}, {"search": {"off": "search:own"}})])):
+        bad.write_text(content)
+        assert guard_k.main(["--summary", str(bad)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("guard_k: error: ") and "\n" not in err, content
+    bad.write_text("not json")
+    assert guard_k.main(["--summary", str(bad)]) == 2
+    assert "is not JSON" in capsys.readouterr().err
+    # an -o holding something else is refused before any stage runs
+    assert guard_k.main(["--suite", "tiny", "--workdir", str(tmp_path / "wd"), "-o", str(bad)]) == 2
+    assert "is not JSON" in capsys.readouterr().err and not (tmp_path / "wd").exists()
+    assert guard_k.main(["--suite", "tiny", "--planners", "search,greedy", "-o", str(tmp_path / "x")]) == 2
+    assert "--planners 'search,greedy'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_it_measures_a_suites_train_task_and_resumes(guard_k, tmp_path, capsys):
+    """--suite tiny: one task's heuristics and every planner's candidates timed, picks for every k; a re-run
+    with the same -o measures nothing."""
+    out, workdir = tmp_path / "k.json", tmp_path / "wd"
+    argv = ["--suite", "tiny", "--tasks", "1", "--planners", "search,rl", "--workdir", str(workdir),
+            "-o", str(out)]
+    assert guard_k.main(argv) == 0
+    rows = json.loads(out.read_text())
+    assert [r["task"] for r in rows] == ["tiny-train-0"] and set(rows[0]["chosen"]) == {"search", "rl"}
+    assert all(ms > 0 for ms in rows[0]["measured"].values())
+    assert {"search:own", "rl:own", "lookup_greedy"} <= set(rows[0]["measured"])
+    assert "tiny-train-0: " in capsys.readouterr().out
+    assert guard_k.main(argv) == 0
+    assert "tiny-train-0: " not in capsys.readouterr().out and json.loads(out.read_text()) == rows
