@@ -27,8 +27,10 @@ the task's timing, and the replay is the guard itself.
 guard kept a plan of the planner's own, the returned plans' geometric-mean cost over the best fixed
 heuristic (the heuristic of lowest geometric-mean cost in that file) and, paired per task, over the guard
 at the shipped k (``planners.guard.DEFAULT_GUARD_K``), with the bench's 95% bootstrap interval over the tasks
-(``bench.summary.compare``; one measurement a plan, so no rounds are resampled). "all planners" takes, per
-task, the geometric mean of the four planners' returned costs, so its interval still resamples tasks.
+(``bench.summary.compare``; one measurement a plan, so no rounds are resampled). "all" takes, per task, the
+geometric mean of the planners' returned costs, so its interval still resamples tasks. Last, H* (the
+heuristic plan the model's mean prices cheapest, what the guard returns where it keeps no plan of the
+planner's) over the best fixed heuristic: the part of a ratio that is the guard's pick among the heuristics.
 """
 
 from __future__ import annotations
@@ -149,12 +151,19 @@ def _picked(row: dict[str, Any], planners: list[str],
             fixed: str) -> dict[str, tuple[float, tuple[float, ...]]]:
     """One task's {"<planner> k=<k>" and "all k=<k>": (cost, its one round)} and its file's best fixed
     heuristic's under "fixed", the shape ``bench.summary.compare`` reads."""
-    costs = {"fixed": float(row["measured"][fixed])}
+    costs = {"fixed": float(row["measured"][fixed]), "H*": float(row["measured"][model_pick(row)])}
     for k in (OFF, *map(k_label, KS)):
         picked = [float(row["measured"][row["chosen"][p][k]]) for p in planners]
         costs.update({f"{p} k={k}": ms for p, ms in zip(planners, picked)})
         costs[f"all k={k}"] = math.exp(sum(map(math.log, picked)) / len(picked))
     return {label: (ms, (ms,)) for label, ms in costs.items()}
+
+
+def model_pick(row: dict[str, Any]) -> str:
+    """H*, the guard heuristic whose plan the model's mean prices cheapest on the task (ties by name; the
+    guard breaks them by the devices from the slowest down): what every guarded planner returns where it
+    keeps no plan of its own."""
+    return min(GUARD_HEURISTICS, key=lambda h: (float(row["predicted"][h]), h))
 
 
 def _interval(c: Any) -> str:
@@ -179,6 +188,9 @@ def summary_lines(rows: list[tuple[dict[str, Any], str]], title: str) -> list[st
             vs_shipped = compare(tasks, label, [f"{who} k={shipped}"])
             out.append(f"  {label}: {own}/ best fixed heuristic {vs_fixed.ratio:.3f}{_interval(vs_fixed)}; "
                        f"/ k={shipped} {vs_shipped.ratio:.3f}{_interval(vs_shipped)}")
+    model = compare(tasks, "H*", ["fixed"])
+    out.append(f"  H* (the model's pick among the heuristics; the guard's return where it keeps none of the "
+               f"planner's): / best fixed heuristic {model.ratio:.3f}{_interval(model)}")
     return out
 
 

@@ -76,6 +76,9 @@ def test_the_summary_prices_each_k_against_the_fixed_heuristic_and_the_shipped_k
     assert by_label["search k=1"] == ("search k=1: own plan on 0; / best fixed heuristic 1.000 [1.000, "
                                       "1.000]; / k=1 1.000 [1.000, 1.000]")
     assert by_label["all k=0.5"].startswith(f"all k=0.5: / best fixed heuristic {0.8 ** 0.5:.3f} [")
+    # H*, the model's pick among the heuristics (here lookup_greedy, which is also the best fixed one)
+    assert out[-1].startswith("  H* (the model's pick among the heuristics") and out[-1].endswith(
+        "/ best fixed heuristic 1.000 [1.000, 1.000]")
     # two files: each summarised, then pooled, each task against its own file's fixed heuristic
     other = tmp_path / "other.json"
     other.write_text(json.dumps([_row("c", {**HEURISTIC_MS, "size_lookup_greedy": 9.0, "search:own": 9.0},
