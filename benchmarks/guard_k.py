@@ -26,7 +26,8 @@ the task's timing, and the replay is the guard itself.
 ``--summary`` prints, per file (suite) and pooled over the files: for each planner and k, how often the
 guard kept a plan of the planner's own, the returned plans' geometric-mean cost over the best fixed
 heuristic (the heuristic of lowest geometric-mean cost in that file) and, paired per task, over the guard
-at the shipped k (``planners.guard.DEFAULT_GUARD_K``), with the bench's 95% bootstrap interval over the tasks
+at the shipped k (``planners.guard.DEFAULT_GUARD_K``; how many tasks more than 5% above and below it, and
+the worst task's ratio), with the bench's 95% bootstrap interval over the tasks
 (``bench.summary.compare``; one measurement a plan, so no rounds are resampled). "all" takes, per task, the
 geometric mean of the planners' returned costs, so its interval still resamples tasks. Last, H* (the
 heuristic plan the model's mean prices cheapest, what the guard returns where it keeps no plan of the
@@ -186,8 +187,11 @@ def summary_lines(rows: list[tuple[dict[str, Any], str]], title: str) -> list[st
                    f"own plan on {sum(r['chosen'][who][k].startswith(who + ':') for r, _ in rows)}; ")
             vs_fixed = compare(tasks, label, ["fixed"])
             vs_shipped = compare(tasks, label, [f"{who} k={shipped}"])
+            ratios = [t[label][0] / t[f"{who} k={shipped}"][0] for t in tasks]
             out.append(f"  {label}: {own}/ best fixed heuristic {vs_fixed.ratio:.3f}{_interval(vs_fixed)}; "
-                       f"/ k={shipped} {vs_shipped.ratio:.3f}{_interval(vs_shipped)}")
+                       f"/ k={shipped} {vs_shipped.ratio:.3f}{_interval(vs_shipped)}, above it by > 5% on "
+                       f"{sum(r > 1.05 for r in ratios)}, below on {sum(r < 1 / 1.05 for r in ratios)}, "
+                       f"worst {max(ratios):.3f}")
     model = compare(tasks, "H*", ["fixed"])
     out.append(f"  H* (the model's pick among the heuristics; the guard's return where it keeps none of the "
                f"planner's): / best fixed heuristic {model.ratio:.3f}{_interval(model)}")

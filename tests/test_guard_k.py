@@ -74,7 +74,10 @@ def test_the_summary_prices_each_k_against_the_fixed_heuristic_and_the_shipped_k
     assert by_label["search k=0.5"].startswith(
         f"search k=0.5: own plan on 1; / best fixed heuristic {(0.8 * 1.0) ** 0.5:.3f} [")
     assert by_label["search k=1"] == ("search k=1: own plan on 0; / best fixed heuristic 1.000 [1.000, "
-                                      "1.000]; / k=1 1.000 [1.000, 1.000]")
+                                      "1.000]; / k=1 1.000 [1.000, 1.000], above it by > 5% on 0, below on "
+                                      "0, worst 1.000")
+    # off over k = 1: 0.8 on a, 1.25 on b
+    assert by_label["search k=off"].endswith("above it by > 5% on 1, below on 1, worst 1.250")
     assert by_label["all k=0.5"].startswith(f"all k=0.5: / best fixed heuristic {0.8 ** 0.5:.3f} [")
     # H*, the model's pick among the heuristics (here lookup_greedy, which is also the best fixed one)
     assert out[-1].startswith("  H* (the model's pick among the heuristics") and out[-1].endswith(
