@@ -4,6 +4,7 @@ each k on them.
 
     .venv/bin/python benchmarks/guard_k.py --suite dlrm-20-2 --split train --tasks 10 -o F --workdir W
     .venv/bin/python benchmarks/guard_k.py --summary F1 F2 ...      # one file per suite; pooled too
+    .venv/bin/python benchmarks/guard_k.py --summary F1 F2 ... --table   # the same as one markdown table
 
 For each task (the suite's ``--split`` tasks, made by the bench's own stages in ``--workdir`` and cached
 there, as ``benchmarks/risk_objective.py`` makes them), the four guard heuristics and each learned planner
@@ -216,6 +217,28 @@ def summarise(files: dict[str, list[dict[str, Any]]]) -> list[str]:
     return out
 
 
+def table_lines(files: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """A markdown table, a row per file and one pooled: the planners' returned plans ("all") at each k over
+    the shipped k, paired per task [95% over tasks], and how many of the planners' plans the guard kept."""
+    tagged = {Path(path).name.removesuffix(".json"): [(r, best_fixed(rows)) for r in rows]
+              for path, rows in files.items()}
+    if len(files) > 1:
+        tagged[f"**pooled, {sum(map(len, files.values()))} tasks**"] = [t for v in tagged.values() for t in v]
+    shipped = k_label(DEFAULT_GUARD_K)
+    ks = (OFF, *map(k_label, KS))
+    out = ["| tasks | " + " | ".join(f"k = {k}" for k in ks) + " |", "|---|" + "---|" * len(ks)]
+    for name, rows in tagged.items():
+        planners = planners_of([r for r, _ in rows])
+        tasks = [_picked(r, planners, fixed) for r, fixed in rows]
+        cells = []
+        for k in ks:
+            c = compare(tasks, f"all k={k}", [f"all k={shipped}"])
+            kept = sum(r["chosen"][p][k].startswith(p + ":") for r, _ in rows for p in planners)
+            cells.append(f"{c.ratio:.3f}{_interval(c)} ({kept}/{len(rows) * len(planners)})")
+        out.append(f"| {name} | " + " | ".join(cells) + " |")
+    return out
+
+
 def measured_so_far(out: Path) -> list[dict[str, Any]]:
     """The rows an interrupted run left in ``out`` ([] if none); anything else there is refused."""
     return _check(_read(str(out)), str(out)) if out.is_file() else []
@@ -241,10 +264,14 @@ def main(argv: list[str] | None = None) -> int:
                                            "re-run continues after the tasks there)")
     ap.add_argument("--summary", nargs="+", metavar="FILE",
                     help="summarise files this script wrote instead of measuring (several: pooled too)")
+    ap.add_argument("--table", action="store_true",
+                    help="with --summary: a markdown table of every planner's plans at each k over the "
+                         "shipped k, a row per file and one pooled")
     args = ap.parse_args(argv)
     try:
         if args.summary:
-            print("\n".join(summarise({f: _check(_read(f), f) for f in args.summary})))
+            files = {f: _check(_read(f), f) for f in args.summary}
+            print("\n".join(table_lines(files) if args.table else summarise(files)))
             return 0
         planners = tuple(p.strip() for p in args.planners.split(",") if p.strip())
         unknown = sorted(set(planners) - set(GUARDED))

@@ -92,6 +92,12 @@ def test_the_summary_prices_each_k_against_the_fixed_heuristic_and_the_shipped_k
     pooled = out[out.index("pooled over 2 files: 3 tasks; planners search") + 1:]
     assert pooled[0].startswith(
         f"  search k=off: own plan on 3; / best fixed heuristic {(0.8 * 1.25 * 1.0) ** (1 / 3):.3f} [")
+    # --table: a row per file and the pooled one, every k over the shipped k, the own plans kept
+    assert guard_k.main(["--summary", str(path), str(other), "--table"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].startswith("| tasks | k = off | k = 0.25 | k = 0.5 |") and len(table) == 5
+    assert table[2].startswith("| rows | 1.000 [0.800, 1.250] (2/2) | ")  # off: 0.8 and 1.25 of k = 1
+    assert table[3].startswith("| other | 1.000 (1/1) | ") and table[4].startswith("| **pooled, 3 tasks** | ")
 
 
 def test_a_file_that_is_not_its_rows_is_refused_in_one_line(guard_k, tmp_path, capsys):
