@@ -79,7 +79,8 @@ PAIR_SUFFIXES = (("mean", "risk"), ("mean_guarded", "guarded"), ("risk", "guarde
 at the mean."""
 DEFAULT_MODEL = str(SHIPPED_COST_MODEL)
 REPLAY_KS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5)
-"""The guard's k the summary replays (k = 1 is the shipped ``planners.guard.DEFAULT_GUARD_K``)."""
+"""The guard's k the summary replays (k = 1 was the shipped ``planners.guard.DEFAULT_GUARD_K`` until stop 62,
+0.5 since: ``benchmarks/guard_k.py``, which also follows ilp's and rl's alternatives)."""
 
 
 def planner_rows(planner: str = "search") -> tuple[tuple[str, dict[str, Any]], ...]:

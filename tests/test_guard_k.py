@@ -73,11 +73,16 @@ def test_the_summary_prices_each_k_against_the_fixed_heuristic_and_the_shipped_k
     assert by_label["search k=off"].startswith("search k=off: own plan on 2; / best fixed heuristic 1.000 [")
     assert by_label["search k=0.5"].startswith(
         f"search k=0.5: own plan on 1; / best fixed heuristic {(0.8 * 1.0) ** 0.5:.3f} [")
-    assert by_label["search k=1"] == ("search k=1: own plan on 0; / best fixed heuristic 1.000 [1.000, "
-                                      "1.000]; / k=1 1.000 [1.000, 1.000], above it by > 5% on 0, below on "
-                                      "0, worst 1.000")
-    # off over k = 1: 0.8 on a, 1.25 on b
-    assert by_label["search k=off"].endswith("above it by > 5% on 1, below on 1, worst 1.250")
+    one = by_label["search k=1"]
+    assert one.startswith("search k=1: own plan on 0; / best fixed heuristic 1.000 [1.000, 1.000]; ")
+    # against the shipped k (0.5: search's own 8 ms on a, lookup_greedy's 10 on b): k = 0.5 itself is 1; k = 1
+    # is 10/8 on a; off is 12.5/10 on b
+    assert DEFAULT_GUARD_K == 0.5
+    half = by_label["search k=0.5"]
+    assert half.endswith("/ k=0.5 1.000 [1.000, 1.000], above it by > 5% on 0, below on 0, worst 1.000")
+    assert one.endswith(f"/ k=0.5 {1.25 ** 0.5:.3f} [1.000, 1.250], above it by > 5% on 1, below on 0, "
+                        "worst 1.250")
+    assert by_label["search k=off"].endswith("above it by > 5% on 1, below on 0, worst 1.250")
     assert by_label["all k=0.5"].startswith(f"all k=0.5: / best fixed heuristic {0.8 ** 0.5:.3f} [")
     # H*, the model's pick among the heuristics (here lookup_greedy, which is also the best fixed one)
     assert out[-1].startswith("  H* (the model's pick among the heuristics") and out[-1].endswith(
@@ -96,7 +101,8 @@ def test_the_summary_prices_each_k_against_the_fixed_heuristic_and_the_shipped_k
     assert guard_k.main(["--summary", str(path), str(other), "--table"]) == 0
     table = capsys.readouterr().out.splitlines()
     assert table[0].startswith("| tasks | k = off | k = 0.25 | k = 0.5 |") and len(table) == 5
-    assert table[2].startswith("| rows | 1.000 [0.800, 1.250] (2/2) | ")  # off: 0.8 and 1.25 of k = 1
+    # off: 1 and 1.25 of the shipped k's plans
+    assert table[2].startswith(f"| rows | {1.25 ** 0.5:.3f} [1.000, 1.250] (2/2) | ")
     assert table[3].startswith("| other | 1.000 (1/1) | ") and table[4].startswith("| **pooled, 3 tasks** | ")
 
 
