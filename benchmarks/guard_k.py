@@ -24,15 +24,15 @@ Why not ``risk_objective.py``'s replay: it recorded the terms of the returned pl
 follow ilp's and rl's alternatives, and measured one planner a run; here every planner's candidates share
 the task's timing, and the replay is the guard itself.
 
-``--summary`` prints, per file (suite) and pooled over the files: for each planner and k, how often the
-guard kept a plan of the planner's own, the returned plans' geometric-mean cost over the best fixed
-heuristic (the heuristic of lowest geometric-mean cost in that file) and, paired per task, over the guard
-at the shipped k (``planners.guard.DEFAULT_GUARD_K``; how many tasks more than 5% above and below it, and
-the worst task's ratio), with the bench's 95% bootstrap interval over the tasks
-(``bench.summary.compare``; one measurement a plan, so no rounds are resampled). "all" takes, per task, the
-geometric mean of the planners' returned costs, so its interval still resamples tasks. Last, H* (the
-heuristic plan the model's mean prices cheapest, what the guard returns where it keeps no plan of the
-planner's) over the best fixed heuristic: the part of a ratio that is the guard's pick among the heuristics.
+``--summary`` prints, per file (suite) and pooled over the files: for each planner and k, how often the guard
+kept a plan of the planner's own, the returned plans' geometric-mean cost over the best fixed heuristic (the
+heuristic of lowest geometric-mean cost in that file) and, paired per task, over the guard at the shipped k
+(``planners.guard.DEFAULT_GUARD_K``, or ``--reference-k``; how many tasks more than 5% above and below it, and
+the worst task's ratio), with the bench's 95% bootstrap interval over the tasks (``bench.summary.compare``;
+one measurement a plan, so no rounds are resampled). "all" takes, per task, the geometric mean of the
+planners' returned costs, so its interval still resamples tasks. Last, H* (the heuristic plan the model's mean
+prices cheapest, what the guard returns where it keeps no plan of the planner's) over the best fixed
+heuristic: the part of a ratio that is the guard's pick among the heuristics.
 """
 
 from __future__ import annotations
@@ -172,13 +172,14 @@ def _interval(c: Any) -> str:
     return f" [{c.low:.3f}, {c.high:.3f}]" if c.low is not None and c.high is not None else ""
 
 
-def summary_lines(rows: list[tuple[dict[str, Any], str]], title: str) -> list[str]:
+def summary_lines(rows: list[tuple[dict[str, Any], str]], title: str,
+                  reference: float = DEFAULT_GUARD_K) -> list[str]:
     """The summary of tasks given as (row, its file's best fixed heuristic): one file, or several pooled
     (``title`` says which); each task is compared with its own file's fixed heuristic."""
     planners = planners_of([r for r, _ in rows])
     if not rows or not planners:
         raise AutoshardError(f"{title}: no tasks with every planner's picks; run the measurement first")
-    shipped = k_label(DEFAULT_GUARD_K)
+    shipped = k_label(reference)
     tasks = [_picked(r, planners, fixed) for r, fixed in rows]
     out = [f"{title}: {len(rows)} tasks; planners {', '.join(planners)}"]
     for who in (*planners, "all"):
@@ -206,25 +207,26 @@ def best_fixed(rows: list[dict[str, Any]]) -> str:
     return fixed
 
 
-def summarise(files: dict[str, list[dict[str, Any]]]) -> list[str]:
+def summarise(files: dict[str, list[dict[str, Any]]], reference: float = DEFAULT_GUARD_K) -> list[str]:
     """Each file's summary, then, for several, the pooled one over all their tasks."""
     tagged = {path: [(r, best_fixed(rows)) for r in rows] for path, rows in files.items()}
     out = []
     for path, rows in tagged.items():
-        out += summary_lines(rows, f"{path} (best fixed heuristic {rows[0][1]})")
+        out += summary_lines(rows, f"{path} (best fixed heuristic {rows[0][1]})", reference)
     if len(files) > 1:
-        out += summary_lines([t for rows in tagged.values() for t in rows], f"pooled over {len(files)} files")
+        out += summary_lines([t for rows in tagged.values() for t in rows], f"pooled over {len(files)} files",
+                             reference)
     return out
 
 
-def table_lines(files: dict[str, list[dict[str, Any]]]) -> list[str]:
+def table_lines(files: dict[str, list[dict[str, Any]]], reference: float = DEFAULT_GUARD_K) -> list[str]:
     """A markdown table, a row per file and one pooled: the planners' returned plans ("all") at each k over
     the shipped k, paired per task [95% over tasks], and how many of the planners' plans the guard kept."""
     tagged = {Path(path).name.removesuffix(".json"): [(r, best_fixed(rows)) for r in rows]
               for path, rows in files.items()}
     if len(files) > 1:
         tagged[f"**pooled, {sum(map(len, files.values()))} tasks**"] = [t for v in tagged.values() for t in v]
-    shipped = k_label(DEFAULT_GUARD_K)
+    shipped = k_label(reference)
     ks = (OFF, *map(k_label, KS))
     out = ["| tasks | " + " | ".join(f"k = {k}" for k in ks) + " |", "|---|" + "---|" * len(ks)]
     for name, rows in tagged.items():
@@ -267,11 +269,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--table", action="store_true",
                     help="with --summary: a markdown table of every planner's plans at each k over the "
                          "shipped k, a row per file and one pooled")
+    ap.add_argument("--reference-k", type=float, default=DEFAULT_GUARD_K,
+                    help=f"with --summary: the k the others are paired with (default the shipped "
+                         f"{DEFAULT_GUARD_K:g}; e.g. 1, the default until stop 62)")
     args = ap.parse_args(argv)
     try:
         if args.summary:
             files = {f: _check(_read(f), f) for f in args.summary}
-            print("\n".join(table_lines(files) if args.table else summarise(files)))
+            if args.reference_k not in KS:
+                raise AutoshardError(f"--reference-k {args.reference_k:g}: give one of the replayed k, "
+                                     f"{', '.join(map(k_label, KS))}")
+            print("\n".join(table_lines(files, args.reference_k) if args.table
+                            else summarise(files, args.reference_k)))
             return 0
         planners = tuple(p.strip() for p in args.planners.split(",") if p.strip())
         unknown = sorted(set(planners) - set(GUARDED))

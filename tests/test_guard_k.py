@@ -139,3 +139,29 @@ def test_it_measures_a_suites_train_task_and_resumes(guard_k, tmp_path, capsys):
     assert "tiny-train-0: " in capsys.readouterr().out
     assert guard_k.main(argv) == 0
     assert "tiny-train-0: " not in capsys.readouterr().out and json.loads(out.read_text()) == rows
+
+
+ROOM = Path(__file__).resolve().parent.parent / "benchmarks" / "runs" / "room"
+STOP_62_SUITES = ("dlrm-10-2", "dlrm-20-2", "dlrm-50-2", "dlrm-100-2", "dlrm-20-4", "dlrm-50-4", "dlrm-10-8",
+                  "dlrm-20-8")
+
+
+def test_it_restates_stop_62s_choice_of_the_guards_k(guard_k, capsys):
+    """docs/benchmarks.md, "Stop 62" (and ``planners.guard``'s docstring): the guard replayed on the eight
+    suites' archived train tasks, every k against k = 1 (the default until then) and against 0.5 (since)."""
+    # in the order of the documented command's glob (the bootstrap draws follow the tasks' order)
+    files = sorted(str(ROOM / f"s62-amd-guard-k-{s}-train.json") for s in STOP_62_SUITES)
+    assert guard_k.main(["--summary", *files, "--table", "--reference-k", "1"]) == 0
+    pooled = capsys.readouterr().out.splitlines()[-1]
+    assert pooled.split(" | ") == [
+        "| **pooled, 80 tasks**", "0.989 [0.975, 1.005] (320/320)", "0.985 [0.973, 0.996] (215/320)",
+        "0.988 [0.978, 0.997] (169/320)", "0.994 [0.986, 1.000] (140/320)", "1.000 [1.000, 1.000] (106/320)",
+        "1.009 [1.003, 1.017] (70/320)", "1.015 [1.006, 1.025] (44/320)", "1.025 [1.014, 1.038] (6/320) |"]
+    assert guard_k.main(["--summary", *files]) == 0
+    out = capsys.readouterr().out.splitlines()
+    pooled = out[out.index("pooled over 8 files: 80 tasks; planners search, neuroshard, ilp, rl"):]
+    assert ("  all k=0.5: / best fixed heuristic 0.952 [0.933, 0.971]; / k=0.5 1.000 [1.000, 1.000], above "
+            "it by > 5% on 0, below on 0, worst 1.000") in pooled
+    assert ("  all k=1: / best fixed heuristic 0.964 [0.945, 0.981]; / k=0.5 1.012 [1.003, 1.023], above it "
+            "by > 5% on 10, below on 2, worst 1.322") in pooled
+    assert pooled[-1].endswith("/ best fixed heuristic 0.989 [0.972, 1.006]")
