@@ -38,7 +38,6 @@ heuristic: the part of a ratio that is the guard's pick among the heuristics.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -61,7 +60,7 @@ from autoshard.planners.row_split import split_oversize
 from autoshard.tasks import Task
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # risk_objective.py, beside this script
-from risk_objective import suite_inputs
+from risk_objective import read_rows, suite_inputs
 
 KS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
 """The guard's k replayed (k = 0, the guard off, is the planner's own plan: ``OFF``)."""
@@ -243,14 +242,7 @@ def table_lines(files: dict[str, list[dict[str, Any]]], reference: float = DEFAU
 
 def measured_so_far(out: Path) -> list[dict[str, Any]]:
     """The rows an interrupted run left in ``out`` ([] if none); anything else there is refused."""
-    return _check(_read(str(out)), str(out)) if out.is_file() else []
-
-
-def _read(path: str) -> Any:
-    try:
-        return json.loads(Path(path).read_text())
-    except json.JSONDecodeError as e:
-        raise AutoshardError(f"{path} is not JSON ({e}); give a file written by -o") from None
+    return _check(read_rows(str(out)), str(out)) if out.is_file() else []
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -275,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         if args.summary:
-            files = {f: _check(_read(f), f) for f in args.summary}
+            files = {f: _check(read_rows(f), f) for f in args.summary}
             if args.reference_k not in KS:
                 raise AutoshardError(f"--reference-k {args.reference_k:g}: give one of the replayed k, "
                                      f"{', '.join(map(k_label, KS))}")

@@ -302,13 +302,13 @@ def pooled_lines(files: list[list[dict[str, Any]]]) -> list[str]:
 def measured_so_far(out: Path, planner: str = "search") -> list[dict[str, Any]]:
     """The rows an interrupted run of ``planner`` left in ``out`` ([] if none); an ``out`` holding something
     else (another planner's rows included) is refused (AutoshardError), not overwritten."""
-    rows: list[dict[str, Any]] = _read(str(out)) if out.is_file() else []
+    rows: list[dict[str, Any]] = read_rows(str(out)) if out.is_file() else []
     if rows:
         _measured(rows, planner)
     return rows
 
 
-def _read(path: str) -> list[dict[str, Any]]:
+def read_rows(path: str) -> list[dict[str, Any]]:
     try:
         return json.loads(Path(path).read_text())
     except json.JSONDecodeError as e:
@@ -335,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         if args.summary:
-            files = [_read(f) for f in args.summary]
+            files = [read_rows(f) for f in args.summary]
             lines = [line for rows in files for line in summary_lines(rows)]
             print("\n".join(lines + (pooled_lines(files) if len(files) > 1 else [])))
             return 0
@@ -343,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
             raise AutoshardError("give RUN -o OUT or --suite NAME -o OUT (--tasks >= 1), --annotate FILE "
                                  "with RUN or --suite NAME, or --summary FILE")
         if args.annotate:
-            rows = _read(args.annotate)
+            rows = read_rows(args.annotate)
             planner = rows_planner(rows)
             _measured(rows, planner)  # refused before any stage runs
         else:
