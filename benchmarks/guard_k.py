@@ -5,6 +5,7 @@ each k on them.
     .venv/bin/python benchmarks/guard_k.py --suite dlrm-20-2 --split train --tasks 10 -o F --workdir W
     .venv/bin/python benchmarks/guard_k.py --summary F1 F2 ...      # one file per suite; pooled too
     .venv/bin/python benchmarks/guard_k.py --summary F1 F2 ... --table   # the same as one markdown table
+    .venv/bin/python benchmarks/guard_k.py --summary F1 F2 ... --heuristics  # H* against each fixed one
 
 For each task (the suite's ``--split`` tasks, made by the bench's own stages in ``--workdir`` and cached
 there, as ``benchmarks/risk_objective.py`` makes them), the four guard heuristics and each learned planner
@@ -240,6 +241,26 @@ def table_lines(files: dict[str, list[dict[str, Any]]], reference: float = DEFAU
     return out
 
 
+def heuristic_lines(files: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Whether a fixed heuristic would do better than H*, the model's pick among the guard heuristics (what
+    every guarded planner returns where it keeps no plan of its own): per file and pooled, H*'s measured cost
+    over each fixed heuristic's, paired per task [95% over tasks], and each one's (H* too) over the task's
+    cheapest heuristic plan (the oracle among the four, hindsight)."""
+    names = {Path(path).name.removesuffix(".json"): rows for path, rows in files.items()}
+    if len(files) > 1:
+        names[f"pooled, {sum(map(len, files.values()))} tasks"] = [r for rows in files.values() for r in rows]
+    out = []
+    for name, rows in names.items():
+        tasks = [{h: (ms, (ms,)) for h in (*GUARD_HEURISTICS, "H*")
+                  for ms in [float(r["measured"][model_pick(r) if h == "H*" else h])]} for r in rows]
+        vs = [f"{h} {c.ratio:.3f}{_interval(c)}" for h in GUARD_HEURISTICS
+              for c in [compare(tasks, "H*", [h])]]
+        oracle = [f"{h} {compare(tasks, h, GUARD_HEURISTICS).ratio:.3f}" for h in (*GUARD_HEURISTICS, "H*")]
+        out += [f"{name}: H* over " + "; ".join(vs),
+                f"  over the task's cheapest heuristic plan: " + "; ".join(oracle)]
+    return out
+
+
 def measured_so_far(out: Path) -> list[dict[str, Any]]:
     """The rows an interrupted run left in ``out`` ([] if none); anything else there is refused."""
     return _check(read_rows(str(out)), str(out)) if out.is_file() else []
@@ -261,6 +282,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--table", action="store_true",
                     help="with --summary: a markdown table of every planner's plans at each k over the "
                          "shipped k, a row per file and one pooled")
+    ap.add_argument("--heuristics", action="store_true",
+                    help="with --summary: H* (the model's pick among the guard heuristics) against each fixed "
+                         "heuristic, a line per file and one pooled")
     ap.add_argument("--reference-k", type=float, default=DEFAULT_GUARD_K,
                     help=f"with --summary: the k the others are paired with (default the shipped "
                          f"{DEFAULT_GUARD_K:g}; e.g. 1, the default until stop 62)")
@@ -271,7 +295,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.reference_k not in KS:
                 raise AutoshardError(f"--reference-k {args.reference_k:g}: give one of the replayed k, "
                                      f"{', '.join(map(k_label, KS))}")
-            print("\n".join(table_lines(files, args.reference_k) if args.table
+            print("\n".join(heuristic_lines(files) if args.heuristics
+                            else table_lines(files, args.reference_k) if args.table
                             else summarise(files, args.reference_k)))
             return 0
         planners = tuple(p.strip() for p in args.planners.split(",") if p.strip())

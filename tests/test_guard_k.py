@@ -106,6 +106,32 @@ def test_the_summary_prices_each_k_against_the_fixed_heuristic_and_the_shipped_k
     assert table[3].startswith("| other | 1.000 (1/1) | ") and table[4].startswith("| **pooled, 3 tasks** | ")
 
 
+def test_the_heuristics_summary_pairs_the_models_pick_with_each_fixed_heuristic(guard_k, tmp_path, capsys):
+    # task a: the model prices size_greedy cheapest (11 ms measured, lookup_greedy's 10 the cheapest); task b:
+    # it prices lookup_greedy cheapest (8 ms, the cheapest)
+    a = _row("a", {**HEURISTIC_MS, "search:own": 9.0}, {"search": _picks(guard_k, 0.5)})
+    a["predicted"] = {**a["measured"], "size_greedy": 8.5}
+    b = _row("b", {**HEURISTIC_MS, "lookup_greedy": 8.0, "search:own": 9.0}, {"search": _picks(guard_k, 0.5)})
+    path = tmp_path / "rows.json"
+    path.write_text(json.dumps([a, b]))
+    assert guard_k.main(["--summary", str(path), "--heuristics"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 2 and out[0].startswith("rows: H* over dim_greedy ")
+    # over lookup_greedy: 11/10 on a, 1 on b; over size_greedy 1 and 8/11
+    assert f"; lookup_greedy {1.1 ** 0.5:.3f} [1.000, 1.100]; " in out[0]
+    assert f"; size_greedy {(8 / 11) ** 0.5:.3f} [0.727, 1.000]; " in out[0]
+    assert out[1] == (f"  over the task's cheapest heuristic plan: dim_greedy {(1.2 * 1.5) ** 0.5:.3f}; "
+                      f"lookup_greedy 1.000; size_greedy {(1.1 * 11 / 8) ** 0.5:.3f}; "
+                      f"size_lookup_greedy {(1.05 * 10.5 / 8) ** 0.5:.3f}; H* {1.1 ** 0.5:.3f}")
+    # two files: a pair of lines each, then the pooled pair
+    copy = tmp_path / "copy.json"
+    copy.write_text(path.read_text())
+    assert guard_k.main(["--summary", str(path), str(copy), "--heuristics"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 6 and out[2].startswith("copy: H* over ") and out[4].startswith(
+        "pooled, 4 tasks: H* over dim_greedy ")
+
+
 def test_a_file_that_is_not_its_rows_is_refused_in_one_line(guard_k, tmp_path, capsys):
     bad = tmp_path / "bad.json"
     for content in ("[]", "{\"a\": 1}", json.dumps([_row("a", {"search:own": 1.0}, {})]),
