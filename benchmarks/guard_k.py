@@ -257,7 +257,7 @@ def heuristic_lines(files: dict[str, list[dict[str, Any]]]) -> list[str]:
               for c in [compare(tasks, "H*", [h])]]
         oracle = [f"{h} {compare(tasks, h, GUARD_HEURISTICS).ratio:.3f}" for h in (*GUARD_HEURISTICS, "H*")]
         out += [f"{name}: H* over " + "; ".join(vs),
-                f"  over the task's cheapest heuristic plan: " + "; ".join(oracle)]
+                "  over the task's cheapest heuristic plan: " + "; ".join(oracle)]
     return out
 
 
@@ -283,8 +283,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="with --summary: a markdown table of every planner's plans at each k over the "
                          "shipped k, a row per file and one pooled")
     ap.add_argument("--heuristics", action="store_true",
-                    help="with --summary: H* (the model's pick among the guard heuristics) against each fixed "
-                         "heuristic, a line per file and one pooled")
+                    help="with --summary: H* (the model's pick among the guard heuristics) against each "
+                         "fixed heuristic, a line per file and one pooled")
     ap.add_argument("--reference-k", type=float, default=DEFAULT_GUARD_K,
                     help=f"with --summary: the k the others are paired with (default the shipped "
                          f"{DEFAULT_GUARD_K:g}; e.g. 1, the default until stop 62)")
