@@ -110,6 +110,9 @@ ROOM = RUNS / "room"
 
 
 STOP_63_LINES = {
+    "dlrm-20-4": [
+        ("  rl: A / B 1.044 [1.012, 1.081] over 10 tasks (the same plan on 4; A > 1% below B on 1, above on "
+         "5); / size_lookup_greedy: A 0.998, B 0.956")],
     "dlrm-10-8": [
         ("  search: A / B 1.004 [0.991, 1.017] over 10 tasks (the same plan on 0; A > 1% below B on 2, above "
          "on 3); / size_lookup_greedy: A 0.939, B 0.936"),
