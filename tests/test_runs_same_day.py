@@ -110,6 +110,9 @@ ROOM = RUNS / "room"
 
 
 STOP_63_LINES = {
+    "dlrm-10-2": [
+        ("  search: A / B 1.012 [1.000, 1.028] over 10 tasks (the same plan on 7; A > 1% below B on 0, above "
+         "on 2); / lookup_greedy: A 0.991, B 0.979")],
     "dlrm-20-4": [
         ("  rl: A / B 1.044 [1.012, 1.081] over 10 tasks (the same plan on 4; A > 1% below B on 1, above on "
          "5); / size_lookup_greedy: A 0.998, B 0.956")],
