@@ -251,10 +251,14 @@ def heuristic_lines(files: dict[str, list[dict[str, Any]]]) -> list[str]:
         names[f"pooled, {sum(map(len, files.values()))} tasks"] = [r for rows in files.values() for r in rows]
     out = []
     for name, rows in names.items():
-        tasks = [{h: (ms, (ms,)) for h in (*GUARD_HEURISTICS, "H*")
-                  for ms in [float(r["measured"][model_pick(r) if h == "H*" else h])]} for r in rows]
-        vs = [f"{h} {c.ratio:.3f}{_interval(c)}" for h in GUARD_HEURISTICS
-              for c in [compare(tasks, "H*", [h])]]
+        # one measurement a plan: ``compare``'s (cost, rounds) with the cost as its one round
+        tasks = [{label: (ms, (ms,)) for label, ms in
+                  {**{h: float(r["measured"][h]) for h in GUARD_HEURISTICS},
+                   "H*": float(r["measured"][model_pick(r)])}.items()} for r in rows]
+        vs = []
+        for h in GUARD_HEURISTICS:
+            c = compare(tasks, "H*", [h])
+            vs.append(f"{h} {c.ratio:.3f}{_interval(c)}")
         oracle = [f"{h} {compare(tasks, h, GUARD_HEURISTICS).ratio:.3f}" for h in (*GUARD_HEURISTICS, "H*")]
         out += [f"{name}: H* over " + "; ".join(vs),
                 "  over the task's cheapest heuristic plan: " + "; ".join(oracle)]

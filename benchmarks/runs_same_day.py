@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 from typing import Any
 
+from autoshard.bench.summary import geomean
 from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.metrics import geomean_interval
 from autoshard.errors import AutoshardError
@@ -87,10 +87,18 @@ def _check(rows: Any, path: str) -> list[dict[str, Any]]:
 
 
 def _read_rows(path: Path) -> list[dict[str, Any]]:
-    try:
-        return _check(json.loads(path.read_text()), str(path))
-    except json.JSONDecodeError:
-        raise AutoshardError(f"{path} is not JSON; give a file this script wrote with -o") from None
+    return _check(read_json(path), str(path))
+
+
+def _read_run(path: str) -> dict[str, Any]:
+    """A bench results file; anything else is refused in one line."""
+    run = read_json(path)
+    tasks = run.get("tasks") if isinstance(run, dict) else None
+    if not isinstance(tasks, list) or not all(isinstance(t, dict) and isinstance(t.get("task"), dict)
+                                              and isinstance(t.get("results"), list) for t in tasks):
+        raise AutoshardError(f"{path} is not a bench results file (DIR/bench/results.json, or gzipped in "
+                             "benchmarks/runs/)")
+    return run
 
 
 def measure(pairs: list[tuple[Task, dict[str, Plan]]], settings: MeasureSettings, comm: AlphaBeta, out: Path,
@@ -103,7 +111,9 @@ def measure(pairs: list[tuple[Task, dict[str, Plan]]], settings: MeasureSettings
             continue
         # one timing a distinct placement (the learned planners often return the same plan)
         key_of = {lab: _placements(p) for lab, p in plans.items()}
-        distinct = {key: plans[lab] for lab, key in reversed(key_of.items())}  # the first label's plan
+        distinct: dict[str, Plan] = {}
+        for lab, key in key_of.items():
+            distinct.setdefault(key, plans[lab])
         keys = list(distinct)
         costs = evaluate_plans(task, [distinct[k] for k in keys], settings, comm, rounds=rounds)
         by_key = {k: c.plan_ms for k, c in zip(keys, costs)}
@@ -118,16 +128,12 @@ def _cost(row: dict[str, Any], run: str, algo: str) -> float | None:
     return m.get(f"{SAME}:{algo}", m.get(f"{run}:{algo}"))
 
 
-def _geomean(xs: list[float]) -> float:
-    return math.exp(sum(map(math.log, xs)) / len(xs))
-
-
 def summary_lines(rows: list[dict[str, Any]]) -> list[str]:
     """Per algorithm: A over B paired, and each over the best fixed heuristic re-timed here."""
     rows = [r for r in rows if all(h in r["measured"] for h in GUARD_HEURISTICS)]
     if not rows:
         raise AutoshardError("no timed tasks with the guard heuristics' plans; run the measurement first")
-    fixed = min(GUARD_HEURISTICS, key=lambda h: (_geomean([r["measured"][h] for r in rows]), h))
+    fixed = min(GUARD_HEURISTICS, key=lambda h: (geomean([r["measured"][h] for r in rows]), h))
     algos = [a for a in GUARDED if any(_cost(r, "A", a) is not None for r in rows)]
     out = [f"{len(rows)} tasks; best fixed heuristic (re-timed here) {fixed}"]
     for algo in algos:
@@ -136,8 +142,8 @@ def summary_lines(rows: list[dict[str, Any]]) -> list[str]:
         ratios = [a / b for a, b, _ in both]
         interval = " [{:.3f}, {:.3f}]".format(*geomean_interval(ratios)) if len(ratios) > 1 else ""
         same = sum(f"{SAME}:{algo}" in r["measured"] for r in rows)
-        over_a, over_b = _geomean([a / f for a, _, f in both]), _geomean([b / f for _, b, f in both])
-        out.append(f"  {algo}: A / B {_geomean(ratios):.3f}{interval} over {len(both)} tasks "
+        over_a, over_b = geomean([a / f for a, _, f in both]), geomean([b / f for _, b, f in both])
+        out.append(f"  {algo}: A / B {geomean(ratios):.3f}{interval} over {len(both)} tasks "
                    f"(the same plan on {same}; A > 1% below B on {sum(x < 0.99 for x in ratios)}, above on "
                    f"{sum(x > 1.01 for x in ratios)}); / {fixed}: A {over_a:.3f}, B {over_b:.3f}")
     return out
@@ -164,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
             raise AutoshardError("give RUN_A RUN_B -o OUT (--rounds >= 1), or --summary FILE")
         out = Path(args.output)
         done = _read_rows(out) if out.is_file() else []  # refused before any timing
-        run_a, run_b = (read_json(p) for p in args.runs)
+        run_a, run_b = (_read_run(p) for p in args.runs)
         if "comm" not in run_b or "measure_settings" not in run_b:
             raise AutoshardError(f"{args.runs[1]} has no comm fit or measure settings; give a finished bench "
                                  "run's results")

@@ -12,6 +12,7 @@ from conftest import load_script
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "runs_same_day.py"
 RUNS = ROOT / "benchmarks" / "runs"
+ROOM = RUNS / "room"
 LEARNED = ("rl", "neuroshard", "search", "ilp")
 
 
@@ -75,6 +76,9 @@ def test_bad_input_is_refused_in_one_line_before_any_timing(same_day, tmp_path, 
     assert "give RUN_A RUN_B -o OUT" in capsys.readouterr().err
     assert same_day.main([run, run, "--algos", "search,greedy", "-o", str(tmp_path / "x.json")]) == 2
     assert "--algos 'search,greedy'" in capsys.readouterr().err
+    rows = str(ROOM / "s63-amd-same-day-dlrm-10-8.json")  # not a bench run
+    assert same_day.main([rows, run, "-o", str(tmp_path / "x.json")]) == 2
+    assert "is not a bench results file" in capsys.readouterr().err
     quick = str(RUNS / "quickstart" / "s63-amd-quickstart.json.gz")
     assert same_day.main([quick, run, "-o", str(tmp_path / "x.json")]) == 2
     assert "share no task" in capsys.readouterr().err and not (tmp_path / "x.json").exists()
@@ -104,9 +108,6 @@ def test_it_times_both_runs_plans_of_a_task_and_resumes(same_day, tmp_path, caps
     assert "quick-test-0: " in first and "search: A / B 1.000" in first
     assert same_day.main(argv) == 0
     assert "quick-test-0: " not in capsys.readouterr().out and json.loads(out.read_text()) == rows
-
-
-ROOM = RUNS / "room"
 
 
 STOP_63_LINES = {
