@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ from autoshard.costs.base import plan_cost
 from autoshard.errors import AutoshardError
 from autoshard.pipeline.measure import (
     BenchConfig,
+    confirm_apart,
     measure_task,
     plan_task,
     restate,
@@ -27,7 +29,7 @@ from autoshard.pipeline.measure import (
     select_algorithms,
 )
 from autoshard.pipeline.measured_descent import OUTCOMES
-from autoshard.pipeline.results import AlgoResult, TaskResult
+from autoshard.pipeline.results import AlgoResult, TaskResult, rounds_apart
 from autoshard.plan import validate
 from autoshard.planners.base import PLANNERS, PlannerOptions
 from autoshard.tasks import Task
@@ -91,6 +93,53 @@ def test_select_algorithms_lists_registered_and_says_which_are_skipped():
     with pytest.raises(AutoshardError, match="unknown algorithm"):
         select_algorithms(["size_greedy", "no_such_algo"])
     assert is_heuristic("size_greedy") and not is_heuristic("no_such_algo")
+
+
+def _apart_task() -> tuple[Task, list[AlgoResult]]:
+    """A task planned by size_greedy and by random, random's plan renamed 'search' (a non-heuristic plan
+    that differs from the best heuristic's)."""
+    task = _task()
+    planned = plan_task(task, ("size_greedy", "random"), PlannerOptions(), None)
+    return task, [planned[0], replace(planned[1], algorithm="search")]
+
+
+def test_a_plan_set_apart_from_the_best_heuristic_is_re_timed_beside_it_and_counted_only_if_it_agrees():
+    task, planned = _apart_task()
+    steady = CountingModel()
+    measured = measure_task(task, planned, steady, rounds=3)
+    heuristic, search = measured
+    assert rounds_apart(search.rounds_ms, heuristic.rounds_ms) == -1  # random's plan: dearer every round
+    confirmed = confirm_apart(task, measured, steady, rounds=3)
+    # three more rounds, each timing only the two plans' distinct devices
+    distinct = {tuple(sorted(d)) for r in planned for d in r.plan.device_shards(task) if d}
+    assert steady.calls[3:] == [len(distinct)] * 3
+    assert all(len(r.confirm_rounds_ms) == 3 for r in confirmed)
+    assert confirmed[1].confirm_rounds_ms == pytest.approx(search.rounds_ms)  # the same truth again
+    assert [r.measured for r in confirmed] == [r.measured for r in measured]  # costs stay the first timing's
+    assert AlgoResult.from_json(confirmed[1].to_json()) == confirmed[1]
+    assert summarize([TaskResult(task, tuple(confirmed))], ["search"])[0].clear_losses == 1
+
+    # the re-timing's second round three times as slow (the noise the confirmation guards against): the two
+    # plans' re-timed rounds overlap, so the task is no longer counted clearly worse
+    noisy = CountingModel(scales=(1.0, 1.0, 1.0, 1.0, 3.0, 1.0))
+    unconfirmed = confirm_apart(task, measure_task(task, planned, noisy, rounds=3), noisy, rounds=3)
+    assert unconfirmed[1].confirm_rounds_ms and unconfirmed[1].rounds_ms == search.rounds_ms
+    summary = summarize([TaskResult(task, tuple(unconfirmed))], ["search"])[0]
+    assert summary.clear_losses == 0 and summary.clear_wins == 0
+    # results from before the confirmation (no re-timing stored) keep the first rounds' verdict
+    assert summarize([TaskResult(task, tuple(measured))], ["search"])[0].clear_losses == 1
+
+
+def test_no_re_timing_where_the_rounds_overlap_or_a_learned_planner_kept_the_heuristics_plan():
+    task, planned = _apart_task()
+    kept = [planned[0], replace(planned[0], algorithm="search")]  # the guard kept size_greedy's plan
+    ev = CountingModel()
+    measured = measure_task(task, kept, ev, rounds=3)
+    assert confirm_apart(task, measured, ev, rounds=3) == measured and len(ev.calls) == 3
+    noisy = CountingModel(scales=(1.0, 2.0, 1.0))  # a round twice as slow: the rounds overlap
+    overlapping = measure_task(task, planned, noisy, rounds=3)
+    assert rounds_apart(overlapping[1].rounds_ms, overlapping[0].rounds_ms) == 0
+    assert confirm_apart(task, overlapping, noisy, rounds=3) == overlapping and len(noisy.calls) == 3
 
 
 def test_plan_task_records_failures_instead_of_stopping():

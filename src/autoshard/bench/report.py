@@ -109,8 +109,8 @@ def verdict_lines(summaries: Sequence[AlgoSummary]) -> list[str]:
                     else "; " + comparison_sentence(f, f"the best fixed heuristic ({f.reference})"))
         lines.append(f"- **{s.algorithm}** {comparison_sentence(c, 'the best heuristic')}{fitted}{partial}"
                      f"{vs_fixed}{vs_torchrec}; cheapest plan on {s.wins}/{s.tasks_total} tasks; beyond the "
-                     f"round-to-round spread, better than the best heuristic on {s.clear_wins} and worse on "
-                     f"{s.clear_losses} of {_tasks(s.tasks_ok)}.")
+                     f"round-to-round spread, confirmed by a re-timing, better than the best heuristic on "
+                     f"{s.clear_wins} and worse on {s.clear_losses} of {_tasks(s.tasks_ok)}.")
     return lines
 
 
@@ -333,8 +333,9 @@ def markdown(title: str, command: str, summaries: Sequence[AlgoSummary], results
         + ". Prediction error: mean |predicted - measured| / measured of the plan cost by the planning "
         "model. "
         "Wins: tasks where its plan measured cheapest of all. Clearly better / worse: tasks where every "
-        "round of its plan measured below / above every round of the best heuristic's plan (the rest are "
-        "within the measurement spread). Noise: median spread (max - min) / median of a plan's cost across "
+        "round of its plan measured below / above every round of the best heuristic's plan, and again "
+        "when the two plans were re-timed side by side (the rest are within the measurement spread). "
+        "Noise: median spread (max - min) / median of a plan's cost across "
         "rounds.", "",
     ]
     learned = [s.algorithm for s in summaries if not s.heuristic]

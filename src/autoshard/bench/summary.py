@@ -23,11 +23,8 @@ import numpy as np
 
 from autoshard.costs.metrics import LEVEL, RESAMPLES, SEED, geomean_interval
 from autoshard.hardware.evaluator import UNRECORDED_ROUND_STATISTIC, combine_rounds
-from autoshard.pipeline.results import AlgoResult, TaskResult
-from autoshard.planners.base import PLANNERS
-
-HEURISTICS_MODULE = "autoshard.planners.heuristics"
-"""Planners whose factory lives here are the papers' heuristic baselines (the 'best heuristic' reference)."""
+from autoshard.pipeline.results import AlgoResult, TaskResult, rounds_apart
+from autoshard.planners.base import is_heuristic
 
 TORCHREC = "torchrec"
 """TorchRec's own planner, the second reference every algorithm is compared with where it ran."""
@@ -40,11 +37,6 @@ FEW_TASKS = 10
 
 PlanCosts = Mapping[str, tuple[float, Sequence[float]]]
 """One task's measured plans: algorithm -> (plan cost ms, that plan's cost in each measurement round)."""
-
-
-def is_heuristic(name: str) -> bool:
-    """True for the papers' heuristic baselines, the reference every other algorithm is compared with."""
-    return name in PLANNERS and PLANNERS[name][0].split(":")[0] == HEURISTICS_MODULE
 
 
 def geomean(values: Sequence[float]) -> float | None:
@@ -337,14 +329,14 @@ def best_fixed_heuristic(tasks: Sequence[PlanCosts]) -> str | None:
 
 
 def _clear(a: AlgoResult, b: AlgoResult | None) -> int:
-    """+1 if every round of ``a`` is below every round of ``b``, -1 if above, 0 if the rounds overlap."""
-    if b is None or a is b or not a.rounds_ms or not b.rounds_ms:
+    """+1 if every round of ``a`` is below every round of ``b``, -1 if above, 0 if the rounds overlap; where
+    the two were re-timed side by side (``AlgoResult.confirm_rounds_ms``), only if that timing agrees."""
+    if b is None or a is b:
         return 0
-    if max(a.rounds_ms) < min(b.rounds_ms):
-        return 1
-    if min(a.rounds_ms) > max(b.rounds_ms):
-        return -1
-    return 0
+    first = rounds_apart(a.rounds_ms, b.rounds_ms)
+    if first and a.confirm_rounds_ms and b.confirm_rounds_ms:
+        return first if rounds_apart(a.confirm_rounds_ms, b.confirm_rounds_ms) == first else 0
+    return first
 
 
 def summarize(results: Sequence[TaskResult], algorithms: Sequence[str], *, resamples: int = RESAMPLES,

@@ -129,6 +129,7 @@ def stage_evaluate(ctx: Context, k_comm: str, k_cost: str, cost_spec: str, k_pol
     bench_key = stage_key({"algorithms": algorithms, "seed": s.seed, "time_limit_s": s.time_limit_s,
                            "planning_code": planning_code_key(),
                            "rounds": s.eval.rounds, "round_statistic": s.eval.round_statistic,
+                           "confirm_apart": 1,  # since stop 64: results without it re-measure
                            "measure": settings.to_json(), "comm": comm.to_json(),
                            "models": [file_key(cost_spec), file_key(policy_path or "")],
                            **({"planning_comm": file_key(planning_comm_path)} if planning_comm_path else {}),

@@ -6,6 +6,7 @@ an interrupted benchmark resumes; ``autoshard.bench`` summarizes and reports the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +14,18 @@ from autoshard.breakdown import PlanCost, StageFloor
 from autoshard.io import ARTEFACT_VERSION
 from autoshard.plan import Plan
 from autoshard.tasks import Task
+
+
+def rounds_apart(a: Sequence[float], b: Sequence[float]) -> int:
+    """+1 if every round of ``a`` is below every round of ``b``, -1 if every one is above, 0 if they overlap
+    (or either has none): the bench's "clearly better / worse" on one task."""
+    if not a or not b:
+        return 0
+    if max(a) < min(b):
+        return 1
+    if min(a) > max(b):
+        return -1
+    return 0
 
 
 @dataclass(frozen=True)
@@ -33,6 +46,11 @@ class AlgoResult:
     device_rounds_ms: tuple[tuple[tuple[float, float], ...], ...] = ()
     """Per round, per device: the measured (fwd ms, bwd ms), so a device's repeatability (the floor under any
     cost model's error on it) can be computed from the results."""
+    confirm_rounds_ms: tuple[float, ...] = ()
+    """The plan's cost in each round of a second timing of its devices beside its task's best heuristic's plan
+    alone, taken where ``rounds_ms`` set the two apart (``pipeline.measure.confirm_apart``; since stop 64):
+    with 3 rounds, two plans of equal cost fall apart by chance on 1 task in 10, so a "clearly" verdict
+    needs both timings to agree. () where none was taken."""
     guard: str = ""
     """A learned planner's heuristic-guard decision (``planners.guard.GuardDecision.describe``: which plan it
     kept, by how much its predicted gain cleared or missed the model's uncertainty); "" for the others."""
@@ -55,6 +73,7 @@ class AlgoResult:
             "measured": self.measured.to_json() if self.measured else None,
             "rounds_ms": list(self.rounds_ms),
             "device_rounds_ms": [[list(fb) for fb in rnd] for rnd in self.device_rounds_ms],
+            **({"confirm_rounds_ms": list(self.confirm_rounds_ms)} if self.confirm_rounds_ms else {}),
             "guard": self.guard,
             **({"descent": self.descent} if self.descent else {}),
         }
@@ -69,6 +88,7 @@ class AlgoResult:
             rounds_ms=tuple(float(x) for x in d.get("rounds_ms", ())),
             device_rounds_ms=tuple(tuple((float(f), float(b)) for f, b in rnd)
                                    for rnd in d.get("device_rounds_ms", ())),
+            confirm_rounds_ms=tuple(float(x) for x in d.get("confirm_rounds_ms", ())),
             guard=str(d.get("guard", "")),
             descent=str(d.get("descent", "")),
         )

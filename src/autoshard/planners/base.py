@@ -100,6 +100,15 @@ PLANNERS: dict[str, tuple[str, str]] = {
 }
 
 
+HEURISTICS_MODULE = "autoshard.planners.heuristics"
+"""Planners whose factory lives here are the papers' heuristic baselines (the 'best heuristic' reference)."""
+
+
+def is_heuristic(name: str) -> bool:
+    """True for the papers' heuristic baselines, the reference every other algorithm is compared with."""
+    return name in PLANNERS and PLANNERS[name][0].split(":")[0] == HEURISTICS_MODULE
+
+
 def available_planners() -> dict[str, str]:
     """Name -> description of every registered planner."""
     return {name: desc for name, (_, desc) in PLANNERS.items()}
