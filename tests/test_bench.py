@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import make_tables
 
-from autoshard.bench.report import descent_lines, pick_lines, refit_lines, write_report
+from autoshard.bench.report import confirm_lines, descent_lines, pick_lines, refit_lines, write_report
 from autoshard.bench.suites import SUITES, get_suite
 from autoshard.bench.summary import geomean, is_heuristic, summarize
 from autoshard.breakdown import PlanCost
@@ -118,6 +118,7 @@ def test_a_plan_set_apart_from_the_best_heuristic_is_re_timed_beside_it_and_coun
     assert [r.measured for r in confirmed] == [r.measured for r in measured]  # costs stay the first timing's
     assert AlgoResult.from_json(confirmed[1].to_json()) == confirmed[1]
     assert summarize([TaskResult(task, tuple(confirmed))], ["search"])[0].clear_losses == 1
+    assert "- search: worse in both timings on 1 task" in confirm_lines([TaskResult(task, tuple(confirmed))])
 
     # the re-timing's second round three times as slow (the noise the confirmation guards against): the two
     # plans' re-timed rounds overlap, so the task is no longer counted clearly worse
@@ -126,6 +127,8 @@ def test_a_plan_set_apart_from_the_best_heuristic_is_re_timed_beside_it_and_coun
     assert unconfirmed[1].confirm_rounds_ms and unconfirmed[1].rounds_ms == search.rounds_ms
     summary = summarize([TaskResult(task, tuple(unconfirmed))], ["search"])[0]
     assert summary.clear_losses == 0 and summary.clear_wins == 0
+    lines = confirm_lines([TaskResult(task, tuple(unconfirmed)), TaskResult(task, tuple(confirmed))])
+    assert "- search: worse in both timings on 1 task, apart in the first timing only on 1 task" in lines
     # results from before the confirmation (no re-timing stored) keep the first rounds' verdict
     assert summarize([TaskResult(task, tuple(measured))], ["search"])[0].clear_losses == 1
 
@@ -136,6 +139,7 @@ def test_no_re_timing_where_the_rounds_overlap_or_a_learned_planner_kept_the_heu
     ev = CountingModel()
     measured = measure_task(task, kept, ev, rounds=3)
     assert confirm_apart(task, measured, ev, rounds=3) == measured and len(ev.calls) == 3
+    assert confirm_lines([TaskResult(task, tuple(measured))]) == []
     noisy = CountingModel(scales=(1.0, 2.0, 1.0))  # a round twice as slow: the rounds overlap
     overlapping = measure_task(task, planned, noisy, rounds=3)
     assert rounds_apart(overlapping[1].rounds_ms, overlapping[0].rounds_ms) == 0

@@ -33,7 +33,7 @@ from autoshard.pipeline.choose import PICK_OUTCOMES, REFIT_OUTCOMES
 from autoshard.pipeline.measure import MEASURED_DESCENT, MEASURED_REFIT, parse_measured_pick
 from autoshard.pipeline.measured_descent import OUTCOMES
 from autoshard.pipeline.refresh_stage import describe_sources
-from autoshard.pipeline.results import AlgoResult, TaskResult
+from autoshard.pipeline.results import AlgoResult, TaskResult, rounds_apart
 from autoshard.planners.guard import kept_in
 
 log = logging.getLogger(__name__)
@@ -171,6 +171,35 @@ def guard_lines(results: Sequence[TaskResult]) -> list[str]:
              for algo, per in counts.items()]
     head = ("Heuristic guard (a learned planner keeps its plan only for a predicted gain beyond the model's "
             "uncertainty; results.json has each decision):")
+    return [head, "", *lines, ""]
+
+
+CONFIRM_OUTCOMES = ("worse in both timings", "better in both timings", "apart in the first timing only")
+"""How a plan the first rounds set apart from its task's best heuristic's fared when the two were re-timed."""
+
+
+def confirm_lines(results: Sequence[TaskResult]) -> list[str]:
+    """Per algorithm, how its plans that every first round set apart from the task's best heuristic's plan
+    fared when the two were timed again side by side (``pipeline.measure.confirm_apart``)."""
+    counts: dict[str, Counter[str]] = {}
+    for tr in results:
+        reference = next((r for r in tr.results if r.confirm_rounds_ms and is_heuristic(r.algorithm)), None)
+        if reference is None:
+            continue
+        for r in tr.results:
+            if r is reference or not r.confirm_rounds_ms:
+                continue
+            first = rounds_apart(r.rounds_ms, reference.rounds_ms)
+            again = rounds_apart(r.confirm_rounds_ms, reference.confirm_rounds_ms)
+            what = CONFIRM_OUTCOMES[2] if again != first else CONFIRM_OUTCOMES[0 if first < 0 else 1]
+            counts.setdefault(r.algorithm, Counter())[what] += 1
+    if not counts:
+        return []
+    lines = [f"- {algo}: " + ", ".join(f"{what} on {_tasks(per[what])}" for what in CONFIRM_OUTCOMES
+                                        if what in per) for algo, per in counts.items()]
+    head = ("Re-timed (every round of the plan apart from every round of the task's best heuristic's plan, "
+            "so the two were timed again side by side; a task counts as clearly better / worse only where "
+            "both timings agree):")
     return [head, "", *lines, ""]
 
 
@@ -344,6 +373,7 @@ def markdown(title: str, command: str, summaries: Sequence[AlgoSummary], results
     if estimate:
         out += [*estimate, ""]
     out += guard_lines(results)
+    out += confirm_lines(results)
     out += pick_lines(results)
     out += descent_lines(results)
     out += refit_lines(results)

@@ -12,7 +12,9 @@ Reads top to bottom:
    that put the same tables on a device share its measurement, so identical devices compare identically.
    The step's collectives are the evaluator's comm model or, with ``collectives='measure'``, every plan's
    all-to-alls timed with its own splits on D processes (``measure_collectives``).
-4. ``run_bench``: loops over the tasks, writing one JSON per task as it goes (a re-run resumes); the summary
+4. ``confirm_apart``: a plan every round set apart from the task's best heuristic's plan is timed again
+   beside it, alone, so a task counts as clearly better / worse only where two timings agree.
+5. ``run_bench``: loops over the tasks, writing one JSON per task as it goes (a re-run resumes); the summary
    and report are ``autoshard.bench``'s.
 """
 
