@@ -634,3 +634,24 @@ def test_stop_56s_runs_restate_their_figures(capsys, run, row, fixed, cross_fitt
 def test_stop_57s_and_stop_58s_runs_restate_their_figures(capsys, run, row, fixed, cross_fitted):
     """docs/benchmarks.md, "Stop 57" and "Stop 58", as ``-k stop_56`` does for stop 56's runs."""
     test_stop_56s_runs_restate_their_figures(capsys, run, row, fixed, cross_fitted)
+
+
+@pytest.mark.parametrize(("row", "fixed", "cross_fitted"), [
+    ("rl", "0.882 [0.831, 0.936] better", "0.895 [0.851, 0.937] better"),
+    ("neuroshard", "0.857 [0.812, 0.898] better", "0.871 [0.838, 0.903] better"),
+    ("search", "0.867 [0.828, 0.915] better", "0.881 [0.838, 0.919] better"),
+    ("ilp", "0.892 [0.834, 0.946] better", "0.897 [0.851, 0.943] better"),
+])
+def test_stop_64s_production_run_restates_its_figures_and_confirmations(capsys, row, fixed, cross_fitted):
+    """docs/benchmarks.md, "Stop 64": production-40-8's learned rows against the best fixed heuristic and
+    cross-fitted, and every clear win of theirs confirmed by the re-timing it stores (nothing measured)."""
+    path = SCRIPT.parent / "runs" / "s64-amd-production-40-8-7tasks.json.gz"
+    assert _load_suite_summary().main([str(path)]) == 0
+    head = f"| {row} |"
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(head)]
+    assert rows[1] == f"{head} {fixed} |" and rows[2] == f"{head} {cross_fitted} |"
+    results = [TaskResult.from_json(t) for t in read_json(path, kind="autoshard.bench")["tasks"]]
+    summary = {s.algorithm: s for s in summarize(results, [row, "torchrec"])}
+    wins = {"rl": 6, "neuroshard": 7, "search": 5, "ilp": 5}[row]
+    assert (summary[row].clear_wins, summary[row].clear_losses) == (wins, 0)
+    assert (summary["torchrec"].clear_wins, summary["torchrec"].clear_losses) == (1, 0)
