@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from conftest import make_tables
 
+from autoshard.bench.room import room_summary
 from autoshard.bench.report import markdown, raw_json
 from autoshard.bench.summary import (
     BETTER,
@@ -655,3 +656,59 @@ def test_stop_64s_production_run_restates_its_figures_and_confirmations(capsys, 
     wins = {"rl": 6, "neuroshard": 7, "search": 5, "ilp": 5}[row]
     assert (summary[row].clear_wins, summary[row].clear_losses) == (wins, 0)
     assert (summary["torchrec"].clear_wins, summary["torchrec"].clear_losses) == (1, 0)
+
+
+@pytest.mark.parametrize(("row", "fixed", "cross_fitted", "wins"), [
+    ("rl", "0.883 [0.843, 0.924] better", "0.885 [0.853, 0.920] better", 7),
+    ("neuroshard", "0.860 [0.824, 0.894] better", "0.873 [0.847, 0.898] better", 8),
+    ("search", "0.865 [0.836, 0.903] better", "0.871 [0.843, 0.902] better", 6),
+    ("ilp", "0.896 [0.851, 0.935] better", "0.901 [0.870, 0.933] better", 5),
+])
+def test_stop_65s_ten_task_production_run_restates_its_figures(capsys, row, fixed, cross_fitted, wins):
+    """docs/benchmarks.md, "Stop 65": production-40-8 on all 10 test tasks (stop 64's 7 and the 3 resumed),
+    each learned row against the best fixed heuristic and cross-fitted, its clear wins in both timings, no
+    clear loss, and every task with >= 10% room (nothing measured)."""
+    path = SCRIPT.parent / "runs" / "s65-amd-production-40-8.json.gz"
+    assert _load_suite_summary().main([str(path)]) == 0
+    head = f"| {row} |"
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(head)]
+    assert rows[1] == f"{head} {fixed} |" and rows[2] == f"{head} {cross_fitted} |"
+    bench = read_json(path, kind="autoshard.bench")
+    results = [TaskResult.from_json(t) for t in bench["tasks"]]
+    summary = {s.algorithm: s for s in summarize(results, [row, "torchrec"])}
+    assert (summary[row].clear_wins, summary[row].clear_losses) == (wins, 0)
+    assert (summary["torchrec"].clear_wins, summary["torchrec"].clear_losses) == (1, 0)
+    room = room_summary(results, [row], float(bench["comm"]["alpha_ms"]))
+    assert room is not None and len(room.roomy) == 10
+
+
+@pytest.mark.parametrize(("run", "row", "fixed", "cross_fitted"), [
+    ("s65-amd-dlrm-50-8-torchrec", "rl", "0.974 [0.952, 1.000] better", "0.963 [0.938, 0.987] better"),
+    ("s65-amd-dlrm-50-8-torchrec", "neuroshard", "0.980 [0.954, 1.010] no clear difference",
+     "0.983 [0.954, 1.011] no clear difference"),
+    ("s65-amd-dlrm-50-8-torchrec", "search", "0.973 [0.947, 1.000] no clear difference",
+     "0.966 [0.945, 0.982] better"),
+    ("s65-amd-dlrm-50-8-torchrec", "ilp", "0.987 [0.966, 1.011] no clear difference",
+     "0.980 [0.961, 0.996] better"),
+    ("s65-amd-dlrm-50-4-torchrec", "rl", "0.961 [0.925, 1.021] no clear difference",
+     "0.957 [0.908, 1.005] no clear difference"),
+    ("s65-amd-dlrm-50-4-torchrec", "neuroshard", "1.037 [0.993, 1.084] no clear difference",
+     "0.997 [0.952, 1.044] no clear difference"),
+    ("s65-amd-dlrm-50-4-torchrec", "search", "1.002 [0.965, 1.060] no clear difference",
+     "0.976 [0.934, 1.017] no clear difference"),
+    ("s65-amd-dlrm-50-4-torchrec", "ilp", "1.013 [0.956, 1.063] no clear difference",
+     "0.991 [0.936, 1.045] no clear difference"),
+])
+def test_stop_65s_dlrm_runs_restate_their_figures_and_no_clear_loss(capsys, run, row, fixed, cross_fitted):
+    """docs/benchmarks.md, "Stop 65": today's defaults on the DLRM suites re-run there, each learned row
+    against the best fixed heuristic and cross-fitted, and no task clearly worse in both timings while
+    TorchRec's planner's losses held (nothing measured)."""
+    path = SCRIPT.parent / "runs" / f"{run}.json.gz"
+    assert _load_suite_summary().main([str(path)]) == 0
+    head = f"| {row} |"
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(head)]
+    assert rows[1] == f"{head} {fixed} |" and rows[2] == f"{head} {cross_fitted} |"
+    results = [TaskResult.from_json(t) for t in read_json(path, kind="autoshard.bench")["tasks"]]
+    summary = {s.algorithm: s for s in summarize(results, [row, "torchrec"])}
+    assert summary[row].clear_losses == 0
+    assert summary["torchrec"].clear_losses == {"s65-amd-dlrm-50-8-torchrec": 9, "s65-amd-dlrm-50-4-torchrec": 2}[run]
