@@ -637,6 +637,20 @@ def test_stop_57s_and_stop_58s_runs_restate_their_figures(capsys, run, row, fixe
     test_stop_56s_runs_restate_their_figures(capsys, run, row, fixed, cross_fitted)
 
 
+def _restated_run(capsys, run: str, row: str, fixed: str,
+                  cross_fitted: str) -> tuple[dict, list[TaskResult], dict]:
+    """Check ``row``'s restated figures of the archived ``run`` against the best fixed heuristic and
+    cross-fitted; return the run, its task results and the summaries of ``row`` and TorchRec's planner."""
+    path = SCRIPT.parent / "runs" / f"{run}.json.gz"
+    assert _load_suite_summary().main([str(path)]) == 0
+    head = f"| {row} |"
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(head)]
+    assert rows[1] == f"{head} {fixed} |" and rows[2] == f"{head} {cross_fitted} |"
+    bench = read_json(path, kind="autoshard.bench")
+    results = [TaskResult.from_json(t) for t in bench["tasks"]]
+    return bench, results, {s.algorithm: s for s in summarize(results, [row, "torchrec"])}
+
+
 @pytest.mark.parametrize(("row", "fixed", "cross_fitted"), [
     ("rl", "0.882 [0.831, 0.936] better", "0.895 [0.851, 0.937] better"),
     ("neuroshard", "0.857 [0.812, 0.898] better", "0.871 [0.838, 0.903] better"),
@@ -646,13 +660,7 @@ def test_stop_57s_and_stop_58s_runs_restate_their_figures(capsys, run, row, fixe
 def test_stop_64s_production_run_restates_its_figures_and_confirmations(capsys, row, fixed, cross_fitted):
     """docs/benchmarks.md, "Stop 64": production-40-8's learned rows against the best fixed heuristic and
     cross-fitted, and every clear win of theirs confirmed by the re-timing it stores (nothing measured)."""
-    path = SCRIPT.parent / "runs" / "s64-amd-production-40-8-7tasks.json.gz"
-    assert _load_suite_summary().main([str(path)]) == 0
-    head = f"| {row} |"
-    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(head)]
-    assert rows[1] == f"{head} {fixed} |" and rows[2] == f"{head} {cross_fitted} |"
-    results = [TaskResult.from_json(t) for t in read_json(path, kind="autoshard.bench")["tasks"]]
-    summary = {s.algorithm: s for s in summarize(results, [row, "torchrec"])}
+    _, _, summary = _restated_run(capsys, "s64-amd-production-40-8-7tasks", row, fixed, cross_fitted)
     wins = {"rl": 6, "neuroshard": 7, "search": 5, "ilp": 5}[row]
     assert (summary[row].clear_wins, summary[row].clear_losses) == (wins, 0)
     assert (summary["torchrec"].clear_wins, summary["torchrec"].clear_losses) == (1, 0)
@@ -668,14 +676,7 @@ def test_stop_65s_ten_task_production_run_restates_its_figures(capsys, row, fixe
     """docs/benchmarks.md, "Stop 65": production-40-8 on all 10 test tasks (stop 64's 7 and the 3 resumed),
     each learned row against the best fixed heuristic and cross-fitted, its clear wins in both timings, no
     clear loss, and every task with >= 10% room (nothing measured)."""
-    path = SCRIPT.parent / "runs" / "s65-amd-production-40-8.json.gz"
-    assert _load_suite_summary().main([str(path)]) == 0
-    head = f"| {row} |"
-    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(head)]
-    assert rows[1] == f"{head} {fixed} |" and rows[2] == f"{head} {cross_fitted} |"
-    bench = read_json(path, kind="autoshard.bench")
-    results = [TaskResult.from_json(t) for t in bench["tasks"]]
-    summary = {s.algorithm: s for s in summarize(results, [row, "torchrec"])}
+    bench, results, summary = _restated_run(capsys, "s65-amd-production-40-8", row, fixed, cross_fitted)
     assert (summary[row].clear_wins, summary[row].clear_losses) == (wins, 0)
     assert (summary["torchrec"].clear_wins, summary["torchrec"].clear_losses) == (1, 0)
     room = room_summary(results, [row], float(bench["comm"]["alpha_ms"]))
@@ -703,13 +704,7 @@ def test_stop_65s_dlrm_runs_restate_their_figures_and_no_clear_loss(capsys, run,
     """docs/benchmarks.md, "Stop 65": today's defaults on the DLRM suites re-run there, each learned row
     against the best fixed heuristic and cross-fitted, and no task clearly worse in both timings while
     TorchRec's planner's losses held (nothing measured)."""
-    path = SCRIPT.parent / "runs" / f"{run}.json.gz"
-    assert _load_suite_summary().main([str(path)]) == 0
-    head = f"| {row} |"
-    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(head)]
-    assert rows[1] == f"{head} {fixed} |" and rows[2] == f"{head} {cross_fitted} |"
-    results = [TaskResult.from_json(t) for t in read_json(path, kind="autoshard.bench")["tasks"]]
-    summary = {s.algorithm: s for s in summarize(results, [row, "torchrec"])}
+    _, _, summary = _restated_run(capsys, run, row, fixed, cross_fitted)
     assert summary[row].clear_losses == 0
     torchrec_losses = {"s65-amd-dlrm-50-8-torchrec": 9, "s65-amd-dlrm-50-4-torchrec": 2}[run]
     assert summary["torchrec"].clear_losses == torchrec_losses
