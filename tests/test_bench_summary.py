@@ -640,13 +640,10 @@ def test_stop_57s_and_stop_58s_runs_restate_their_figures(capsys, run, row, fixe
 def _restated_run(capsys, run: str, row: str, fixed: str,
                   cross_fitted: str) -> tuple[dict, list[TaskResult], dict]:
     """Check ``row``'s restated figures of the archived ``run`` against the best fixed heuristic and
-    cross-fitted; return the run, its task results and the summaries of ``row`` and TorchRec's planner."""
-    path = SCRIPT.parent / "runs" / f"{run}.json.gz"
-    assert _load_suite_summary().main([str(path)]) == 0
-    head = f"| {row} |"
-    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(head)]
-    assert rows[1] == f"{head} {fixed} |" and rows[2] == f"{head} {cross_fitted} |"
-    bench = read_json(path, kind="autoshard.bench")
+    cross-fitted (as ``-k stop_56`` does); return the run, its task results and the summaries of ``row``
+    and TorchRec's planner."""
+    test_stop_56s_runs_restate_their_figures(capsys, run, row, fixed, cross_fitted)
+    bench = read_json(SCRIPT.parent / "runs" / f"{run}.json.gz", kind="autoshard.bench")
     results = [TaskResult.from_json(t) for t in bench["tasks"]]
     return bench, results, {s.algorithm: s for s in summarize(results, [row, "torchrec"])}
 
