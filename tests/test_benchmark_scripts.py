@@ -746,3 +746,22 @@ def test_risk_objective_measures_a_suites_train_task_and_resumes(tmp_path, capsy
                         "--annotate", str(bare)]) == 0
     assert "1 of 1 tasks have the guard's terms; 0 re-planned differently" in capsys.readouterr().err
     assert json.loads(bare.read_text()) == rows
+
+
+
+def test_error_split_tabulates_archived_runs_and_refuses_bad_input(tmp_path: Path, capsys):
+    """docs/benchmarks.md, "Stop 66": the table of each run's error split (``bench.error_split``)."""
+    module = _script("error_split")
+    runs = [str(BENCHMARKS / "runs" / f"{r}.json.gz")
+            for r in ("s65-amd-dlrm-50-4-torchrec", "s47-intel-dlrm-50-4-torchrec")]
+    assert module.main(runs) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[2:] == ["| s65-amd-dlrm-50-4-torchrec | 351 | 3 | 0.123 | 0.21 | 0.056 | 0.109 | 0.079 |",
+                       "| s47-intel-dlrm-50-4-torchrec | 243 | 3 | 0.055 | 0.72 | 0.047 | 0.029 | 0.026 |"]
+    # a missing file, another kind, a run without tasks: one line, exit 2, nothing on stdout
+    (tmp_path / "other.json").write_text('{"kind": "autoshard.plan", "version": 1}')
+    (tmp_path / "empty.json").write_text('{"kind": "autoshard.bench", "version": 1, "tasks": []}')
+    for path in (tmp_path / "missing.json", tmp_path / "other.json", tmp_path / "empty.json"):
+        assert module.main([runs[0], str(path)]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.startswith("error_split: error:") and err.count("\n") == 1

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from autoshard.bench.error_split import error_split
 from autoshard.bench.room import ROOM_THRESHOLD, room_summary
 from autoshard.bench.summary import (
     BETTER,
@@ -146,6 +147,21 @@ def room_lines(results: Sequence[TaskResult], algorithms: Sequence[str], alpha_m
         lines.append("On those tasks, cost / " + room.reference + ": " + ", ".join(
             f"{a} {r:.3f}" for a, r in sorted(room.ratio_on_roomy.items())) + ".")
     return lines
+
+
+def error_split_lines(results: Sequence[TaskResult]) -> list[str]:
+    """The planning model's per-device error split into its own part and the instrument's
+    (``bench.error_split``), and which is larger in what the bench keeps; [] where it cannot be split."""
+    s = error_split(results)
+    if s is None:
+        return []
+    larger = ("the instrument's is the larger: more --rounds would sharpen the verdicts more than a better "
+              "model" if s.min_noise_sd >= s.model_sd else "the model's is the larger")
+    return [(f"Per-device error of the planning model (log sd of measured / predicted fwd + bwd, "
+             f"relative to the task's devices, {s.devices} distinct devices; autoshard.bench.error_split): "
+             f"the model's own {s.model_sd:.3f} (shared by the rounds, correlation {s.correlation:.2f}), "
+             f"the instrument's {s.round_noise_sd:.3f} in one round and {s.min_noise_sd:.3f} in the "
+             f"minimum of the {s.rounds} kept: {larger}.")]
 
 
 def _outcomes(results: Sequence[TaskResult], outcome: Callable[[AlgoResult], str]) -> dict[str, Counter[str]]:
@@ -369,7 +385,7 @@ def markdown(title: str, command: str, summaries: Sequence[AlgoSummary], results
     ]
     learned = [s.algorithm for s in summaries if not s.heuristic]
     alpha = float((meta.get("comm") or {}).get("alpha_ms", 0.0))
-    estimate = estimate_lines(results) + room_lines(results, learned, alpha)
+    estimate = estimate_lines(results) + room_lines(results, learned, alpha) + error_split_lines(results)
     if estimate:
         out += [*estimate, ""]
     out += guard_lines(results)
