@@ -97,10 +97,11 @@ def split(errors: np.ndarray) -> ErrorSplit:
                              "or more)")
     centred = rounds - rounds.mean(axis=0)
     pairs = list(itertools.combinations(range(rounds.shape[1]), 2))
-    shared = float(np.mean([np.mean(centred[:, i] * centred[:, j]) for i, j in pairs]))
+    covariances = [float(np.mean(centred[:, i] * centred[:, j])) for i, j in pairs]
+    shared = float(np.mean(covariances))
     sds = centred.std(axis=0)
-    correlation = float(np.mean([np.mean(centred[:, i] * centred[:, j]) / (sds[i] * sds[j])
-                                 if sds[i] > 0 and sds[j] > 0 else 1.0 for i, j in pairs]))
+    correlation = float(np.mean([c / (sds[i] * sds[j]) if sds[i] > 0 and sds[j] > 0 else 1.0
+                                 for c, (i, j) in zip(covariances, pairs)]))
     round_var = float(np.mean(centred ** 2))
     least = errors[:, -1] - errors[:, -1].mean()
     return ErrorSplit(devices=len(errors), rounds=rounds.shape[1], round_sd=math.sqrt(round_var),
