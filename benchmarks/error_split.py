@@ -7,8 +7,10 @@ RESULTS: bench results files (``DIR/bench/results.json`` or gzipped in ``benchma
 file, as one markdown table (log sd over the distinct devices; the method is the module's docstring): the
 devices and rounds, the sd of one round's error, the correlation between rounds (mean over the pairs), the
 model's part (the rounds' shared part), the instrument's part of one round and of the minimum over the rounds
-(the noise the bench's ground truth keeps on a device). Older runs are restated as they were written, so one
-table compares hosts and suites (docs/benchmarks.md, "Stop 66").
+(the noise the bench's ground truth keeps on a device), that part for the minimum of k = 1..R rounds (every k
+of the run's R averaged: what a run with fewer rounds would have kept) and the fewest rounds whose minimum
+carries less instrument noise than the model's own error ("> R" where not even R do). Older runs are restated
+as they were written, so one table compares hosts and suites (docs/benchmarks.md, "Stop 66", "Stop 67").
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from autoshard.bench.error_split import device_errors, split
+from autoshard.bench.error_split import device_errors, min_noise_by_rounds, rounds_needed, split
 from autoshard.errors import AutoshardError
 from autoshard.io import read_json
 from autoshard.pipeline.results import TaskResult
@@ -35,7 +37,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error_split: error: {e}", file=sys.stderr)
             return 2
         try:
-            s = split(device_errors([TaskResult.from_json(t) for t in results.get("tasks") or []]))
+            tasks = [TaskResult.from_json(t) for t in results.get("tasks") or []]
+            s, curve = split(device_errors(tasks)), min_noise_by_rounds(tasks)
         except AutoshardError as e:
             print(f"error_split: error: {path}: {e}", file=sys.stderr)
             return 2
@@ -44,11 +47,14 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 2
         name = Path(path).name.removesuffix(".json.gz") if path.endswith(".json.gz") else path
+        needed = rounds_needed(curve, s.model_sd) or f"> {s.rounds}"
         rows.append(f"| {name} | {s.devices} | {s.rounds} | {s.round_sd:.3f} | {s.correlation:.2f} | "
-                    f"{s.model_sd:.3f} | {s.round_noise_sd:.3f} | {s.min_noise_sd:.3f} |")
+                    f"{s.model_sd:.3f} | {s.round_noise_sd:.3f} | {s.min_noise_sd:.3f} | "
+                    + " ".join(f"{v:.3f}" for v in curve) + f" | {needed} |")
     print("| run | devices | rounds | one round's sd | correlation between rounds | model | instrument, one "
-          "round | instrument, min of the rounds |")
-    print("|---|---|---|---|---|---|---|---|")
+          "round | instrument, min of the rounds | instrument, min of k = 1..R rounds | rounds for it to "
+          "fall below the model's |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
     return 0
 

@@ -56,14 +56,12 @@ def _device_key(placements: Sequence, rank: int) -> tuple:
                  for p in placements for s in p.shards if s.rank == rank)
 
 
-def device_errors(results: Sequence[TaskResult]) -> np.ndarray:
-    """(devices, R + 1): log measured / predicted fwd + bwd of every distinct device with all its R rounds
-    recorded, then of its minimum over the rounds (per component, as the bench reduces), each column centred
-    per task on the median over the task's devices. Raises AutoshardError without two such devices in any
-    task, or where tasks recorded different numbers of rounds."""
+def _task_blocks(results: Sequence[TaskResult]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per task with two or more such devices: (predicted fwd + bwd (n,), measured fwd (n, R), measured bwd
+    (n, R)) of every distinct device with all its R rounds recorded and positive."""
     blocks = []
     for task in results:
-        seen: dict[tuple, list[float]] = {}
+        seen: dict[tuple, tuple[float, list[tuple[float, float]]]] = {}
         for r in task.results:
             if not (r.ok and r.plan is not None and r.predicted is not None and r.device_rounds_ms):
                 continue
@@ -71,22 +69,79 @@ def device_errors(results: Sequence[TaskResult]) -> np.ndarray:
             for rank, device in enumerate(r.predicted.devices):
                 key = _device_key(placements, rank)
                 predicted_ms = device.fwd_ms + device.bwd_ms
-                per_round = [rnd[rank] for rnd in r.device_rounds_ms]
+                per_round = [tuple(rnd[rank]) for rnd in r.device_rounds_ms]
                 if not key or key in seen or predicted_ms <= 0 or any(f + b <= 0 for f, b in per_round):
                     continue
-                least = min(f for f, _ in per_round) + min(b for _, b in per_round)
-                seen[key] = [math.log((f + b) / predicted_ms) for f, b in per_round]
-                seen[key].append(math.log(least / predicted_ms))
-        widths = {len(v) for v in seen.values()}
+                seen[key] = (predicted_ms, per_round)
+        widths = {len(rounds) for _, rounds in seen.values()}
         if len(seen) >= 2 and len(widths) == 1:
-            block = np.array(list(seen.values()))
-            blocks.append(block - np.median(block, axis=0))
+            timed = np.array([rounds for _, rounds in seen.values()], dtype=np.float64)  # (n, R, 2)
+            blocks.append((np.array([p for p, _ in seen.values()]), timed[:, :, 0], timed[:, :, 1]))
     if not blocks:
         raise AutoshardError("no task has two or more devices timed in rounds with predictions to compare")
-    widths = {b.shape[1] for b in blocks}
+    widths = {b[1].shape[1] for b in blocks}
     if len(widths) != 1:
-        raise AutoshardError(f"tasks recorded different numbers of rounds {sorted(w - 1 for w in widths)}")
-    return np.vstack(blocks)
+        raise AutoshardError(f"tasks recorded different numbers of rounds {sorted(widths)}")
+    return blocks
+
+
+def _errors(blocks: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], kept: Sequence[int]) -> np.ndarray:
+    """``device_errors`` of ``_task_blocks``, the last column the minimum over the rounds ``kept``."""
+    out = []
+    for predicted, fwd, bwd in blocks:
+        least = fwd[:, kept].min(axis=1) + bwd[:, kept].min(axis=1)
+        block = np.log(np.column_stack([fwd + bwd, least]) / predicted[:, None])
+        out.append(block - np.median(block, axis=0))
+    return np.vstack(out)
+
+
+def device_errors(results: Sequence[TaskResult]) -> np.ndarray:
+    """(devices, R + 1): log measured / predicted fwd + bwd of every distinct device with all its R rounds
+    recorded, then of its minimum over the rounds (per component, as the bench reduces), each column centred
+    per task on the median over the task's devices. Raises AutoshardError without two such devices in any
+    task, or where tasks recorded different numbers of rounds."""
+    blocks = _task_blocks(results)
+    return _errors(blocks, range(blocks[0][1].shape[1]))
+
+
+def min_noise_by_rounds(results: Sequence[TaskResult]) -> tuple[float, ...]:
+    """The instrument's sd in a device's kept minimum of k rounds, for k = 1 .. R (the run's rounds): its
+    variance averaged over every k of the R rounds, less the model's part (``split`` of all R rounds). What a
+    run with fewer rounds would have kept, and, read against the model's part, how many rounds this suite
+    needs on this host (``rounds_needed``); the last entry is ``split``'s ``min_noise_sd``. It can rise with k
+    where the rounds' noise is small: a device's minimum falls further the noisier its rounds, and that
+    spread between devices counts here as the instrument's (the Intel VM's DLRM-20 (2), docs/benchmarks.md
+    "Stop 67"). Raises as ``split``."""
+    blocks = _task_blocks(results)
+    rounds = blocks[0][1].shape[1]
+    shared = split(_errors(blocks, range(rounds))).model_sd ** 2
+    curve = []
+    for k in range(1, rounds + 1):
+        variances = []
+        for kept in _subsets(rounds, k):
+            least = _errors(blocks, kept)[:, -1]
+            variances.append(float(np.mean((least - least.mean()) ** 2)))
+        curve.append(math.sqrt(max(float(np.mean(variances)) - shared, 0.0)))
+    return tuple(curve)
+
+
+SUBSETS = 256
+"""At most this many subsets of k rounds averaged per k (all of them where there are no more; else a
+fixed-seed draw, so a report is deterministic)."""
+
+
+def _subsets(rounds: int, k: int) -> list[tuple[int, ...]]:
+    """The subsets of k of ``rounds`` rounds ``min_noise_by_rounds`` averages over."""
+    if math.comb(rounds, k) <= SUBSETS:
+        return list(itertools.combinations(range(rounds), k))
+    rng = np.random.default_rng(k)
+    return [tuple(sorted(rng.choice(rounds, size=k, replace=False).tolist())) for _ in range(SUBSETS)]
+
+
+def rounds_needed(curve: Sequence[float], model_sd: float) -> int | None:
+    """The fewest rounds whose kept minimum carries less instrument noise than the model's own error
+    (``min_noise_by_rounds``), None where not even all the run's rounds do."""
+    return next((k for k, sd in enumerate(curve, start=1) if sd < model_sd), None)
 
 
 def split(errors: np.ndarray) -> ErrorSplit:

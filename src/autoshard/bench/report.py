@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from autoshard.bench.error_split import error_split
+from autoshard.bench.error_split import error_split, min_noise_by_rounds, rounds_needed
 from autoshard.bench.room import ROOM_THRESHOLD, room_summary
 from autoshard.bench.summary import (
     BETTER,
@@ -151,17 +151,24 @@ def room_lines(results: Sequence[TaskResult], algorithms: Sequence[str], alpha_m
 
 def error_split_lines(results: Sequence[TaskResult]) -> list[str]:
     """The planning model's per-device error split into its own part and the instrument's
-    (``bench.error_split``), and which is larger in what the bench keeps; [] where it cannot be split."""
+    (``bench.error_split``), which is larger in what the bench keeps, and the instrument's part of a kept
+    minimum of fewer rounds (``error_split.min_noise_by_rounds``); [] where it cannot be split."""
     s = error_split(results)
     if s is None:
         return []
     larger = ("the instrument's is the larger: more --rounds would sharpen the verdicts more than a better "
               "model" if s.min_noise_sd >= s.model_sd else "the model's is the larger")
+    curve = min_noise_by_rounds(results)
+    needed = rounds_needed(curve, s.model_sd)
+    where = (f"below the model's from {needed} round{'s' if needed > 1 else ''}" if needed is not None
+             else f"not below the model's within the {s.rounds} timed")
     return [(f"Per-device error of the planning model (log sd of measured / predicted fwd + bwd, "
              f"relative to the task's devices, {s.devices} distinct devices; autoshard.bench.error_split): "
              f"the model's own {s.model_sd:.3f} (shared by the rounds, correlation {s.correlation:.2f}), "
              f"the instrument's {s.round_noise_sd:.3f} in one round and {s.min_noise_sd:.3f} in the "
-             f"minimum of the {s.rounds} kept: {larger}.")]
+             f"minimum of the {s.rounds} kept: {larger}. The instrument's part of the minimum of k rounds "
+             f"(every k of the {s.rounds} averaged), k = 1..{s.rounds}: "
+             + ", ".join(f"{v:.3f}" for v in curve) + f"; {where}.")]
 
 
 def _outcomes(results: Sequence[TaskResult], outcome: Callable[[AlgoResult], str]) -> dict[str, Counter[str]]:
