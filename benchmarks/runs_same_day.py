@@ -18,7 +18,9 @@ refused before any timing).
 The summary, per algorithm: A's plans over B's, paired per task, with a 95% bootstrap interval over the
 tasks (``costs.metrics.geomean_interval``), on how many tasks A's measured > 1% below / above B's (the same
 plan counts as neither), and each run's plans over the best fixed heuristic re-timed here (the guard
-heuristic of lowest geometric-mean cost over these rows), so neither ratio carries the oracle pick's bias.
+heuristic of lowest geometric-mean cost over these rows), so neither ratio carries the oracle pick's bias,
+on a second line with each one's 95% bootstrap interval over the tasks and its verdict (better / worse only
+where the interval excludes 1).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from autoshard.bench.summary import geomean
+from autoshard.bench.summary import geomean, verdict
 from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.metrics import geomean_interval
 from autoshard.errors import AutoshardError
@@ -146,6 +148,11 @@ def summary_lines(rows: list[dict[str, Any]]) -> list[str]:
         out.append(f"  {algo}: A / B {geomean(ratios):.3f}{interval} over {len(both)} tasks "
                    f"(the same plan on {same}; A > 1% below B on {sum(x < 0.99 for x in ratios)}, above on "
                    f"{sum(x > 1.01 for x in ratios)}); / {fixed}: A {over_a:.3f}, B {over_b:.3f}")
+        if len(both) > 1:  # a re-timing resolves only with an interval (the line above is stop 63's format)
+            spans = [geomean_interval([x / f for x, f in pairs]) for pairs in
+                     ([(a, f) for a, _, f in both], [(b, f) for _, b, f in both])]
+            a_span, b_span = (f"[{lo:.3f}, {hi:.3f}] {verdict(lo, hi)}" for lo, hi in spans)
+            out.append(f"    / {fixed}, 95% interval over the tasks: A {a_span}, B {b_span}")
     return out
 
 
