@@ -19,7 +19,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from autoshard.bench.error_split import device_errors, min_noise_by_rounds, rounds_needed, split
+from autoshard.bench.error_split import rounds_needed, split_by_rounds
 from autoshard.errors import AutoshardError
 from autoshard.io import read_json
 from autoshard.pipeline.results import TaskResult
@@ -37,8 +37,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error_split: error: {e}", file=sys.stderr)
             return 2
         try:
-            tasks = [TaskResult.from_json(t) for t in results.get("tasks") or []]
-            s, curve = split(device_errors(tasks)), min_noise_by_rounds(tasks)
+            s, curve = split_by_rounds([TaskResult.from_json(t) for t in results.get("tasks") or []])
         except AutoshardError as e:
             print(f"error_split: error: {path}: {e}", file=sys.stderr)
             return 2

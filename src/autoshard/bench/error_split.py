@@ -85,14 +85,24 @@ def _task_blocks(results: Sequence[TaskResult]) -> list[tuple[np.ndarray, np.nda
     return blocks
 
 
-def _errors(blocks: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], kept: Sequence[int]) -> np.ndarray:
-    """``device_errors`` of ``_task_blocks``, the last column the minimum over the rounds ``kept``."""
+def _round_errors(blocks: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> np.ndarray:
+    """(devices, R): each round's log measured / predicted fwd + bwd, centred per task on the median."""
     out = []
     for predicted, fwd, bwd in blocks:
-        least = fwd[:, kept].min(axis=1) + bwd[:, kept].min(axis=1)
-        block = np.log(np.column_stack([fwd + bwd, least]) / predicted[:, None])
+        block = np.log((fwd + bwd) / predicted[:, None])
         out.append(block - np.median(block, axis=0))
     return np.vstack(out)
+
+
+def _least_errors(blocks: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
+                  kept: Sequence[int]) -> np.ndarray:
+    """(devices,): log of the minimum over the rounds ``kept`` (per component) / predicted, centred per task
+    on the median."""
+    out = []
+    for predicted, fwd, bwd in blocks:
+        least = np.log((fwd[:, kept].min(axis=1) + bwd[:, kept].min(axis=1)) / predicted)
+        out.append(least - np.median(least))
+    return np.concatenate(out)
 
 
 def device_errors(results: Sequence[TaskResult]) -> np.ndarray:
@@ -100,29 +110,38 @@ def device_errors(results: Sequence[TaskResult]) -> np.ndarray:
     recorded, then of its minimum over the rounds (per component, as the bench reduces), each column centred
     per task on the median over the task's devices. Raises AutoshardError without two such devices in any
     task, or where tasks recorded different numbers of rounds."""
-    blocks = _task_blocks(results)
-    return _errors(blocks, range(blocks[0][1].shape[1]))
+    return _device_errors(_task_blocks(results))
 
 
-def min_noise_by_rounds(results: Sequence[TaskResult]) -> tuple[float, ...]:
-    """The instrument's sd in a device's kept minimum of k rounds, for k = 1 .. R (the run's rounds): its
-    variance averaged over every k of the R rounds, less the model's part (``split`` of all R rounds). What a
-    run with fewer rounds would have kept, and, read against the model's part, how many rounds this suite
-    needs on this host (``rounds_needed``); the last entry is ``split``'s ``min_noise_sd``. It can rise with k
-    where the rounds' noise is small: a device's minimum falls further the noisier its rounds, and that
+def _device_errors(blocks: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> np.ndarray:
+    """``device_errors`` of ``_task_blocks``' blocks."""
+    return np.column_stack([_round_errors(blocks), _least_errors(blocks, range(blocks[0][1].shape[1]))])
+
+
+def split_by_rounds(results: Sequence[TaskResult]) -> tuple[ErrorSplit, tuple[float, ...]]:
+    """``split(device_errors(results))`` and the instrument's sd in a device's kept minimum of k rounds, for
+    k = 1 .. R (the run's rounds): its variance averaged over every k of the R rounds, less the model's part.
+    What a run with fewer rounds would have kept, and, read against the model's part, how many rounds this
+    suite needs on this host (``rounds_needed``); the last entry is the split's ``min_noise_sd``. It can rise
+    with k where the rounds' noise is small: a device's minimum falls further the noisier its rounds, and that
     spread between devices counts here as the instrument's (the Intel VM's DLRM-20 (2), docs/benchmarks.md
-    "Stop 67"). Raises as ``split``."""
+    "Stop 67"). Raises as ``device_errors`` and ``split``."""
     blocks = _task_blocks(results)
     rounds = blocks[0][1].shape[1]
-    shared = split(_errors(blocks, range(rounds))).model_sd ** 2
+    s = split(_device_errors(blocks))
     curve = []
     for k in range(1, rounds + 1):
         variances = []
         for kept in _subsets(rounds, k):
-            least = _errors(blocks, kept)[:, -1]
+            least = _least_errors(blocks, kept)
             variances.append(float(np.mean((least - least.mean()) ** 2)))
-        curve.append(math.sqrt(max(float(np.mean(variances)) - shared, 0.0)))
-    return tuple(curve)
+        curve.append(math.sqrt(max(float(np.mean(variances)) - s.model_sd ** 2, 0.0)))
+    return s, tuple(curve)
+
+
+def min_noise_by_rounds(results: Sequence[TaskResult]) -> tuple[float, ...]:
+    """The curve of ``split_by_rounds``: the instrument's sd in a kept minimum of k = 1 .. R rounds."""
+    return split_by_rounds(results)[1]
 
 
 SUBSETS = 256

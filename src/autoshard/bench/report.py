@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from autoshard.bench.error_split import error_split, min_noise_by_rounds, rounds_needed
+from autoshard.bench.error_split import rounds_needed, split_by_rounds
 from autoshard.bench.room import ROOM_THRESHOLD, room_summary
 from autoshard.bench.summary import (
     BETTER,
@@ -28,6 +28,7 @@ from autoshard.bench.summary import (
     is_heuristic,
     task_costs,
 )
+from autoshard.errors import AutoshardError
 from autoshard.hardware.evaluator import UNRECORDED_ROUND_STATISTIC
 from autoshard.io import ARTEFACT_VERSION, atomic_write_bytes, write_json
 from autoshard.pipeline.choose import PICK_OUTCOMES, REFIT_OUTCOMES
@@ -152,13 +153,13 @@ def room_lines(results: Sequence[TaskResult], algorithms: Sequence[str], alpha_m
 def error_split_lines(results: Sequence[TaskResult]) -> list[str]:
     """The planning model's per-device error split into its own part and the instrument's
     (``bench.error_split``), which is larger in what the bench keeps, and the instrument's part of a kept
-    minimum of fewer rounds (``error_split.min_noise_by_rounds``); [] where it cannot be split."""
-    s = error_split(results)
-    if s is None:
+    minimum of fewer rounds (``error_split.split_by_rounds``); [] where it cannot be split."""
+    try:
+        s, curve = split_by_rounds(results)
+    except AutoshardError:  # too few devices or rounds to split
         return []
     larger = ("the instrument's is the larger: more --rounds would sharpen the verdicts more than a better "
               "model" if s.min_noise_sd >= s.model_sd else "the model's is the larger")
-    curve = min_noise_by_rounds(results)
     needed = rounds_needed(curve, s.model_sd)
     where = (f"below the model's from {needed} round{'s' if needed > 1 else ''}" if needed is not None
              else f"not below the model's within the {s.rounds} timed")
