@@ -749,11 +749,15 @@ def test_risk_objective_measures_a_suites_train_task_and_resumes(tmp_path, capsy
 
 
 
+def _archived_runs(*names: str) -> list[str]:
+    """The paths of archived bench runs (``benchmarks/runs/NAME.json.gz``)."""
+    return [str(BENCHMARKS / "runs" / f"{name}.json.gz") for name in names]
+
+
 def test_error_split_tabulates_archived_runs_and_refuses_bad_input(tmp_path: Path, capsys):
     """docs/benchmarks.md, "Stop 66": the table of each run's error split (``bench.error_split``)."""
     module = _script("error_split")
-    runs = [str(BENCHMARKS / "runs" / f"{r}.json.gz")
-            for r in ("s65-amd-dlrm-50-4-torchrec", "s47-intel-dlrm-50-4-torchrec")]
+    runs = _archived_runs("s65-amd-dlrm-50-4-torchrec", "s47-intel-dlrm-50-4-torchrec")
     assert module.main(runs) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[2:] == [
@@ -768,3 +772,27 @@ def test_error_split_tabulates_archived_runs_and_refuses_bad_input(tmp_path: Pat
         assert module.main([runs[0], str(path)]) == 2
         out, err = capsys.readouterr()
         assert out == "" and err.startswith("error_split: error:") and err.count("\n") == 1
+
+
+def test_round_structure_tabulates_archived_runs_and_refuses_bad_input(tmp_path: Path, capsys):
+    """docs/benchmarks.md, "Stop 68": where a run's round-to-round noise sits (``round_structure.py``)."""
+    module = _script("round_structure")
+    runs = _archived_runs("s66-amd-dlrm-50-4-r6-torchrec", "s47-intel-dlrm-50-4-torchrec")
+    assert module.main(runs) == 0
+    assert capsys.readouterr().out.splitlines()[2:] == [
+        "| s66-amd-dlrm-50-4-r6-torchrec | 347 | 6 | 0.47 | 0.049 | 0.29 | 160: 0.23 vs 0.13 | 0.62, 0.054 |",
+        "| s47-intel-dlrm-50-4-torchrec | 243 | 3 | 0.01 | 0.013 | 0.16 | 181: 0.01 vs 0.00 | 0.56, 0.000 |"]
+    # the bench's timing order: the devices in the results' order, rotated by a sixth each of 6 rounds
+    tasks = module.read_json(runs[0], kind="autoshard.bench")["tasks"]
+    timings, orders, plans = module.task_timings(module.TaskResult.from_json(tasks[0]))
+    n = timings.shape[1]
+    assert timings.shape[0] == len(orders) == 6 and all(sorted(o) == list(range(n)) for o in orders)
+    assert orders[1][0] == n // 6 and all(0 < len(p) <= 4 for p in plans)
+    # a missing file, another kind, a run without tasks, a bad threshold: one line, exit 2, nothing on stdout
+    (tmp_path / "other.json").write_text('{"kind": "autoshard.plan", "version": 1}')
+    (tmp_path / "empty.json").write_text('{"kind": "autoshard.bench", "version": 1, "tasks": []}')
+    for argv in ([str(tmp_path / "missing.json")], [runs[0], str(tmp_path / "other.json")],
+                 [str(tmp_path / "empty.json")], [runs[0], "--slow", "1"]):
+        assert module.main(argv) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.startswith("round_structure: error:") and err.count("\n") == 1
