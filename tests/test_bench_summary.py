@@ -774,3 +774,17 @@ def test_stop_68s_dlrm_100_4_run_restates_its_figures_and_no_clear_loss(capsys, 
     included (nothing measured)."""
     _, _, summary = _restated_run(capsys, "s68-amd-dlrm-100-4-torchrec", row, fixed, cross_fitted)
     assert summary[row].clear_losses == 0 and summary["torchrec"].clear_losses == 0
+
+
+@pytest.mark.parametrize("row", ["rl", "neuroshard", "search", "ilp"])
+def test_stop_68s_dlrm_100_2_run_keeps_heuristic_plans_level_with_the_best_fixed(capsys, row):
+    """docs/benchmarks.md, "Stop 68": DLRM-100 (2) with today's defaults (6 rounds): every learned planner's
+    guard returned a heuristic's plan on all 10 tasks (its pick among them level with the best fixed
+    heuristic, cross-fitted level too), no task clearly worse, level with TorchRec's planner (nothing
+    measured)."""
+    _, results, summary = _restated_run(capsys, "s68-amd-dlrm-100-2-torchrec", row,
+                                        "1.000 [0.986, 1.022] no clear difference",
+                                        "1.005 [0.993, 1.017] no clear difference")
+    assert summary[row].clear_losses == 0 and summary["torchrec"].clear_losses == 0
+    guards = [next(r.guard for r in t.results if r.algorithm == row) for t in results]
+    assert all("kept" in g and "kept its" not in g for g in guards) and len(guards) == 10
