@@ -136,10 +136,9 @@ def structure(results: Sequence[TaskResult], slow: float) -> dict[str, float]:
         raise AutoshardError("no task has two or more devices timed in two or more rounds")
     if len(rounds_seen) != 1:
         raise AutoshardError(f"tasks recorded different numbers of rounds {sorted(rounds_seen)}")
-    a, b = np.array(pairs).T if pairs else (np.zeros(2), np.zeros(2))
     return {"devices": float(distinct), "rounds": float(rounds_seen.pop()),
             "slow": float(np.mean(np.array(rel) >= slow)), "round_sd": float(np.std(levels)),
-            "lag1": float(np.corrcoef(a, b)[0, 1]) if len(pairs) > 2 else float("nan"),
+            "lag1": float(np.corrcoef(np.array(pairs).T)[0, 1]) if len(pairs) > 2 else float("nan"),
             "confirmed": float(confirmed), "confirmed_missed": confirmed_missed / max(confirmed, 1),
             "other_missed": other_missed / max(other, 1),
             "topped": near / devices if devices else float("nan"), "step_change": step_change}
@@ -163,12 +162,15 @@ def main(argv: list[str] | None = None) -> int:
         lines = []
         for path in args.results:
             run = read_json(path, kind="autoshard.bench")
-            tasks = [TaskResult.from_json(t) for t in run.get("tasks") or []]
             try:
+                tasks = [TaskResult.from_json(t) for t in run.get("tasks") or []]
                 lines.append(row(path.rsplit("/", 1)[-1].removesuffix(".gz").removesuffix(".json"),
                                  structure(tasks, args.slow)))
             except AutoshardError as e:
                 raise AutoshardError(f"{path}: {e}") from None
+            except (KeyError, TypeError, IndexError) as e:
+                raise AutoshardError(f"{path}: not a bench results file ({e!r}); pass a results.json"
+                                     ) from None
     except (AutoshardError, OSError, ValueError) as e:
         print(f"round_structure: error: {e}", file=sys.stderr)
         return 2

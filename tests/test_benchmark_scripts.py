@@ -791,8 +791,11 @@ def test_round_structure_tabulates_archived_runs_and_refuses_bad_input(tmp_path:
     # a missing file, another kind, a run without tasks, a bad threshold: one line, exit 2, nothing on stdout
     (tmp_path / "other.json").write_text('{"kind": "autoshard.plan", "version": 1}')
     (tmp_path / "empty.json").write_text('{"kind": "autoshard.bench", "version": 1, "tasks": []}')
+    task = tasks[0]["task"]  # a real task whose result lacks its fields
+    (tmp_path / "broken.json").write_text(json.dumps({"kind": "autoshard.bench", "version": 1, "tasks": [
+        {"task": task, "results": [{"algorithm": "rl"}]}]}))
     for argv in ([str(tmp_path / "missing.json")], [runs[0], str(tmp_path / "other.json")],
-                 [str(tmp_path / "empty.json")], [runs[0], "--slow", "1"]):
+                 [str(tmp_path / "empty.json")], [str(tmp_path / "broken.json")], [runs[0], "--slow", "1"]):
         assert module.main(argv) == 2
         out, err = capsys.readouterr()
         assert out == "" and err.startswith("round_structure: error:") and err.count("\n") == 1
