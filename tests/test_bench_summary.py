@@ -824,13 +824,15 @@ def test_stop_69s_oversize_run_restates_its_figures_and_confirmed_wins(capsys, r
      "0.976 [0.939, 1.011] no clear difference"),
     ("s69-amd-dlrm-20-8-torchrec", "ilp", "0.975 [0.942, 1.003] no clear difference",
      "0.987 [0.959, 1.016] no clear difference"),
+    *(("quickstart/s69-amd-quickstart", row, "1.000 [1.000, 1.000] no clear difference",
+       "1.000 [1.000, 1.000] no clear difference") for row in ("rl", "neuroshard", "search", "ilp")),
 ])
 def test_stop_69s_dlrm_runs_restate_their_figures_and_no_clear_loss(capsys, run, row, fixed, cross_fitted):
     """docs/benchmarks.md, "Stop 69": the 8-device DLRM suites whose stop-63 rows had one timing, run again
-    with today's defaults: each learned row against the best fixed heuristic and cross-fitted, and no task
-    clearly worse in both timings, while TorchRec's planner's one loss on DLRM-20 (8) held (nothing
-    measured)."""
+    with today's defaults, and `make quickstart` from a clean clone: each learned row against the best
+    fixed heuristic and cross-fitted, and no task clearly worse in both timings, while TorchRec's planner's
+    one loss on DLRM-20 (8) held (nothing measured)."""
     _, _, summary = _restated_run(capsys, run, row, fixed, cross_fitted)
     assert summary[row].clear_losses == 0
-    torchrec_losses = {"s69-amd-dlrm-10-8-torchrec": 0, "s69-amd-dlrm-20-8-torchrec": 1}[run]
+    torchrec_losses = {"s69-amd-dlrm-20-8-torchrec": 1}.get(run, 0)
     assert summary["torchrec"].clear_losses == torchrec_losses
