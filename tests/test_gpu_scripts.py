@@ -50,6 +50,46 @@ def test_assemble_partial_makes_a_results_file_of_the_tasks_measured(tmp_path: P
     assert "no tasks/*.json" in capsys.readouterr().err
 
 
+def test_assemble_partial_sets_the_stopped_runs_own_fields_and_refuses_a_malformed_one(tmp_path: Path,
+                                                                                      capsys) -> None:
+    """``--set KEY=JSON``: the stopped run's host or skipped planners where they differ from LIKE's (stop 70:
+    an H200 run assembled like stop 31's H100 run); a value that is not JSON is one line, nothing written."""
+    module = _script("gpu/assemble_partial.py")
+    raw = read_json(RUN)
+    (tmp_path / "bench" / "tasks").mkdir(parents=True)
+    write_json(tmp_path / "bench" / "tasks" / "t.json", raw["tasks"][0])
+    out = tmp_path / "partial.json"
+    base = [str(tmp_path / "bench"), "--like", str(RUN), "--round-statistic", "min", "--command", "c",
+            "-o", str(out)]
+    assert module.main([*base, "--set", 'host={"gpu": "NVIDIA H200"}', "--set", 'note="call 2"']) == 0
+    made = read_json(out)
+    assert made["host"] == {"gpu": "NVIDIA H200"} and made["note"] == "call 2"
+    assert made["suite"] == raw["suite"]
+    out.unlink()
+    for bad in ("host", "host={gpu}", "=1"):
+        assert module.main([*base, "--set", bad]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("assemble_partial: error: --set") and "\n" not in err
+    assert not out.exists()
+
+
+def test_group_share_takes_the_kernel_groups_off_stop_70s_h200_run(capsys) -> None:
+    """benchmarks/gpu/group_share.py on stop 70's H200 production run (docs/benchmarks.md, "Stop 70"): a
+    kernel group costs about 0.64 ms of backward, and with every group past a device's first taken off
+    (modelled) rl's 0.809 of size_lookup_greedy rises to 0.975: most of its win is grouping dims."""
+    module = _script("gpu/group_share.py")
+    run = ROOT / "benchmarks" / "runs" / "s70-gpu-h200-production-40-8-b16384-6tasks.json.gz"
+    assert module.main([str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "kernel groups 0.6363 ms" in out.splitlines()[1]
+    rows = {line.split("|")[1].strip(): line for line in out.splitlines() if line.startswith("| ")}
+    assert rows["rl"] == "| rl | 0.809 | 0.975 |" and rows["search"] == "| search | 0.821 | 0.927 |"
+    assert module.main([str(run), "--reference", "ilp"]) == 2
+    assert module.main([str(ROOT / "benchmarks" / "runs" / "missing.json.gz")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(e.startswith("group_share: error:") for e in err)
+
+
 def test_refresh_folds_turns_a_runs_devices_into_records_the_profile_loads(tmp_path: Path, capsys) -> None:
     """benchmarks/refresh_folds.py's records (fine-tuning itself takes minutes: run the script for it)."""
     import shutil

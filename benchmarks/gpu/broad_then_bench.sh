@@ -21,6 +21,7 @@ ENSEMBLE=${ENSEMBLE:-5}
 # ALGOS=...,torchrec adds TorchRec's planner (carry .whl-dmp: host_setup.sh installs TorchRec from it)
 ALGOS=${ALGOS:-dim_greedy,lookup_greedy,size_greedy,size_lookup_greedy,search,neuroshard,ilp,rl}
 TRAIN_ARGS=${TRAIN_ARGS:-}  # e.g. "--epochs 400 --patience 60" to fit the lent minutes
+BENCH_ARGS=${BENCH_ARGS:-}  # e.g. "--allow-other-hardware" for a model timed on another GPU (stop 70: H100's on an H200)
 PROFILE_SECONDS=${1:-230}
 DEADLINE=${2:-560}  # seconds after this script starts by which the bench stops
 RESULT=${3:-gpuwork/out}
@@ -51,6 +52,11 @@ if [ "$PROFILE_SECONDS" -gt 0 ]; then  # 0: the profile and model of an earlier 
   cp "$MODEL" "$RESULT/" 2>/dev/null
   rm -rf "$WORK/bench" && cp -r "$WORK/$SUITE" "$WORK/bench"
 fi
+case ",$ALGOS," in *,torchrec,*)  # TorchRec's planner from carried wheels: drop it, said so, if it does not import
+  python3 -c "import torchrec.distributed.planner" > "$RESULT/torchrec-import.log" 2>&1 \
+    || { echo "torchrec does not import here (tail of $RESULT/torchrec-import.log below): benching without it"
+         tail -3 "$RESULT/torchrec-import.log"; ALGOS=$(echo ",$ALGOS," | sed 's/,torchrec,/,/; s/^,//; s/,$//'); } ;;
+esac
 LIMIT=$((DEADLINE - SECONDS))  # the bench stops at the deadline; a later call (PROFILE_SECONDS 0) resumes it
 echo "bench: $LIMIT s left"
 [ "$LIMIT" -gt 0 ] || exit 0  # past the deadline (timeout 0 would mean no limit at all)
@@ -59,7 +65,7 @@ timeout -s INT "$LIMIT" python3 -m autoshard.cli.main bench --suite "$SUITE" --b
   --device "$DEVICE" --backend torch --comm "$COMM" \
   --algos "$ALGOS" \
   --policy src/autoshard/data/default_policy.pt --cost-model "$MODEL" --refresh-rounds 0 \
-  --test-tasks "$TASKS" --rounds 2 --time-limit 2 --estimate none -o "$WORK/bench" >> "$RESULT/bench.log" 2>&1
+  --test-tasks "$TASKS" --rounds 2 --time-limit 2 --estimate none $BENCH_ARGS -o "$WORK/bench" >> "$RESULT/bench.log" 2>&1
 echo "bench: rc $? after $((SECONDS - start)) s, $(ls "$WORK"/bench/bench/tasks 2>/dev/null | wc -l) tasks measured"
 tr "\r" "\n" < "$RESULT/bench.log" | grep -v "^ *$" | grep -v "it/s\]$\|s/it\]$" | tail -40
 tar czf "$RESULT/bench.tgz" -C "$WORK" bench/bench bench/stages 2>/dev/null
