@@ -18,6 +18,7 @@ from autoshard.cli.main import main
 from autoshard.costs.analytical import AnalyticalCostModel
 from autoshard.costs.base import plan_cost
 from autoshard.errors import AutoshardError
+from autoshard.io import write_json
 from autoshard.pipeline.measure import (
     BenchConfig,
     confirm_apart,
@@ -552,3 +553,30 @@ def test_the_planning_code_key_follows_code_not_comments_or_docstrings(tmp_path)
     # this installation's planners and cost models: the key every bench task and refresh loop records
     assert cache.planning_code_key() == cache.code_key(
         Path(cache.__file__).resolve().parent.parent, cache.PLANNING_CODE)
+
+
+def test_a_malformed_task_result_is_one_line_and_stops_the_resume_naming_its_file(tmp_path):
+    """``TaskResult.from_json`` on an entry with a key missing or a value of the wrong type raises one
+    ``AutoshardError`` naming the task (every results reader gets it); the bench's resume stops on such a
+    cached file with its path, and measures nothing over it."""
+    tasks = [_task(name="a")]
+    config = BenchConfig(HEURISTICS, PlannerOptions(cost_model=AnalyticalCostModel()), rounds=2,
+                         lower_bound_on="none", key="k1")
+    run_bench(tasks, config, CountingModel(), tmp_path)
+    path = tmp_path / "tasks" / "a.json"
+    good = json.loads(path.read_text())
+    for broken in ({k: v for k, v in good.items() if k != "results"},
+                   {**good, "results": [{**good["results"][0], "rounds_ms": "fast"}]},
+                   {**good, "task": None}):
+        with pytest.raises(AutoshardError) as e:
+            TaskResult.from_json(broken)
+        assert "malformed" in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(AutoshardError, match="of task 'a' is malformed"):
+        TaskResult.from_json({**good, "results": [{"ok": True}]})
+    write_json(path, {k: v for k, v in good.items() if k != "results"})
+    before = path.read_bytes()
+    again = CountingModel()
+    with pytest.raises(AutoshardError, match=r"a\.json: a bench task result of task 'a' is malformed") as e:
+        run_bench(tasks, config, again, tmp_path)
+    assert str(e.value).endswith("delete it to measure a again")
+    assert again.calls == [] and path.read_bytes() == before

@@ -405,7 +405,11 @@ def run_bench(tasks: Sequence[Task], config: BenchConfig, make_evaluator: Evalua
     for i, task in enumerate(tasks):
         path = task_dir / f"{task.name}.json"
         if path.is_file():
-            cached = TaskResult.from_json(read_json(path, kind="autoshard.bench_task"))
+            raw = read_json(path, kind="autoshard.bench_task")  # its own errors name the file
+            try:
+                cached = TaskResult.from_json(raw)
+            except AutoshardError as e:  # the run stops saying which file, rather than overwrite it unasked
+                raise AutoshardError(f"{path}: {e}; delete it to measure {task.name} again") from None
             if cached.key == config.key and cached.task == task:
                 results.append(cached)
                 progress("tasks", i + 1, len(tasks))

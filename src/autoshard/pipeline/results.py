@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autoshard.breakdown import PlanCost, StageFloor
+from autoshard.errors import AutoshardError
 from autoshard.io import ARTEFACT_VERSION
 from autoshard.plan import Plan
 from autoshard.tasks import Task
@@ -127,10 +128,19 @@ class TaskResult:
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> TaskResult:
-        return TaskResult(
-            task=Task.from_json(d["task"]), results=tuple(AlgoResult.from_json(r) for r in d["results"]),
-            lower_bound_ms=d.get("lower_bound_ms"), lower_bound_model=d.get("lower_bound_model", ""),
-            lower_bound_note=d.get("lower_bound_note", ""), key=d.get("key", ""),
-            load_average=tuple(float(x) for x in d.get("load_average", ())),
-            stage_floor=StageFloor.from_json(d["stage_floor"]) if d.get("stage_floor") else None,
-        )
+        """The inverse of ``to_json``. A malformed entry (a key missing, a value of the wrong type) is one
+        ``AutoshardError`` naming the task where it can, so every reader of results files (the bench's
+        resume, ``benchmarks/``) says one line instead of a traceback."""
+        try:
+            return TaskResult(
+                task=Task.from_json(d["task"]), results=tuple(AlgoResult.from_json(r) for r in d["results"]),
+                lower_bound_ms=d.get("lower_bound_ms"), lower_bound_model=d.get("lower_bound_model", ""),
+                lower_bound_note=d.get("lower_bound_note", ""), key=d.get("key", ""),
+                load_average=tuple(float(x) for x in d.get("load_average", ())),
+                stage_floor=StageFloor.from_json(d["stage_floor"]) if d.get("stage_floor") else None,
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            task = d.get("task") if isinstance(d, dict) else None
+            name = f" of task {task['name']!r}" if isinstance(task, dict) and "name" in task else ""
+            raise AutoshardError(f"a bench task result{name} is malformed ({type(e).__name__}: {e}); "
+                                 "pass a results file `autoshard bench` wrote") from None
