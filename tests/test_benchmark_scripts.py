@@ -799,3 +799,21 @@ def test_round_structure_tabulates_archived_runs_and_refuses_bad_input(tmp_path:
         assert module.main(argv) == 2
         out, err = capsys.readouterr()
         assert out == "" and err.startswith("round_structure: error:") and err.count("\n") == 1
+
+
+def test_load_and_spread_finds_the_first_tasks_high_load_absent_from_its_rounds(capsys, tmp_path):
+    """benchmarks/load_and_spread.py on stop 69's 8-device runs (docs/benchmarks.md, "Stop 70"): their first
+    tasks began at a load of 2.3-2.9 and their rounds spread no more than the other tasks'; a file that is
+    not a bench's is one line."""
+    module = _script("load_and_spread")
+    runs = [str(BENCHMARKS / "runs" / f"s69-amd-{s}-torchrec.json.gz")
+            for s in ("dlrm-10-8", "oversize-22-8")]
+    assert module.main(runs) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| s69")]
+    assert rows == ["| s69-amd-dlrm-10-8-torchrec | 2.5 / 1.039 | 1.0-1.5 / 1.044 (1.007-1.113) |",
+                    "| s69-amd-oversize-22-8-torchrec | 2.3 / 1.020 | 1.0-1.1 / 1.017 (1.006-1.080) |"]
+    other = tmp_path / "x.json"
+    other.write_text('{"kind": "autoshard.bench", "version": 1, "tasks": [{"results": []}]}')
+    assert module.main([str(other)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("load_and_spread: error:") and "\n" not in err
