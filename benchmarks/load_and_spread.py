@@ -20,17 +20,16 @@ from pathlib import Path
 import numpy as np
 
 from autoshard.errors import AutoshardError
-from autoshard.io import read_json
+from autoshard.pipeline.results import TaskResult, read_task_results
 
 
-def task_rows(run: dict) -> list[tuple[str, float | None, float | None]]:
+def task_rows(tasks: list[TaskResult]) -> list[tuple[str, float | None, float | None]]:
     """(task name, load average as its measuring began, median over plans of max / min round step)."""
     rows = []
-    for t in run["tasks"]:
-        spreads = [max(r["rounds_ms"]) / min(r["rounds_ms"]) for r in t["results"]
-                   if r.get("ok") and len(r.get("rounds_ms") or ()) > 1 and min(r["rounds_ms"]) > 0]
-        load = t.get("load_average") or []
-        rows.append((t["task"]["name"], float(load[0]) if load else None,
+    for t in tasks:
+        spreads = [max(r.rounds_ms) / min(r.rounds_ms) for r in t.results
+                   if r.ok and len(r.rounds_ms) > 1 and min(r.rounds_ms) > 0]
+        rows.append((t.task.name, t.load_average[0] if t.load_average else None,
                      float(np.median(spreads)) if spreads else None))
     return rows
 
@@ -39,17 +38,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("results", nargs="+", help="bench results files (.json or .json.gz)")
     args = p.parse_args(argv)
-    print("| run | first task: load / round spread | other tasks: load range / round spread median "
-          "(range) |")
-    print("|---|---|---|")
+    lines = []  # the table only once every file has been read: a bad file prints nothing but its error
     for path in args.results:
         try:
-            rows = task_rows(read_json(path, kind="autoshard.bench"))
+            rows = task_rows(read_task_results(path))
         except AutoshardError as e:
             print(f"load_and_spread: error: {e}", file=sys.stderr)
-            return 2
-        except (KeyError, TypeError, ValueError) as e:
-            print(f"load_and_spread: error: {path}: not a bench results file ({e!r})", file=sys.stderr)
             return 2
         if len(rows) < 2 or any(load is None or spread is None for _, load, spread in rows):
             print(f"load_and_spread: error: {path}: needs 2+ tasks, each with its load average and 2+ rounds",
@@ -59,8 +53,12 @@ def main(argv: list[str] | None = None) -> int:
         loads = [load for _, load, _ in rows[1:]]
         spreads = [spread for _, _, spread in rows[1:]]
         name = Path(path).name.removesuffix(".gz").removesuffix(".json")
-        print(f"| {name} | {load0:.1f} / {spread0:.3f} | {min(loads):.1f}-{max(loads):.1f} / "
-              f"{float(np.median(spreads)):.3f} ({min(spreads):.3f}-{max(spreads):.3f}) |")
+        lines.append(f"| {name} | {load0:.1f} / {spread0:.3f} | {min(loads):.1f}-{max(loads):.1f} / "
+                     f"{float(np.median(spreads)):.3f} ({min(spreads):.3f}-{max(spreads):.3f}) |")
+    print("| run | first task: load / round spread | other tasks: load range / round spread median "
+          "(range) |")
+    print("|---|---|---|")
+    print("\n".join(lines))
     return 0
 
 

@@ -30,7 +30,7 @@ from autoshard.pipeline.measure import (
     select_algorithms,
 )
 from autoshard.pipeline.measured_descent import OUTCOMES
-from autoshard.pipeline.results import AlgoResult, TaskResult, rounds_apart
+from autoshard.pipeline.results import AlgoResult, TaskResult, read_task_results, rounds_apart
 from autoshard.plan import validate
 from autoshard.planners.base import PLANNERS, PlannerOptions
 from autoshard.tasks import Task
@@ -579,4 +579,15 @@ def test_a_malformed_task_result_is_one_line_and_stops_the_resume_naming_its_fil
     with pytest.raises(AutoshardError, match=r"a\.json: a bench task result of task 'a' is malformed") as e:
         run_bench(tasks, config, again, tmp_path)
     assert str(e.value).endswith("delete it to measure a again")
+    # a results file's reader names the file for the same faults, and for a file with no task list
+    results = tmp_path / "results.json"
+    write_json(results, {"kind": "autoshard.bench", "version": 1, "tasks": [good]})
+    assert [t.task.name for t in read_task_results(str(results))] == ["a"]
+    for broken in ({"kind": "autoshard.bench", "version": 1,
+                    "tasks": [{k: v for k, v in good.items() if k != "results"}]},
+                   {"kind": "autoshard.bench", "version": 1}):
+        write_json(results, broken)
+        with pytest.raises(AutoshardError, match=r"results\.json: ") as e:
+            read_task_results(str(results))
+        assert "\n" not in str(e.value)
     assert again.calls == [] and path.read_bytes() == before

@@ -21,8 +21,9 @@ from collections import defaultdict
 import numpy as np
 from scipy.optimize import nnls
 
+from autoshard.bench.summary import geomean
 from autoshard.errors import AutoshardError
-from autoshard.io import read_json
+from autoshard.pipeline.results import read_task_results
 from autoshard.plan import Plan
 from autoshard.tasks import Task
 
@@ -46,27 +47,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reference", default="size_lookup_greedy", help="the plan each ratio is taken to")
     args = p.parse_args(argv)
     try:
-        data = read_json(args.results)
-        entries = [(Task.from_json(e["task"]), e["results"]) for e in data["tasks"]]
-    except (AutoshardError, KeyError, TypeError) as e:
-        print(f"group_share: error: {args.results}: not a bench results file ({e})", file=sys.stderr)
+        runs = read_task_results(args.results)
+    except AutoshardError as e:
+        print(f"group_share: error: {e}", file=sys.stderr)
         return 2
     # one row per measured device that holds a shard: the fit's data
     x, fwd, bwd, plans = [], [], [], []
-    for task, results in entries:
-        for r in results:
-            measured = r.get("measured") or {}
-            if not r.get("ok") or not measured.get("devices"):
+    for run in runs:
+        for r in run.results:
+            if not r.ok or r.plan is None or r.measured is None:
                 continue
-            feats = device_features(task, Plan.from_json(r["plan"]))
-            devices = measured["devices"]
-            plans.append((task.name, r["algorithm"], feats, devices, measured["step"]["collectives_ms"],
-                          measured["plan_ms"]))
-            for f, d in zip(feats, devices, strict=True):
+            feats = device_features(run.task, r.plan)
+            plans.append((run.task.name, r.algorithm, feats, r.measured))
+            for f, d in zip(feats, r.measured.devices, strict=True):
                 if f[3]:
                     x.append(f)
-                    fwd.append(d["fwd_ms"])
-                    bwd.append(d["bwd_ms"])
+                    fwd.append(d.fwd_ms)
+                    bwd.append(d.bwd_ms)
     if not x:
         print(f"group_share: error: {args.results} holds no measured device", file=sys.stderr)
         return 2
@@ -79,13 +76,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{phase}: " + ", ".join(f"{n} {v:.4g} ms" for n, v in zip(FEATURES, c, strict=True))
               + f"; R^2 {r2:.3f} over {len(y)} devices")
     measured, regrouped = defaultdict(dict), defaultdict(dict)
-    for task, algo, feats, devices, coll, plan_ms in plans:
+    for task, algo, feats, cost in plans:
         # each group past a device's first costs what the fit says it does; TBE would run them as one
         less = [max(f[2] - 1, 0) for f in feats]
-        f_max = max(d["fwd_ms"] - coef["fwd"][2] * g for d, g in zip(devices, less, strict=True))
-        b_max = max(d["bwd_ms"] - coef["bwd"][2] * g for d, g in zip(devices, less, strict=True))
-        measured[algo][task] = plan_ms
-        regrouped[algo][task] = f_max + b_max + coll
+        f_max = max(d.fwd_ms - coef["fwd"][2] * g for d, g in zip(cost.devices, less, strict=True))
+        b_max = max(d.bwd_ms - coef["bwd"][2] * g for d, g in zip(cost.devices, less, strict=True))
+        measured[algo][task] = cost.plan_ms
+        regrouped[algo][task] = f_max + b_max + cost.collectives_ms
     ref = args.reference
     if ref not in measured:
         print(f"group_share: error: no measured plans of --reference {ref!r}", file=sys.stderr)
@@ -94,8 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---:|---:|")
     for algo in measured:
         tasks = [t for t in measured[algo] if t in measured[ref]]
-        gm = [float(np.exp(np.mean([np.log(m[algo][t] / m[ref][t]) for t in tasks])))
-              for m in (measured, regrouped)]
+        gm = [geomean([m[algo][t] / m[ref][t] for t in tasks]) for m in (measured, regrouped)]
         print(f"| {algo} | {gm[0]:.3f} | {gm[1]:.3f} |")
     return 0
 

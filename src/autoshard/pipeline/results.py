@@ -12,7 +12,7 @@ from typing import Any
 
 from autoshard.breakdown import PlanCost, StageFloor
 from autoshard.errors import AutoshardError
-from autoshard.io import ARTEFACT_VERSION
+from autoshard.io import ARTEFACT_VERSION, read_json
 from autoshard.plan import Plan
 from autoshard.tasks import Task
 
@@ -144,3 +144,16 @@ class TaskResult:
             name = f" of task {task['name']!r}" if isinstance(task, dict) and "name" in task else ""
             raise AutoshardError(f"a bench task result{name} is malformed ({type(e).__name__}: {e}); "
                                  "pass a results file `autoshard bench` wrote") from None
+
+
+def read_task_results(path: str) -> list[TaskResult]:
+    """The measured tasks of a bench results file (``DIR/bench/results.json``, or gzipped in
+    ``benchmarks/runs/``); a missing, broken or malformed file is one ``AutoshardError`` naming it."""
+    run = read_json(path, kind="autoshard.bench")  # its own errors name the file
+    try:
+        return [TaskResult.from_json(t) for t in run["tasks"]]
+    except AutoshardError as e:
+        raise AutoshardError(f"{path}: {e}") from None
+    except (KeyError, TypeError) as e:
+        raise AutoshardError(f"{path}: not a bench results file (no task list: {e!r}); pass a results.json "
+                             "that `autoshard bench` wrote") from None
