@@ -817,3 +817,77 @@ def test_load_and_spread_finds_the_first_tasks_high_load_absent_from_its_rounds(
     assert module.main([str(other)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("load_and_spread: error:") and "\n" not in err
+
+
+def test_comm_sensitivity_reprices_only_the_collectives(capsys, tmp_path):
+    """benchmarks/comm_sensitivity.py (docs/benchmarks.md, "Stop 71"): with the run's own comm fit it gives
+    the bench's own ratios (stop 70's DLRM-10 (4): rl 0.943 of size_lookup_greedy); with another 4-device
+    fit of this host every plan's kernels stay and its collectives move; an 8-device run's fit is skipped
+    (said so); a file that is not a bench's is one line."""
+    module = _script("comm_sensitivity")
+    run = str(BENCHMARKS / "runs" / "s70-amd-dlrm-10-4-r6-torchrec.json.gz")
+    other = str(BENCHMARKS / "runs" / "s70-amd-dlrm-20-4-r6-torchrec.json.gz")
+    eight = str(BENCHMARKS / "runs" / "s69-amd-dlrm-10-8-torchrec.json.gz")
+    assert module.main([run, other, eight]) == 0
+    out = capsys.readouterr()
+    rows = [line for line in out.out.splitlines() if line.startswith("| s70")]
+    assert rows[0].startswith("| s70-amd-dlrm-10-4-r6-torchrec (its own) | 1.75 | 0.659 | size_lookup_greedy "
+                              "| 0.50 |")
+    assert "rl 0.943 [" in rows[0] and "torchrec 1.047 [" in rows[0]
+    assert rows[1].startswith("| s70-amd-dlrm-20-4-r6-torchrec | 3.61 | 0.910 | size_lookup_greedy | 0.62 |")
+    assert "rl 0.958 [" in rows[1]
+    assert "skipped" in out.err and "8 devices, the run has 4" in out.err
+    tasks = module.read_task_results(run)
+    comm, _ = module.run_comm(other)
+    for t, priced in zip(tasks, module.reprice_run(tasks, comm)):
+        for a, b in zip(t.results, priced.results):
+            if a.measured is None:
+                continue
+            kernels = (a.measured.max_fwd_ms, a.measured.max_bwd_ms)
+            assert (b.measured.max_fwd_ms, b.measured.max_bwd_ms) == kernels
+            shift = b.measured.plan_ms - a.measured.plan_ms
+            assert shift == pytest.approx(b.measured.collectives_ms - a.measured.collectives_ms)
+            moved = [y - x for x, y in zip(a.rounds_ms, b.rounds_ms)]
+            assert moved == pytest.approx([shift] * len(a.rounds_ms))
+    bad = tmp_path / "x.json"
+    bad.write_text('{"kind": "autoshard.bench", "version": 1, "tasks": []}')
+    assert module.main([str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("comm_sensitivity: error:") and "\n" not in err
+
+
+def test_comm_fit_spread_summarizes_archived_fits(capsys, tmp_path):
+    """benchmarks/comm_fit_spread.py on stop 71's archived 8-rank fits (docs/benchmarks.md, "Stop 71"): six
+    one-pass fits 4.20-7.25 ms of latency (cv 0.208), four three-pass fits 3.41-4.79 (cv 0.142); fits taken
+    beside busy loops are marked; a directory without fits and a malformed --busy are one line each."""
+    module = _script("comm_fit_spread")
+    root = BENCHMARKS / "runs" / "comm-s71"
+    assert module.main(["summarize", str(root / "first-one-pass"), "--busy", "2:0:25,5:0:25"]) == 0
+    out = capsys.readouterr().out
+    assert "| fit2 (busy loops beside) | 1 | 5.68 | 0.521 |" in out and "| fit6 | 1 | 4.70 | 0.632 |" in out
+    assert "6 fits; alpha mean 5.53 ms (cv 0.208, 4.20-7.25); bandwidth mean 0.575 GB/s (cv 0.100" in out
+    assert module.main(["summarize", str(root / "first-three-pass")]) == 0
+    out = capsys.readouterr().out
+    assert "| fit1 | 3 | 3.90 | 0.609 |" in out and "4 fits; alpha mean 4.06 ms (cv 0.142, 3.41-4.79)" in out
+    bad_busy = ["summarize", str(root / "first-three-pass"), "--busy", "2-0"]
+    for argv in (["summarize", str(tmp_path)], bad_busy):
+        assert module.main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("comm_fit_spread: error:") and "\n" not in err
+
+
+def test_comm_fit_spread_estimators_restate_the_paired_fits(capsys, tmp_path):
+    """`comm_fit_spread.py estimators` on stop 71's paired set (8 three-pass 8-rank fits, 4 beside busy
+    loops; docs/benchmarks.md, "Stop 71"): the first pass alone spreads 0.145 / 0.138 (latency / bandwidth
+    cv), the least of the passes' medians (hardware.comm's) 0.088 / 0.027; one-pass fits have nothing to
+    refit from (one line)."""
+    module = _script("comm_fit_spread")
+    root = BENCHMARKS / "runs" / "comm-s71"
+    assert module.main(["estimators", str(root / "paired")]) == 0
+    rows = {line.split(" | ")[0].strip("| "): line for line in capsys.readouterr().out.splitlines()}
+    assert rows["first pass"].endswith("| 5.10 (0.145) | 0.580 (0.138) |")
+    assert rows["least of passes"].endswith("| 3.95 (0.088) | 0.633 (0.027) |")
+    assert rows["as recorded"].endswith("| 4.88 (0.093) | 0.595 (0.106) |")
+    assert module.main(["estimators", str(root / "one-pass")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "2+ passes" in err and "\n" not in err

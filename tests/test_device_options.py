@@ -14,6 +14,7 @@ import torch
 
 from autoshard.cli.main import main
 from autoshard.errors import AutoshardError
+from autoshard.hardware.comm import DEFAULT_PASSES
 from autoshard.hardware.kernel import DeviceKind, KernelBackend, MeasureSettings
 from autoshard.pipeline import context as context_mod
 from autoshard.pipeline.context import Context, PipelineConfig, comm_backend
@@ -155,8 +156,10 @@ def test_device_and_backend_are_in_the_stage_keys(tmp_path: Path, monkeypatch) -
         stage_profile(ctx, "split")
         stage_comm(ctx)
         measured[device, backend] = captured["profile"]["measure"]
-        # gloo for the comm fit (no GPU per rank here): no backend in the key; row_wise since stop 44's sweep
-        assert captured["comm"] == {"num_devices": 4, "batch_size": suite.batch_size, "row_wise": 1}
+        # gloo for the comm fit (no GPU per rank here): no backend in the key; row_wise since stop 44's sweep,
+        # passes since stop 71's
+        assert captured["comm"] == {"num_devices": 4, "batch_size": suite.batch_size, "row_wise": 1,
+                                    "passes": DEFAULT_PASSES}
     assert measured["cpu", "fbgemm"] == MeasureSettings(warmup=suite.eval.warmup, repeats=suite.eval.repeats,
                                                         rows_cap=suite.eval.rows_cap).to_json()
     assert measured["cuda", "fbgemm"]["device"] == "cuda" and measured["cpu", "torch"]["backend"] == "torch"

@@ -143,6 +143,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--precision", choices=["fp32", "fp16"], default="fp32", help="element type sent")
     c.add_argument("--warmup", type=int, default=3)
     c.add_argument("--repeats", type=positive_int, default=10)
+    c.add_argument("--passes", type=positive_int, default=None,  # None: hardware.comm.DEFAULT_PASSES
+                   help="sweeps over the sizes, each point's times the least of the passes' medians (default "
+                        "3: a busy moment on a shared host does not set the fit)")
     c.add_argument("--backend", choices=["auto", "gloo", "nccl"], default="auto")
     c.add_argument("--topology", help="topology file: derive the model for --devices instead of measuring")
     c.set_defaults(func=run_profile_comm)
@@ -318,6 +321,7 @@ def run_profile_comm(args: argparse.Namespace) -> int:
 
     from autoshard.hardware.comm import (
         COMM_MODEL_FILE,
+        DEFAULT_PASSES,
         fit_alpha_beta,
         load_comm_records,
         load_topology,
@@ -338,11 +342,16 @@ def run_profile_comm(args: argparse.Namespace) -> int:
 
     dim_sums = _dim_sums(args.dim_sums)
     elem_bytes = 2 if args.precision == "fp16" else 4
-    with tqdm(total=len(dim_sums), unit="point", desc="all-to-all", dynamic_ncols=True) as bar:
+    passes = DEFAULT_PASSES if args.passes is None else args.passes
+    with tqdm(total=len(dim_sums) * passes, unit="point", desc="all-to-all", dynamic_ncols=True) as bar:
+        def advance(done: int, total: int) -> None:
+            bar.total = total
+            bar.n = done
+            bar.refresh()
+
         for rec in profile_comm(out, args.devices, dim_sums, args.batch_size, elem_bytes, args.warmup,
-                                args.repeats, args.backend):
+                                args.repeats, args.backend, passes, on_point=advance):
             bar.set_postfix_str(f"dim sum {rec.dim_sum}: fwd {rec.fwd_ms:.3f} bwd {rec.bwd_ms:.3f} ms")
-            bar.update(1)
     model = fit_alpha_beta(load_comm_records(out))
     model.save(str(out / COMM_MODEL_FILE))
     print(f"alpha {model.alpha_ms:.4f} ms, {model.bytes_per_ms / 1e6:.3f} GB/s ({model.source}); "

@@ -6,8 +6,17 @@ chosen at run time; NCCL, one GPU per rank, when CUDA devices are there), each h
 of its shards for the global batch (``batch_size x dim_sum``) and sending ``batch_size / D`` rows to every
 rank with ``dist.all_to_all_single``; the backward is the reverse all-to-all of the gradients (what the
 autograd of TorchRec's all-to-all runs), timed separately. Before each step the ranks meet at a barrier; a
-step's time is the slowest rank's (a collective ends when the last rank ends), and the median over repeats is
-recorded.
+step's time is the slowest rank's (a collective ends when the last rank ends). The sweep runs ``passes`` times
+over its sizes (``DEFAULT_PASSES``); each timing of a point is the least of its passes' medians over repeats,
+as the bench keeps each device's least round of kernel timings (contention only adds time).
+
+Why passes: on a host with fewer cores than ranks one repeat of a small all-to-all spreads 30-100% (its
+coefficient of variation) and a busy moment slows a whole pass, so fits of one 4- or 8-rank sweep on this
+project's 2-vCPU host ranged 1.3-3.6 ms (D = 4) and 3.7-9.5 ms (D = 8) in latency between bench runs, and the
+bench's modelled collectives (half or more of a step there) moved with them. Refitting the same 8-rank
+timings (8 fits, 4 with busy loops beside; ``benchmarks/comm_fit_spread.py estimators``) the first pass alone
+spread 0.145 (latency) and 0.138 (bandwidth, coefficients of variation over the fits), the least of three
+passes' medians 0.088 and 0.027 (docs/benchmarks.md, "Stop 71").
 
 Row-wise shards move their pooled outputs by other collectives (TorchRec: a reduce-scatter of the partial
 sums forward, an all-gather of the gradients backward) and bucketise ids before the id all-to-all. At every
@@ -34,7 +43,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import asdict, dataclass, replace
 from functools import partial
@@ -64,6 +73,9 @@ COMM_RECORDS_FILE = "comm.jsonl"
 """Measured all-to-all points in a profile directory, one CommRecord a line."""
 COMM_MODEL_FILE = "comm_model.json"
 """The fitted (or topology-derived) AlphaBeta in a profile directory."""
+
+DEFAULT_PASSES = 3
+"""Sweeps over the sizes a comm fit takes each point's least median from (module docstring: why)."""
 
 PROCESS_TIMEOUT_S = 300.0
 """Longest a sweep may go without a result before its processes are killed (a hung collective)."""
@@ -95,6 +107,11 @@ class CommRecord:
     """Median time to bucketise one id by row block (slowest rank, all ranks at once)."""
     bucketize_op: str = ""
     """'fbgemm' (``block_bucketize_sparse_features``) or 'torch' (the same sort in plain torch)."""
+    passes: int = 1
+    """Passes of the sweep the timings are the least of (each pass's median over repeats); 1 in records made
+    before passes (stop 71)."""
+    pass_ms: tuple[tuple[float, float], ...] = ()
+    """Each pass's median forward and backward all-to-all (the spread the least was taken from)."""
 
     @property
     def has_row_wise(self) -> bool:
@@ -117,7 +134,8 @@ class CommRecord:
                               float(d["bwd_ms"]), float(d["fwd_cv"]), float(d["bwd_cv"]),
                               str(d["backend"]), dict(d.get("host", {})), optional("reduce_scatter_ms"),
                               optional("all_gather_ms"), optional("bucketize_ns_per_id"),
-                              str(d.get("bucketize_op", "")))
+                              str(d.get("bucketize_op", "")), int(d.get("passes", 1)),
+                              tuple((float(f), float(b)) for f, b in d.get("pass_ms", ())))
         except (KeyError, TypeError, ValueError) as e:
             raise AutoshardError(f"comm record lacks or has a bad field ({e}); re-run profile-comm") from None
 
@@ -170,9 +188,10 @@ def bucketizer(use_fbgemm: bool = True) -> tuple[str, Any]:
 
 
 def _worker(ctx: RankContext, dim_sums: Sequence[int], batch_size: int, elem_bytes: int, warmup: int,
-            repeats: int) -> None:
-    """One rank: time forward and backward all-to-all, a reduce-scatter and an all-gather of the same bytes,
-    and id bucketisation for every dim sum; rank 0 sends the slowest rank's times."""
+            repeats: int, passes: int) -> None:
+    """One rank: ``passes`` times over the dim sums, time forward and backward all-to-all, a reduce-scatter
+    and an all-gather of the same bytes, and id bucketisation at each; rank 0 sends the slowest rank's times
+    of every pass and point."""
     import torch
     import torch.distributed as dist
 
@@ -203,7 +222,7 @@ def _worker(ctx: RankContext, dim_sums: Sequence[int], batch_size: int, elem_byt
         sync()
         return (time.perf_counter() - t0) * 1e3
 
-    for dim_sum in dim_sums:
+    for sweep, dim_sum in ((p, s) for p in range(passes) for s in dim_sums):
         n = per_rank * world * dim_sum
         x = torch.randn(n, device=device).to(dtype)  # pooled embeddings of this rank's shards
         out = torch.empty_like(x)
@@ -220,7 +239,7 @@ def _worker(ctx: RankContext, dim_sums: Sequence[int], batch_size: int, elem_byt
         slowest = torch.tensor(times[warmup:], dtype=torch.float64, device=device)
         dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
         if ctx.rank == 0:
-            ctx.send((dim_sum, slowest.cpu().numpy().tolist(), op_name))
+            ctx.send((sweep, dim_sum, slowest.cpu().numpy().tolist(), op_name))
     dist.barrier()  # no rank leaves while another is still in the last collective
 
 
@@ -234,11 +253,15 @@ def measure_all_to_all(
     backend: str = "auto",
     timeout_s: float = PROCESS_TIMEOUT_S,
     pin_cpus: bool = False,
+    passes: int = 1,
+    on_point: Callable[[int, int], None] | None = None,
 ) -> Iterator[CommRecord]:
-    """Yield one CommRecord per dim sum as it is measured by ``num_devices`` processes on this host.
+    """Yield one CommRecord per dim sum as its last pass is measured by ``num_devices`` processes on this
+    host: each timing the least over ``passes`` sweeps of that sweep's median over ``repeats``.
 
     The processes are always stopped on return, on error, on Ctrl-C and after ``timeout_s`` without progress.
-    ``pin_cpus``: every rank on a physical core of its own (``multiprocess.rank_cpus``).
+    ``pin_cpus``: every rank on a physical core of its own (``multiprocess.rank_cpus``). ``on_point(done,
+    total)`` after every point of every pass (progress: records come only with the last pass).
     """
     from autoshard.host import host_info
 
@@ -250,22 +273,39 @@ def measure_all_to_all(
         raise AutoshardError(f"element bytes {elem_bytes} unsupported; use 4 (fp32) or 2 (fp16)")
     if not dim_sums or any(int(s) <= 0 for s in dim_sums):
         raise AutoshardError(f"dim sums {list(dim_sums)} must be positive integers")
+    if passes < 1:
+        raise AutoshardError(f"passes {passes} must be at least 1")
     backend = resolve_backend(backend)
     check_world(backend, num_devices)
     host = dict(host_info("cuda" if backend == "nccl" else "cpu"), comm_backend=backend)
     points = stream_from_ranks(_worker, num_devices,
-                               (list(map(int, dim_sums)), batch_size, elem_bytes, warmup, repeats),
+                               (list(map(int, dim_sums)), batch_size, elem_bytes, warmup, repeats, passes),
                                backend=backend, idle_timeout_s=timeout_s, what="all-to-all",
                                timeout_hint="re-run profile-comm, or try --backend gloo", pin_cpus=pin_cpus)
+    seen: dict[int, list[np.ndarray]] = {}
     with closing(points):
-        for _, (dim_sum, runs, op_name) in points:
-            arr = np.asarray(runs)
-            med = np.median(arr, axis=0)
-            yield CommRecord(num_devices, int(dim_sum), batch_size, elem_bytes,
-                             all_to_all_bytes(dim_sum, batch_size // num_devices * num_devices, num_devices,
-                                              elem_bytes),
-                             float(med[0]), float(med[1]), _cv(arr[:, 0]), _cv(arr[:, 1]), backend, host,
-                             float(med[2]), float(med[3]), float(med[4]), str(op_name))
+        for done, (_, (sweep, dim_sum, runs, op_name)) in enumerate(points, start=1):
+            seen.setdefault(int(dim_sum), []).append(np.asarray(runs))
+            if on_point is not None:
+                on_point(done, passes * len(dim_sums))
+            if sweep == passes - 1:
+                yield _record(num_devices, int(dim_sum), batch_size, elem_bytes, seen.pop(int(dim_sum)),
+                              backend, host, str(op_name))
+
+
+def _record(num_devices: int, dim_sum: int, batch_size: int, elem_bytes: int, sweeps: list[np.ndarray],
+            backend: str, host: dict[str, Any], op_name: str) -> CommRecord:
+    """One point's record from its passes' (repeats, 5) timings: each column the least of the passes'
+    medians; the coefficients of variation those of the pass whose forward median was least."""
+    medians = np.array([np.median(a, axis=0) for a in sweeps])
+    least = medians.min(axis=0)
+    quiet = sweeps[int(np.argmin(medians[:, 0]))]
+    return CommRecord(num_devices, dim_sum, batch_size, elem_bytes,
+                      all_to_all_bytes(dim_sum, batch_size // num_devices * num_devices, num_devices,
+                                       elem_bytes),
+                      float(least[0]), float(least[1]), _cv(quiet[:, 0]), _cv(quiet[:, 1]), backend, host,
+                      float(least[2]), float(least[3]), float(least[4]), op_name, len(sweeps),
+                      tuple((float(m[0]), float(m[1])) for m in medians))
 
 
 def fit_alpha_beta(records: Sequence[CommRecord], source: str | None = None) -> AlphaBeta:
@@ -280,7 +320,9 @@ def fit_alpha_beta(records: Sequence[CommRecord], source: str | None = None) -> 
         backends = sorted({r.backend for r in records})
         ds = sorted({r.num_devices for r in records})
         host = records[0].host.get("hostname", "?")
-        source = f"measured: {'/'.join(backends)} D={ds} on {host}, {len(records)} points"
+        passes = min(r.passes for r in records)
+        each = f", each the least of {passes} passes' medians" if passes > 1 else ""
+        source = f"measured: {'/'.join(backends)} D={ds} on {host}, {len(records)} points{each}"
     fit = fit_points(x, y, source)
     if fit.bytes_per_ms >= FLAT_BYTES_PER_MS:
         raise AutoshardError("measured all-to-all times do not grow with message size; sweep larger dim sums")
@@ -351,8 +393,11 @@ def load_comm_records(out_dir: str | Path) -> list[CommRecord]:
 
 def profile_comm(out_dir: str | Path, num_devices: int, dim_sums: Sequence[int] = DEFAULT_DIM_SUMS,
                  batch_size: int = 2048, elem_bytes: int = 4, warmup: int = 3, repeats: int = 10,
-                 backend: str = "auto") -> Iterator[CommRecord]:
-    """Measure the sweep points not yet in ``out_dir/comm.jsonl``, appending (fsynced) each as it arrives.
+                 backend: str = "auto", passes: int = DEFAULT_PASSES,
+                 on_point: Callable[[int, int], None] | None = None) -> Iterator[CommRecord]:
+    """Measure the sweep points not yet in ``out_dir/comm.jsonl`` with at least ``passes`` passes, appending
+    (fsynced) each as it arrives (after its last pass); ``on_point(done, total)`` counts the points of every
+    pass still to measure.
 
     Call :func:`fit_alpha_beta` on :func:`load_comm_records` afterwards (the CLI does, writing
     comm_model.json).
@@ -362,11 +407,12 @@ def profile_comm(out_dir: str | Path, num_devices: int, dim_sums: Sequence[int] 
     path = out / COMM_RECORDS_FILE
     repair_tail(path)
     backend = resolve_backend(backend)
-    done = {r.key() for r in load_comm_records(out) if r.has_row_wise}
+    done = {r.key() for r in load_comm_records(out) if r.has_row_wise and r.passes >= passes}
     todo = [int(s) for s in dim_sums if (num_devices, int(s), batch_size, elem_bytes, backend) not in done]
     if not todo:
         return
-    for rec in measure_all_to_all(num_devices, todo, batch_size, elem_bytes, warmup, repeats, backend):
+    for rec in measure_all_to_all(num_devices, todo, batch_size, elem_bytes, warmup, repeats, backend,
+                                  passes=passes, on_point=on_point):
         append_jsonl(path, rec.to_json())
         yield rec
 

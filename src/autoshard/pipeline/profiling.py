@@ -7,7 +7,7 @@ from pathlib import Path
 from autoshard.errors import AutoshardError
 from autoshard.hardware.comm import (
     COMM_MODEL_FILE,
-    DEFAULT_DIM_SUMS,
+    DEFAULT_PASSES,
     CommRecord,
     fit_alpha_beta,
     load_comm_records,
@@ -34,18 +34,18 @@ def stage_comm(ctx: Context) -> str:
     backend, what = ctx.comm_backend()
     # row_wise: the sweep also times reduce-scatters, all-gathers and id bucketisation (stop 44); a fit
     # cached before them priced row shards as all-to-alls, so it is re-measured
-    settings: dict[str, object] = {"num_devices": s.num_devices, "batch_size": s.batch_size, "row_wise": 1}
+    # passes: each point the least of DEFAULT_PASSES sweeps' medians (stop 71); a 1-pass fit is re-measured
+    settings: dict[str, object] = {"num_devices": s.num_devices, "batch_size": s.batch_size, "row_wise": 1,
+                                   "passes": DEFAULT_PASSES}
     if backend != "gloo":  # gloo is the default: no backend in its key
         settings["backend"] = backend
 
     def make(resume: bool) -> None:
         costs = ctx.out / "costs"
-        n = len(DEFAULT_DIM_SUMS)
-        done = sum(r.has_row_wise for r in _own_records(costs, s.num_devices, s.batch_size, backend))
-        ctx.say(f"[comm] all-to-all over {what}")
-        for k, _ in enumerate(profile_comm(costs, s.num_devices, batch_size=s.batch_size, backend=backend),
-                              start=1):
-            ctx.progress("comm sizes", min(done + k, n), n)
+        ctx.say(f"[comm] all-to-all over {what}, {DEFAULT_PASSES} passes over the sizes")
+        for _ in profile_comm(costs, s.num_devices, batch_size=s.batch_size, backend=backend,
+                              passes=DEFAULT_PASSES, on_point=lambda k, n: ctx.progress("comm points", k, n)):
+            pass
         records = _own_records(costs, s.num_devices, s.batch_size, backend)
         fit_alpha_beta(records).save(str(costs / COMM_MODEL_FILE))
 
