@@ -891,3 +891,29 @@ def test_comm_fit_spread_estimators_restate_the_paired_fits(capsys, tmp_path):
     assert module.main(["estimators", str(root / "one-pass")]) == 2
     err = capsys.readouterr().err.strip()
     assert "2+ passes" in err and "\n" not in err
+
+
+def test_same_plans_counts_stop_70s_changed_plans(capsys, tmp_path):
+    """benchmarks/same_plans.py on stop 70's two DLRM-10 (4) runs (docs/benchmarks.md, "Stop 71"): the
+    heuristics' plans alike on 10 of 10 tasks, the learned planners' on 4-5 (neuroshard's too, which planned
+    in 0.2 s at most), their comm fits 1.75 and 2.27 ms; stop 71's two runs with the three-pass fit alike on
+    6-9; runs without a shared task are one line."""
+    module = _script("same_plans")
+    a = str(BENCHMARKS / "runs" / "s70-amd-dlrm-10-4-r6-torchrec.json.gz")
+    b = str(BENCHMARKS / "runs" / "s70-amd-dlrm-10-4-r6-again-torchrec.json.gz")
+    assert module.main([a, b]) == 0
+    out = capsys.readouterr().out
+    assert "comm fit 1.75 ms, 0.659 GB/s" in out and "comm fit 2.27 ms, 1.148 GB/s" in out
+    for row in ("| size_lookup_greedy | 10 of 10 |", "| rl | 4 of 10 |", "| search | 5 of 10 |",
+                "| neuroshard | 5 of 10 | 0.2 / 0.1 |", "| ilp | 4 of 10 |", "| torchrec | 7 of 10 |"):
+        assert row in out
+    # stop 71's pair with the three-pass fit (0.88 and 1.48 ms, 1.115 and 1.107 GB/s): more plans alike
+    assert module.main([str(BENCHMARKS / "runs" / f"s71-amd-dlrm-10-4{x}-torchrec.json.gz")
+                        for x in ("", "-again")]) == 0
+    out = capsys.readouterr().out
+    for row in ("| rl | 7 of 10 |", "| neuroshard | 9 of 10 |", "| search | 9 of 10 |", "| ilp | 6 of 10 |"):
+        assert row in out
+    other = str(BENCHMARKS / "runs" / "s69-amd-dlrm-10-8-torchrec.json.gz")
+    assert module.main([a, other]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("same_plans: error:") and "share no task" in err and "\n" not in err
