@@ -103,8 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         own, devices = run_comm(args.run)
         tasks = read_task_results(args.run)
-        statistic = read_json(args.run, kind="autoshard.bench").get("round_statistic",
-                                                                     UNRECORDED_ROUND_STATISTIC)
+        meta = read_json(args.run, kind="autoshard.bench")
+        if meta.get("collectives") == "measure":
+            raise AutoshardError(f"{args.run}: its collectives were timed on D processes, not modelled; "
+                                 "re-pricing applies to runs whose collectives the comm fit priced")
+        statistic = meta.get("round_statistic", UNRECORDED_ROUND_STATISTIC)
         fits = [(f"{_name(args.run)} (its own)", own)]
         for path in args.others:
             if Path(path).resolve() == Path(args.run).resolve():

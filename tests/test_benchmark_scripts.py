@@ -851,9 +851,12 @@ def test_comm_sensitivity_reprices_only_the_collectives(capsys, tmp_path):
             assert moved == pytest.approx([shift] * len(a.rounds_ms))
     bad = tmp_path / "x.json"
     bad.write_text('{"kind": "autoshard.bench", "version": 1, "tasks": []}')
-    assert module.main([str(bad)]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("comm_sensitivity: error:") and "\n" not in err
+    timed = str(BENCHMARKS / "runs" / "s66-amd-dlrm-20-2-r6-torchrec.json.gz")  # 2 ranks: timed collectives
+    for argv in ([str(bad)], [timed, run]):
+        assert module.main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("comm_sensitivity: error:") and "\n" not in err
+    assert "timed on D processes" in err
 
 
 def test_comm_fit_spread_summarizes_archived_fits(capsys, tmp_path):
