@@ -101,8 +101,9 @@ def refit(records: list[CommRecord], estimator: str) -> AlphaBeta:
         return fit_alpha_beta(records)
     if any(len(r.pass_ms) < 2 for r in records):
         raise AutoshardError("the estimators need records of 2+ passes (profile-comm --passes 3, stop 71 on)")
-    return fit_alpha_beta([replace(r, fwd_ms=float(how(np.array(r.pass_ms))[0]),
-                                   bwd_ms=float(how(np.array(r.pass_ms))[1])) for r in records])
+    taken = [how(np.array(r.pass_ms)) for r in records]
+    return fit_alpha_beta([replace(r, fwd_ms=float(fwd), bwd_ms=float(bwd))
+                           for r, (fwd, bwd) in zip(records, taken)])
 
 
 def estimators(root: Path) -> str:

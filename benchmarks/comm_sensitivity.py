@@ -34,21 +34,25 @@ from autoshard.costs.step import plan_collectives
 from autoshard.errors import AutoshardError
 from autoshard.hardware.evaluator import UNRECORDED_ROUND_STATISTIC
 from autoshard.io import read_json
-from autoshard.pipeline.results import AlgoResult, TaskResult, read_task_results
+from autoshard.pipeline.results import AlgoResult, TaskResult, task_results_of
 from autoshard.planners.base import is_heuristic
-from autoshard.tasks import Task
 
 
-def run_comm(path: str) -> tuple[AlphaBeta, int]:
-    """A bench run's comm model and its device count; one-line error where the file has neither."""
-    run = read_json(path, kind="autoshard.bench")
+def bench_run(path: str, run: dict[str, Any] | None = None
+              ) -> tuple[dict[str, Any], list[TaskResult], AlphaBeta]:
+    """A bench run read once (or ``run``, already read from ``path``): its fields, its measured tasks and its
+    comm model; one-line error where the file has no comm model or no readable tasks."""
+    run = read_json(path, kind="autoshard.bench") if run is None else run
+    tasks = task_results_of(run, path)
     try:
         comm = AlphaBeta.from_json(run["comm"])
-        tasks = run["tasks"]
-        devices = Task.from_json(tasks[0]["task"]).num_devices if tasks else 0
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
-        raise AutoshardError(f"{path}: no comm model or tasks in this bench results file ({e!r})") from None
-    return comm, devices
+    except (KeyError, TypeError, ValueError) as e:
+        raise AutoshardError(f"{path}: no comm model in this bench results file ({e!r})") from None
+    return run, tasks, comm
+
+
+def devices_of(tasks: list[TaskResult]) -> int:
+    return tasks[0].task.num_devices if tasks else 0
 
 
 def repriced(result: AlgoResult, task: Any, comm: AlphaBeta) -> AlgoResult:
@@ -101,9 +105,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="bench results files lending their comm fits (same device count)")
     args = p.parse_args(argv)
     try:
-        own, devices = run_comm(args.run)
-        tasks = read_task_results(args.run)
-        meta = read_json(args.run, kind="autoshard.bench")
+        meta, tasks, own = bench_run(args.run)
+        devices = devices_of(tasks)
         if meta.get("collectives") == "measure":
             raise AutoshardError(f"{args.run}: its collectives were timed on D processes, not modelled; "
                                  "re-pricing applies to runs whose collectives the comm fit priced")
@@ -112,10 +115,14 @@ def main(argv: list[str] | None = None) -> int:
         for path in args.others:
             if Path(path).resolve() == Path(args.run).resolve():
                 continue
-            if read_json(path).get("kind") == "autoshard.comm_model":
-                fits.append((Path(path).parent.name, AlphaBeta.load(path)))
+            other = read_json(path)
+            if other.get("kind") == "autoshard.comm_model":
+                fits.append((Path(path).parent.name, AlphaBeta.load(path)))  # its checks, one line each
                 continue
-            comm, d = run_comm(path)
+            if other.get("kind") != "autoshard.bench":
+                raise AutoshardError(f"{path}: neither a bench results file nor a comm_model.json")
+            _, other_tasks, comm = bench_run(path, other)
+            d = devices_of(other_tasks)
             if d != devices:
                 print(f"comm_sensitivity: skipped {path}: {d} devices, the run has {devices}",
                       file=sys.stderr)

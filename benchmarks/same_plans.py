@@ -22,7 +22,7 @@ from pathlib import Path
 from autoshard.costs.comm import AlphaBeta
 from autoshard.errors import AutoshardError
 from autoshard.io import read_json
-from autoshard.pipeline.results import TaskResult, read_task_results
+from autoshard.pipeline.results import TaskResult, task_results_of
 
 
 def placements(tr: TaskResult) -> dict[str, dict]:
@@ -51,6 +51,17 @@ def agreement(a: list[TaskResult], b: list[TaskResult]) -> tuple[int, dict[str, 
     return shared, {k: (v[0], v[1]) for k, v in counts.items()}
 
 
+def comm_fit(run: dict, path: str) -> AlphaBeta | None:
+    """The run's comm model (None where it has none); one-line error where it is malformed."""
+    if not run.get("comm"):
+        return None
+    try:
+        return AlphaBeta.from_json(run["comm"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise AutoshardError(f"{path}: a malformed comm model ({e!r}); pass a results file the bench "
+                             "wrote") from None
+
+
 def longest_planning(tasks: list[TaskResult]) -> dict[str, float]:
     out: dict[str, float] = {}
     for t in tasks:
@@ -66,16 +77,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("run_b", help="another run of the same suite")
     args = p.parse_args(argv)
     try:
-        runs = [(path, read_task_results(path), read_json(path, kind="autoshard.bench").get("comm"))
-                for path in (args.run_a, args.run_b)]
+        runs, fits = [], []
+        for path in (args.run_a, args.run_b):
+            run = read_json(path, kind="autoshard.bench")  # read once: its tasks and its comm fit
+            runs.append((path, task_results_of(run, path)))
+            fits.append(comm_fit(run, path))
         shared, counts = agreement(runs[0][1], runs[1][1])
         if not shared:
             raise AutoshardError(f"{args.run_a} and {args.run_b} share no task; pass two runs of one suite")
-        fits = [AlphaBeta.from_json(c) if c else None for _, _, c in runs]
     except AutoshardError as e:
         print(f"same_plans: error: {e}", file=sys.stderr)
         return 2
-    for (path, tasks, _), fit in zip(runs, fits):
+    for (path, tasks), fit in zip(runs, fits):
         about = ("no comm fit" if fit is None
                  else f"comm fit {fit.alpha_ms:.2f} ms, {fit.bytes_per_ms / 1e6:.3f} GB/s")
         print(f"{Path(path).name}: {len(tasks)} tasks, {about}")

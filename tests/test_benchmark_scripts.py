@@ -837,8 +837,8 @@ def test_comm_sensitivity_reprices_only_the_collectives(capsys, tmp_path):
     assert rows[1].startswith("| s70-amd-dlrm-20-4-r6-torchrec | 3.61 | 0.910 | size_lookup_greedy | 0.62 |")
     assert "rl 0.958 [" in rows[1]
     assert "skipped" in out.err and "8 devices, the run has 4" in out.err
-    tasks = module.read_task_results(run)
-    comm, _ = module.run_comm(other)
+    _, tasks, _ = module.bench_run(run)
+    _, _, comm = module.bench_run(other)
     for t, priced in zip(tasks, module.reprice_run(tasks, comm)):
         for a, b in zip(t.results, priced.results):
             if a.measured is None:

@@ -149,7 +149,12 @@ class TaskResult:
 def read_task_results(path: str) -> list[TaskResult]:
     """The measured tasks of a bench results file (``DIR/bench/results.json``, or gzipped in
     ``benchmarks/runs/``); a missing, broken or malformed file is one ``AutoshardError`` naming it."""
-    run = read_json(path, kind="autoshard.bench")  # its own errors name the file
+    return task_results_of(read_json(path, kind="autoshard.bench"), path)  # its own errors name the file
+
+
+def task_results_of(run: dict[str, Any], path: str) -> list[TaskResult]:
+    """The measured tasks of a bench results file already read from ``path`` (for a reader that needs its
+    other fields too, so the file is read once); a malformed one is one ``AutoshardError`` naming it."""
     try:
         return [TaskResult.from_json(t) for t in run["tasks"]]
     except AutoshardError as e:
