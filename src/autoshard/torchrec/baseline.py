@@ -63,6 +63,9 @@ What is held equal, so the comparison is fair and TorchRec's plan passes ``autos
   replica sees its rank's ``batch_size``, as autoshard prices it), so it gets ``ceil(batch_size / D)``.
 - Pooling. Each table's ``pooling_factor`` is passed as TorchRec's ``pooling_factors`` constraint.
 - Names. Table (and feature) names are the task's, so TorchRec's plan is keyed by them.
+- Order. A table's options are enumerated in the order the sharder lists its sharding types and kernels
+  (``sharder_order_enumerator``), not in the set order TorchRec's enumerator leaves them in, which follows
+  Python's string hashing: so the baseline is one plan per task in every process.
 
 A column-wise split TorchRec makes with two non-adjacent column blocks on one rank cannot be held by a Plan;
 that table is then no longer offered ``column_wise`` (its other offered types stay) and TorchRec plans again
@@ -253,11 +256,41 @@ def torchrec_constraints(
     return constraints
 
 
+def sharder_order_enumerator(**kwargs: Any) -> Any:
+    """TorchRec's EmbeddingEnumerator (``kwargs`` are its own), keeping each table's sharding types and
+    kernels in the order the sharder lists them.
+
+    TorchRec's enumerator intersects a table's constrained sharding types (and kernels) with the sharder's as
+    Python sets and enumerates the result in set order, which follows the interpreter's string hashing
+    (``PYTHONHASHSEED``, random per process). The order of the options decides which proposals TorchRec's
+    proposers try and which of equally priced plans it keeps, so the same task got other plans in other
+    processes (3 of DLRM-10 (4)'s 10 test tasks, two variants over four seeds; docs/benchmarks.md, "Stop
+    72"). In the sharder's order the baseline is one plan per task, whatever the process."""
+    from torchrec.distributed.planner.enumerators import EmbeddingEnumerator
+
+    for method in ("_filter_sharding_types", "_filter_compute_kernels"):
+        if not callable(getattr(EmbeddingEnumerator, method, None)):
+            raise AutoshardError(f"this TorchRec's EmbeddingEnumerator has no {method}, which the baseline "
+                                 "orders; install the TorchRec of the install recipe (make install)")
+
+    class SharderOrderEnumerator(EmbeddingEnumerator):
+        def _filter_sharding_types(self, name: str, allowed_sharding_types: list[str], *args: Any,
+                                   **kwargs: Any) -> list[str]:
+            kept = set(super()._filter_sharding_types(name, allowed_sharding_types, *args, **kwargs))
+            return [t for t in allowed_sharding_types if t in kept]
+
+        def _filter_compute_kernels(self, name: str, allowed_compute_kernels: list[str], *args: Any,
+                                    **kwargs: Any) -> list[str]:
+            kept = set(super()._filter_compute_kernels(name, allowed_compute_kernels, *args, **kwargs))
+            return [k for k in allowed_compute_kernels if k in kept]
+
+    return SharderOrderEnumerator(**kwargs)
+
+
 def torchrec_sharding_plan(task: Task, config: TorchRecBaselineConfig, no_column_wise: set[str]) -> Any:
     """Run TorchRec's EmbeddingShardingPlanner on ``task``; returns its ShardingPlan."""
     from torchrec.distributed.planner import EmbeddingShardingPlanner
     from torchrec.distributed.planner.constants import DEFAULT_PERF_ESTIMATOR
-    from torchrec.distributed.planner.enumerators import EmbeddingEnumerator
     from torchrec.distributed.planner.estimator import EmbeddingPerfEstimatorFactory
     from torchrec.distributed.planner.storage_reservations import FixedPercentageStorageReservation
     from torchrec.distributed.planner.types import PlannerError
@@ -267,7 +300,7 @@ def torchrec_sharding_plan(task: Task, config: TorchRecBaselineConfig, no_column
     topology = make_topology(task, config.compute_device)
     batch = per_rank_batch(task)
     constraints = torchrec_constraints(task, config, no_column_wise)
-    enumerator = EmbeddingEnumerator(
+    enumerator = sharder_order_enumerator(
         topology=topology, batch_size=batch, constraints=constraints,
         estimator=[EmbeddingPerfEstimatorFactory.create(DEFAULT_PERF_ESTIMATOR, topology=topology,
                                                         constraints=constraints),
