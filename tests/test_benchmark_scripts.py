@@ -920,3 +920,41 @@ def test_same_plans_counts_stop_70s_changed_plans(capsys, tmp_path):
     assert module.main([a, other]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("same_plans: error:") and "share no task" in err and "\n" not in err
+
+
+def test_guard_heuristic_pick_restates_stop_72s_figures(capsys, tmp_path):
+    """benchmarks/guard_heuristic_pick.py (docs/benchmarks.md, "Stop 72"): on DLRM-50 (4) at stop 72 the
+    guard's H* measured 1.005 of the best of the four guard heuristics, always lookup_greedy 1.011, always
+    size_lookup_greedy 1.006; over stop 65's run of the same suite H* did worse than size_lookup_greedy
+    (1.043 against 1.010); a run without guard decisions is skipped with a line, a file that is no run is
+    one error line (nothing measured)."""
+    module = _script("guard_heuristic_pick")
+    runs = [str(BENCHMARKS / "runs" / f"{r}.json.gz")
+            for r in ("s72-amd-dlrm-50-4-torchrec", "s65-amd-dlrm-50-4-torchrec")]
+    assert module.main(runs) == 0
+    out = capsys.readouterr().out
+    assert "| s72-amd-dlrm-50-4-torchrec.json.gz | 10 | 1.005 | 1.293 | 1.011 | 1.219 | 1.006 | 1 |" in out
+    assert "| s65-amd-dlrm-50-4-torchrec.json.gz | 10 | 1.043 | 1.282 | 1.076 | 1.192 | 1.010 | 4 |" in out
+    assert "| all | 20 |" in out
+    quick = str(BENCHMARKS / "runs" / "quickstart" / "s72-amd-quickstart.json.gz")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    assert module.main([quick, str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("guard_heuristic_pick: error:") and "bad.json" in err[-1]
+
+
+@pytest.mark.slow
+def test_torchrec_hash_order_shows_the_seed_changing_torchrecs_plan_and_not_the_baselines(capsys):
+    """benchmarks/torchrec_hash_order.py (docs/benchmarks.md, "Stop 72"): DLRM-10 (4)'s test-1 planned by
+    TorchRec's planner in processes under PYTHONHASHSEED 0 and 1 gets two plans with TorchRec's own
+    enumerator and one with the baseline's; test-0 one with either; bad seeds are one error line."""
+    module = _script("torchrec_hash_order")
+    run = str(BENCHMARKS / "runs" / "s71-amd-dlrm-10-4-torchrec.json.gz")
+    assert module.main([run, "--seeds", "0,1", "--tasks", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "the seed: TorchRec's order 1 of 2, the sharder's order 0 of 2" in out
+    assert out.count("| 1 / 1 |") == 1 and out.count("| 2 / 1 |") == 1
+    assert module.main([run, "--seeds", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("torchrec_hash_order: error:") and "two or more seeds" in err and "\n" not in err
