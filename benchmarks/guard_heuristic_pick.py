@@ -71,15 +71,15 @@ def main(argv: list[str] | None = None) -> int:
                    help="also count the tasks where H* measured more than this above the best (default 0.02)")
     args = p.parse_args(argv)
     heads = ["H*", *GUARD_HEURISTICS]
+    try:  # every file read before a line is printed: a bad one leaves no half-written table
+        runs = [(path, task_results_of(read_json(path, kind="autoshard.bench"), path)) for path in args.runs]
+    except AutoshardError as e:
+        print(f"guard_heuristic_pick: error: {e}", file=sys.stderr)
+        return 2
     print(f"| run | tasks | {' | '.join(heads)} | H* > {1 + args.above:.2f} |")
     print("|---|---|" + "---|" * (len(heads) + 1))
     total: dict[str, list[float]] = {h: [] for h in heads}
-    for path in args.runs:
-        try:
-            tasks = task_results_of(read_json(path, kind="autoshard.bench"), path)
-        except AutoshardError as e:
-            print(f"guard_heuristic_pick: error: {e}", file=sys.stderr)
-            return 2
+    for path, tasks in runs:
         ratios = pick_ratios(tasks)
         if not ratios["H*"]:
             print(f"{Path(path).name}: no task with a stored guard decision and the four heuristics; skipped",

@@ -71,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
                                  ) from None
         if len(seeds) < 2 or any(not 0 <= s <= 4294967295 for s in seeds):
             raise AutoshardError(f"--seeds {args.seeds!r}: give two or more seeds in [0, 4294967295]")
+        if args.tasks is not None and args.tasks < 1:
+            raise AutoshardError(f"--tasks {args.tasks}: give a positive number of tasks")
         tasks = [t.task for t in read_task_results(args.run)][:args.tasks]
         with tempfile.TemporaryDirectory() as tmp:
             task_file = str(Path(tmp) / "tasks.json")

@@ -958,3 +958,6 @@ def test_torchrec_hash_order_shows_the_seed_changing_torchrecs_plan_and_not_the_
     assert module.main([run, "--seeds", "0"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("torchrec_hash_order: error:") and "two or more seeds" in err and "\n" not in err
+    assert module.main([run, "--tasks", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("torchrec_hash_order: error:") and "positive number" in err and "\n" not in err
