@@ -961,3 +961,28 @@ def test_torchrec_hash_order_shows_the_seed_changing_torchrecs_plan_and_not_the_
     assert module.main([run, "--tasks", "0"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("torchrec_hash_order: error:") and "positive number" in err and "\n" not in err
+
+
+def test_roomy_gain_restates_stop_73s_predicted_and_measured_gains(capsys, tmp_path):
+    """benchmarks/roomy_gain.py (docs/benchmarks.md, "Stop 73"): on DLRM-50 (8)'s five roomy tasks at stop 73
+    the model priced rl's plans 0.953 of size_lookup_greedy's and they measured 0.974; on DLRM-20 (8)'s
+    (stop 72) predicted and measured agree (0.922 / 0.927); a run without a roomy task is skipped with a
+    line, a file that is no run is one error line (nothing measured)."""
+    module = _script("roomy_gain")
+    runs = [str(BENCHMARKS / "runs" / f"{r}.json.gz")
+            for r in ("s73-amd-dlrm-50-8-torchrec", "s72-amd-dlrm-20-8-torchrec")]
+    quick = str(BENCHMARKS / "runs" / "quickstart" / "s72-amd-quickstart.json.gz")
+    assert module.main([*runs, quick]) == 0
+    captured = capsys.readouterr()
+    assert ("| s73-amd-dlrm-50-8-torchrec.json.gz | size_lookup_greedy | 5 | 0.953 / 0.974 | 0.963 / 0.986 | "
+            "0.951 / 0.963 | 0.957 / 0.974 |") in captured.out
+    assert ("| s72-amd-dlrm-20-8-torchrec.json.gz | lookup_greedy | 5 | 0.922 / 0.927 | 0.916 / 0.917 | "
+            "0.914 / 0.920 | 0.924 / 0.918 |") in captured.out
+    assert "s72-amd-quickstart.json.gz: no task with >= 10% room; skipped" in captured.err
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    assert module.main([runs[0], str(bad)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    err = captured.err.strip()
+    assert err.startswith("roomy_gain: error:") and "bad.json" in err and "\n" not in err
