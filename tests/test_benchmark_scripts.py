@@ -986,3 +986,23 @@ def test_roomy_gain_restates_stop_73s_predicted_and_measured_gains(capsys, tmp_p
     assert captured.out == ""
     err = captured.err.strip()
     assert err.startswith("roomy_gain: error:") and "bad.json" in err and "\n" not in err
+
+
+def test_search_budget_prices_a_longer_search_no_dearer(capsys):
+    """benchmarks/search_budget.py (docs/benchmarks.md, "Stop 73"): on DLRM-20 (2)'s first roomy task at
+    stop 73 search with more kicks replays the default's first, so the model never prices its plan dearer;
+    bad budgets are one error line (planning with the shipped model, nothing measured)."""
+    module = _script("search_budget")
+    run = str(BENCHMARKS / "runs" / "s73-amd-dlrm-20-2-r6-torchrec.json.gz")
+    assert module.main([run, "--tasks", "1", "--kicks", "30", "--time-limit", "20"]) == 0
+    out = capsys.readouterr().out
+    assert ("| task | 20 kicks, 10 s: / size_lookup_greedy (s) | 30 kicks, 20 s: / size_lookup_greedy (s) |"
+            in out)
+    mean = next(line for line in out.splitlines() if line.startswith("| geometric mean |"))
+    default, longer = (float(c) for c in mean.strip("| ").split(" | ")[1:])
+    assert longer <= default <= 1.0
+    for bad, says in ((["--kicks", "20"], "more than search's default"), (["--time-limit", "0"], "positive"),
+                      (["--tasks", "0"], "positive number of tasks")):
+        assert module.main([run, *bad]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("search_budget: error:") and says in err and "\n" not in err
