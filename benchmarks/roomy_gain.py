@@ -29,23 +29,19 @@ from autoshard.pipeline.results import TaskResult, task_results_of
 LEARNED = ("rl", "neuroshard", "search", "ilp")
 
 
-def roomy_ratios(tasks: list[TaskResult], alpha_ms: float,
-                 algorithm: str) -> tuple[str, list[float], list[float]] | None:
-    """(the best fixed heuristic, predicted ratios, measured ratios) of ``algorithm`` over the roomy tasks
-    where both plans have both costs; None when the run has no roomy task."""
-    room = room_summary(tasks, [algorithm], alpha_ms)
-    if room is None or not room.roomy:
-        return None
-    ref = room.reference
+def roomy_ratios(tasks: list[TaskResult], roomy: tuple[int, ...], reference: str,
+                 algorithm: str) -> tuple[list[float], list[float]]:
+    """(predicted ratios, measured ratios) of ``algorithm`` over ``reference`` on the ``roomy`` tasks where
+    both plans have both costs."""
     predicted, measured = [], []
-    for k in room.roomy:
+    for k in roomy:
         by = tasks[k].by_algorithm()
-        a, h = by.get(algorithm), by.get(ref)
+        a, h = by.get(algorithm), by.get(reference)
         if a is None or h is None or not (a.predicted and a.measured and h.predicted and h.measured):
             continue
         predicted.append(a.predicted.plan_ms / h.predicted.plan_ms)
         measured.append(a.measured.plan_ms / h.measured.plan_ms)
-    return ref, predicted, measured
+    return predicted, measured
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,22 +56,25 @@ def main(argv: list[str] | None = None) -> int:
     except AutoshardError as e:
         print(f"roomy_gain: error: {e}", file=sys.stderr)
         return 2
+    rows = []
+    for path, tasks, alpha in runs:
+        room = room_summary(tasks, [], alpha)
+        if room is None or not room.roomy:
+            print(f"{Path(path).name}: no task with >= 10% room; skipped", file=sys.stderr)
+            continue
+        cells = []
+        for a in LEARNED:
+            predicted, measured = roomy_ratios(tasks, room.roomy, room.reference, a)
+            cells.append(f"{geomean(predicted):.3f} / {geomean(measured):.3f}" if predicted else "-")
+        rows.append(f"| {Path(path).name} | {room.reference} | {len(room.roomy)} | {' | '.join(cells)} |")
+    if not rows:
+        print("roomy_gain: error: no run had a task with >= 10% room; pass bench results of a suite with "
+              "room", file=sys.stderr)
+        return 2
     heads = " | ".join(f"{a}: predicted / measured" for a in LEARNED)
     print(f"| run | best fixed heuristic | roomy tasks | {heads} |")
     print("|---|---|---|" + "---|" * len(LEARNED))
-    for path, tasks, alpha in runs:
-        cells, ref, count = [], None, 0
-        for a in LEARNED:
-            got = roomy_ratios(tasks, alpha, a)
-            if got is None:
-                break
-            ref, predicted, measured = got
-            count = max(count, len(predicted))
-            cells.append(f"{geomean(predicted):.3f} / {geomean(measured):.3f}" if predicted else "-")
-        if ref is None:
-            print(f"{Path(path).name}: no task with >= 10% room; skipped", file=sys.stderr)
-            continue
-        print(f"| {Path(path).name} | {ref} | {count} | {' | '.join(cells)} |")
+    print("\n".join(rows))
     return 0
 
 

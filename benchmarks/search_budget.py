@@ -52,7 +52,11 @@ def main(argv: list[str] | None = None) -> int:
             raise AutoshardError(f"--tasks {args.tasks}: give a positive number of tasks")
         run = read_json(args.run, kind="autoshard.bench")
         tasks = task_results_of(run, args.run)
-        comm = AlphaBeta.from_json(run["comm"])
+        comm_fit = run.get("comm")
+        if not isinstance(comm_fit, dict) or not {"alpha_ms", "bytes_per_ms"} <= comm_fit.keys():
+            raise AutoshardError(f"{args.run}: no comm fit stored; pass a results.json that `autoshard "
+                                 "bench` wrote (its planning model priced the collectives with it)")
+        comm = AlphaBeta.from_json(comm_fit)
         model = LearnedCostModel.load(args.cost_model, allow_other_hardware=True).with_comm(comm)
     except (AutoshardError, KeyError, OSError) as e:
         print(f"search_budget: error: {e}", file=sys.stderr)

@@ -986,9 +986,12 @@ def test_roomy_gain_restates_stop_73s_predicted_and_measured_gains(capsys, tmp_p
     assert captured.out == ""
     err = captured.err.strip()
     assert err.startswith("roomy_gain: error:") and "bad.json" in err and "\n" not in err
+    assert module.main([quick]) == 2  # no run with room: an error, no header-only table
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.strip().splitlines()[-1].startswith("roomy_gain: error:")
 
 
-def test_search_budget_prices_a_longer_search_no_dearer(capsys):
+def test_search_budget_prices_a_longer_search_no_dearer(capsys, tmp_path):
     """benchmarks/search_budget.py (docs/benchmarks.md, "Stop 73"): on DLRM-20 (2)'s first roomy task at
     stop 73 search with more kicks replays the default's first, so the model never prices its plan dearer;
     bad budgets are one error line (planning with the shipped model, nothing measured)."""
@@ -1006,3 +1009,8 @@ def test_search_budget_prices_a_longer_search_no_dearer(capsys):
         assert module.main([run, *bad]) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith("search_budget: error:") and says in err and "\n" not in err
+    no_comm = tmp_path / "no_comm.json"
+    no_comm.write_text(json.dumps({"kind": "autoshard.bench", "version": 1, "tasks": [], "comm": {"x": 1}}))
+    assert module.main([str(no_comm)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("search_budget: error:") and "no comm fit stored" in err and "\n" not in err
