@@ -125,6 +125,7 @@ def test_plan_dims_counts_the_distinct_dims_of_an_archived_gpu_runs_devices(caps
 def _script(name: str):
     spec = importlib.util.spec_from_file_location(f"_autoshard_{name}", BENCHMARKS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # a dataclass looks its module up by name while it executes
     spec.loader.exec_module(module)
     return module
 
@@ -1014,3 +1015,33 @@ def test_search_budget_prices_a_longer_search_no_dearer(capsys, tmp_path):
     assert module.main([str(no_comm)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("search_budget: error:") and "no comm fit stored" in err and "\n" not in err
+
+
+def test_room_noise_finds_the_instruments_part_of_the_room_small(capsys, tmp_path):
+    """benchmarks/room_noise.py (docs/benchmarks.md, "Stop 74"): DLRM-50 (8)'s five roomy tasks at stop 73
+    hold 12.1% room, of which the instrument's noise (sd 0.027 of a kept device time, from the run's own
+    rounds) explains about 0.1%; a run without a roomy task is skipped with a line; bad options and a file
+    that is no run are one error line (nothing measured)."""
+    module = _script("room_noise")
+    run = str(BENCHMARKS / "runs" / "s73-amd-dlrm-50-8-torchrec.json.gz")
+    quick = str(BENCHMARKS / "runs" / "quickstart" / "s72-amd-quickstart.json.gz")
+    assert module.main([run, quick, "--draws", "2000"]) == 0
+    captured = capsys.readouterr()
+    row = next(line for line in captured.out.splitlines() if line.startswith("| s73-amd-dlrm-50-8-torchrec |"))
+    cells = row.strip("| ").split(" | ")
+    assert cells[:6] == ["s73-amd-dlrm-50-8-torchrec", "8", "0.027", "size_lookup_greedy", "5", "1.121"]
+    assert 1.0 <= float(cells[6]) < 1.005 and cells[8] == "5"
+    assert "s72-amd-quickstart: no task with >= 10% room; skipped" in captured.err
+    # a larger noise inflates the heuristic's step more, and the room net of it is smaller
+    assert module.main([run, "--sd", "0.2", "--draws", "2000"]) == 0
+    loud = capsys.readouterr().out.splitlines()[-1].strip("| ").split(" | ")
+    assert float(loud[6]) > float(cells[6]) and float(loud[7]) < float(cells[7])
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    for argv, says in (([run, str(bad)], "bad.json"), ([run, "--sd", "-1"], "--sd"),
+                       ([run, "--draws", "10"], "--draws"), ([quick], "no run had a task")):
+        assert module.main(argv) == 2
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        err = captured.err.strip().splitlines()[-1]
+        assert err.startswith("room_noise: error:") and says in err

@@ -157,3 +157,25 @@ def test_refit_replans_the_measured_pick_with_the_corrected_model(tables_file, t
     assert main([*argv, "--refit", "-o", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--measure-top" in err and not out.exists()
+
+
+def test_anchor_hot_times_the_hottest_tables_alone_and_plans_with_the_corrected_model(tables_file, tmp_path,
+                                                                                      capsys):
+    out = tmp_path / "plan.json"
+    argv = ["plan", "--tables", tables_file, "--devices", "4", "--memory", "5GB", "--algo", "search",
+            "--cost-model", "analytical", "--time-limit", "1", "--batch-size", "64"]
+    assert main([*argv, "--anchor-hot", "1", "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "anchors:" in text and "of 1 tables" in text and "against the model" in text
+    assert "analytical + " in text and "anchors" in text.split("costs estimated by")[1]
+    plan = Plan.load(str(out))
+    validate(plan, Task(tables=TablePool.load(tables_file).tables, device_memory=(5 * 10**9,) * 4,
+                        batch_size=64))
+    # with --measure-top the corrected model ranks the candidates
+    assert main([*argv, "--anchor-hot", "1", "--measure-top", "1", "-o", str(out)]) == 0
+    assert "measured 1 of" in capsys.readouterr().out
+    out.unlink()
+    with pytest.raises(SystemExit) as info:
+        main([*argv, "--anchor-hot", "0", "-o", str(out)])
+    assert info.value.code == 2 and not out.exists()
+    assert "--anchor-hot: 0 must be a positive integer" in capsys.readouterr().err

@@ -63,6 +63,10 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "+refit+descentN with --descend): the model corrected by the pick's timed devices, "
                         "the planner run again with it, its plan timed against the pick side by side "
                         "(autoshard plan --measure-top K --refit)")
+    p.add_argument("--anchor-hot", type=int, metavar="H",
+                   help="also run every learned planner as PLANNER+hotH: the model corrected by the H "
+                        "tables it prices dearest, whole and at each column cut, timed alone here at "
+                        "planning time (autoshard plan --anchor-hot H); the timing counts as planning time")
     p.add_argument("--test-tasks", type=int, help="override the suite's number of test tasks")
     p.add_argument("--batch-size", type=int,
                    help="override the per-device batch the kernels are timed at (default: the suite's, 2048 "
@@ -142,7 +146,7 @@ def _run(args: argparse.Namespace, suite_name: str, out: str, command: str) -> i
                         ("--batch-size", args.batch_size), ("--profile-samples", args.profile_samples),
                         ("--policy-iterations", args.policy_iterations),
                         ("--refresh-tasks", args.refresh_tasks), ("--measure-top", args.measure_top),
-                        ("--descend", args.descend)):
+                        ("--descend", args.descend), ("--anchor-hot", args.anchor_hot)):
         if value is not None and value <= 0:
             raise AutoshardError(f"{flag} {value} must be a positive integer")
     if args.descend and not args.measure_top:
@@ -170,7 +174,7 @@ def _run(args: argparse.Namespace, suite_name: str, out: str, command: str) -> i
                             device=args.device, backend=args.backend, collectives=args.collectives,
                             allow_other_hardware=args.allow_other_hardware,
                             measure_top=args.measure_top or 0, descend=args.descend or 0, refit=args.refit,
-                            estimate=args.estimate)
+                            anchor_hot=args.anchor_hot or 0, estimate=args.estimate)
     _check_inputs(args, algos, config)
     bars = _Bars()
     try:
@@ -243,7 +247,7 @@ def _run_seq(args: argparse.Namespace, out: str) -> int:
         ("--device cuda", args.device != "cpu"), ("--round-statistic", args.round_statistic),
         ("--backend torch", args.backend != "fbgemm"), ("--estimate", args.estimate != "evaluator"),
         ("--allow-other-hardware", args.allow_other_hardware), ("--measure-top", args.measure_top),
-        ("--descend", args.descend), ("--refit", args.refit))
+        ("--descend", args.descend), ("--refit", args.refit), ("--anchor-hot", args.anchor_hot))
         if value]
     if pooled_only:
         raise AutoshardError(f"{pooled_only[0]} does not apply to sequence suites: they plan FlexShard and "
@@ -281,7 +285,7 @@ def _reconstruct(args: argparse.Namespace, out: str) -> list[str]:
                         ("--policy-iterations", args.policy_iterations),
                         ("--refresh-rounds", args.refresh_rounds), ("--refresh-tasks", args.refresh_tasks),
                         ("--refresh-budget", args.refresh_budget), ("--measure-top", args.measure_top),
-                        ("--descend", args.descend)):
+                        ("--descend", args.descend), ("--anchor-hot", args.anchor_hot)):
         if value is not None:
             argv += [flag, str(value)]
     for flag, value, default in (("--device", args.device, "cpu"), ("--backend", args.backend, "fbgemm"),

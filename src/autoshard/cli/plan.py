@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 
 from autoshard.cli.common import device_memory, positive_int
 
@@ -59,6 +60,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --measure-top: correct the model by the timed candidates' devices (a level and "
                         "a factor per table), plan again with it, and keep that plan if it times cheaper "
                         "than the pick side by side (before any --descend)")
+    p.add_argument("--anchor-hot", type=positive_int, metavar="H",
+                   help="first time the H tables the model prices dearest, whole and at each column cut, "
+                        "alone on this machine's kernels (seconds), and plan with the model corrected by "
+                        "those timings (for planning on the hardware you train on; with --measure-top the "
+                        "corrected model also ranks the candidates)")
     p.add_argument("--torchrec-rows", action="store_true",
                    help="cut a table larger than a device in TorchRec's row_wise form (even blocks on every "
                         "rank) before planning, so the plan exports to a TorchRec ShardingPlan (default: "
@@ -162,15 +168,20 @@ def run(args: argparse.Namespace) -> int:
 
         raise AutoshardError("--refit corrects the model by the candidates --measure-top K timed; add "
                              "--measure-top K (e.g. --measure-top 3 --refit)")
+    describe = getattr(estimator, "describe_fallback", None)
+    anchoring_s = 0.0
+    if args.anchor_hot:
+        options, estimator, anchoring_s = _anchor(args, task, options, estimator)
     if args.measure_top:
         plan = _measure_top(args, task, options, estimator)
     else:
         plan = run_planner(make_planner(args.algo, options), task, args.torchrec_rows)
         plan = plan.with_cost(plan_cost(estimator, task, plan))
+    if anchoring_s:
+        plan = replace(plan, planning_time_s=(plan.planning_time_s or 0.0) + anchoring_s)
     devices = plan.device_shards(task)
     proxy = [sum(size_lookup_proxy(task.tables[s.table].with_dim(s.dim)) for s in dev) for dev in devices]
     print(format_report(plan, task, proxy))
-    describe = getattr(estimator, "describe_fallback", None)
     outside = describe(task, devices) if callable(describe) and not args.measure_top else ""
     if outside:  # the learned model extrapolated there: say where and why
         print(f"warning: {outside}", file=sys.stderr)
@@ -183,6 +194,21 @@ def run(args: argparse.Namespace) -> int:
         plan.save(args.output)
         print(f"wrote {args.output}", file=sys.stderr)
     return 0
+
+
+def _anchor(args: argparse.Namespace, task, options, estimator):
+    """``--anchor-hot H``: the options and estimator with the model corrected by the H hottest tables' shards
+    timed alone here (``pipeline.anchors``), and the seconds the timing took."""
+    from autoshard.costs.loading import resolve_cost_model
+    from autoshard.pipeline.anchors import anchored_model, hot_shards, time_anchors
+
+    anchors = time_anchors(task, hot_shards(task, estimator, args.anchor_hot), None, estimator.comm)
+    print(anchors.describe(task))
+    anchored = anchored_model(task, estimator, anchors)
+    for ref, (df, db) in sorted(anchored.deltas.items()):
+        print(f"  {task.tables[ref.table].name:<20} width {ref.dim:>4}: timed {df:+.3f} fwd, {db:+.3f} bwd "
+              "ms against the model")
+    return replace(options, cost_model=anchored), resolve_cost_model(anchored), anchors.seconds
 
 
 def _measure_top(args: argparse.Namespace, task, options, estimator):
@@ -234,7 +260,7 @@ def _plan_sequence(args: argparse.Namespace) -> int:
     check_sequence_algorithm(algo)
     pooled_only = [flag for flag, value in (("--cost-model", args.cost_model), ("--comm", args.comm),
                                             ("--policy", args.policy), ("--measure-top", args.measure_top),
-                                            ("--descend", args.descend),
+                                            ("--descend", args.descend), ("--anchor-hot", args.anchor_hot),
                                             ("--option", args.option)) if value]
     if pooled_only:
         raise AutoshardError(f"{pooled_only[0]} applies to pooled tables; sequence planners price the "

@@ -64,6 +64,11 @@ class PipelineConfig:
     ``+refit+descent<N>`` with ``descend``): the model corrected by the pick's timed devices, the planner's
     plan under it timed against the pick (``autoshard plan --measure-top K --refit``). False: not."""
 
+    anchor_hot: int = 0
+    """Also bench every learned planner as ``<planner>+hot<H>``: the model corrected by the H tables it prices
+    dearest, whole and at each column cut, timed alone at planning time (``autoshard plan --anchor-hot H``;
+    ``pipeline.anchors``; the timing counts as planning time). 0: not."""
+
     def measure_settings(self) -> MeasureSettings:
         """How the evaluator (and the profile a cost model is trained on) times kernels: the suite's
         ``EvalConfig`` with this run's device and backend."""

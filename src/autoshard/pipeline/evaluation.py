@@ -16,7 +16,13 @@ from autoshard.hardware.kernel import DeviceKind, KernelBackend, MeasureSettings
 from autoshard.host import host_info
 from autoshard.pipeline.cache import code_version, file_key, planning_code_key, stage_key
 from autoshard.pipeline.context import Context
-from autoshard.pipeline.measure import BenchConfig, measured_pick_name, run_bench, select_algorithms
+from autoshard.pipeline.measure import (
+    BenchConfig,
+    anchored_name,
+    measured_pick_name,
+    run_bench,
+    select_algorithms,
+)
 from autoshard.pipeline.models import is_measured, load_cost_model
 from autoshard.pipeline.refresh_stage import refresh_rounds
 from autoshard.pipeline.results import TaskResult
@@ -102,6 +108,8 @@ def stage_evaluate(ctx: Context, k_comm: str, k_cost: str, cost_spec: str, k_pol
             algorithms += [measured_pick_name(a, k, refit=True) for a in learned]
             if ctx.config.descend:
                 algorithms += [measured_pick_name(a, k, ctx.config.descend, refit=True) for a in learned]
+    if ctx.config.anchor_hot:  # every learned planner also with anchors: autoshard plan --anchor-hot H
+        algorithms += [anchored_name(a, ctx.config.anchor_hot) for a in GUARDED if a in algorithms]
     comm = ctx.comm_model()
     settings = ctx.measure_settings()
     extras = {a: x for a, x in planner_extras(settings).items() if a in algorithms}

@@ -45,6 +45,7 @@ from autoshard.hardware.evaluator import (
 from autoshard.hardware.kernel import MeasureSettings
 from autoshard.host import package_installed
 from autoshard.io import read_json, write_json
+from autoshard.pipeline.anchors import Anchors, anchored_model, hot_shards, time_anchors
 from autoshard.pipeline.choose import MeasuredChoice, candidate_plans, measure_top, refit_pick
 from autoshard.pipeline.measured_descent import DescentConfig, measured_descent
 from autoshard.pipeline.progress import Progress, no_progress
@@ -67,6 +68,34 @@ plan under it timed against the pick (``autoshard plan --measure-top K --refit``
 MEASURED_DESCENT = "+descent"
 """``<planner>+top<K>[+refit]+descent<N>``: the measured pick, then at most N moves kept by timing the
 devices (``autoshard plan --measure-top K --descend N``; ``pipeline.measured_descent``)."""
+
+
+ANCHORED = "+hot"
+"""``<planner>+hot<H>``: the planner with the model corrected by the H hottest tables and their column cuts
+timed alone at planning time (``autoshard plan --anchor-hot H``; ``pipeline.anchors``)."""
+
+
+def parse_anchored(name: str) -> tuple[str, int] | None:
+    """(planner, H) of an anchored row ``<planner>+hot<H>``, None for any other name; an error for a bad H."""
+    if ANCHORED not in name:
+        return None
+    base, _, h = name.partition(ANCHORED)
+    if not h.isdigit() or int(h) < 1:
+        raise AutoshardError(f"algorithm {name!r}: H in {base}{ANCHORED}H must be a positive integer")
+    return base, int(h)
+
+
+def anchored_name(algorithm: str, hot: int) -> str:
+    """The bench's name of ``algorithm`` planning with ``autoshard plan --anchor-hot H``."""
+    return f"{algorithm}{ANCHORED}{hot}"
+
+
+def base_algorithm(name: str) -> str:
+    """The registered planner a bench row name runs (``search+top3+refit``, ``search+hot4``: search)."""
+    hot = parse_anchored(name)
+    if hot is not None:
+        return hot[0]
+    return (parse_measured_pick(name) or MeasuredPick(name, 0)).base
 
 
 @dataclass(frozen=True)
@@ -122,7 +151,7 @@ def select_algorithms(requested: Sequence[str] | None = None) -> tuple[list[str]
                    for name, package in PLANNER_PACKAGES.items()
                    if name in registered and not package_installed(package)}
         return [a for a in registered if a not in missing], missing
-    unknown = [a for a in requested if (parse_measured_pick(a) or MeasuredPick(a, 0)).base not in PLANNERS]
+    unknown = [a for a in requested if base_algorithm(a) not in PLANNERS]
     if unknown:
         raise AutoshardError(
             f"unknown algorithm(s) {', '.join(unknown)}; registered: {', '.join(registered)}")
@@ -168,6 +197,26 @@ def _measured_pick(task: Task, name: str, options: PlannerOptions, cost_model: C
     return replace(best, cost=None, planning_time_s=seconds), note
 
 
+def _anchored_plan(task: Task, name: str, options: PlannerOptions, cost_model: CostModel | None,
+                   settings: MeasureSettings | None, comm: AlphaBeta | None,
+                   anchors: dict[int, Anchors]) -> tuple[Plan, str, str]:
+    """Plan as ``autoshard plan --algo A --anchor-hot H`` does (``name`` = A+hotH): the H hottest tables'
+    shards timed alone (once per task and H, into ``anchors``, shared by every planner's row), the model
+    corrected by them, the planner run with it; the timing counts as planning time. Returns the plan, the
+    guard's decision and what the anchors were."""
+    base, h = parse_anchored(name)  # type: ignore[misc]
+    if cost_model is None:
+        raise AutoshardError(f"{name} needs a planning cost model to correct")
+    if h not in anchors:
+        anchors[h] = time_anchors(task, hot_shards(task, cost_model, h), settings, comm or cost_model.comm)
+    timed = anchors[h]
+    planner = make_planner(base, replace(options, cost_model=anchored_model(task, cost_model, timed)))
+    plan = run_planner(planner, task)
+    decision = getattr(planner, "last_decision", None)
+    return (replace(plan, planning_time_s=(plan.planning_time_s or 0.0) + timed.seconds),
+            decision.describe() if decision is not None else "", timed.describe(task))
+
+
 def plan_task(task: Task, algorithms: Sequence[str], options: PlannerOptions,
               cost_model: CostModel | None, measure: MeasureSettings | None = None,
               comm: AlphaBeta | None = None) -> list[AlgoResult]:
@@ -175,10 +224,13 @@ def plan_task(task: Task, algorithms: Sequence[str], options: PlannerOptions,
     ``measure`` and ``comm``: how a measured pick (``<planner>+top<K>``) times its candidates."""
     out = []
     picks: Picks = {}
+    anchors: dict[int, Anchors] = {}
     for name in algorithms:
         guard = descent = ""
         try:
-            if parse_measured_pick(name):
+            if parse_anchored(name):
+                plan, guard, descent = _anchored_plan(task, name, options, cost_model, measure, comm, anchors)
+            elif parse_measured_pick(name):
                 plan, descent = _measured_pick(task, name, options, cost_model, measure, comm, picks)
             else:
                 planner = make_planner(name, options)
