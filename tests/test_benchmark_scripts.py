@@ -1027,7 +1027,8 @@ def test_room_noise_finds_the_instruments_part_of_the_room_small(capsys, tmp_pat
     quick = str(BENCHMARKS / "runs" / "quickstart" / "s72-amd-quickstart.json.gz")
     assert module.main([run, quick, "--draws", "2000"]) == 0
     captured = capsys.readouterr()
-    row = next(line for line in captured.out.splitlines() if line.startswith("| s73-amd-dlrm-50-8-torchrec |"))
+    lines = captured.out.splitlines()
+    row = next(line for line in lines if line.startswith("| s73-amd-dlrm-50-8-torchrec |"))
     cells = row.strip("| ").split(" | ")
     assert cells[:6] == ["s73-amd-dlrm-50-8-torchrec", "8", "0.027", "size_lookup_greedy", "5", "1.121"]
     assert 1.0 <= float(cells[6]) < 1.005 and cells[8] == "5"
@@ -1045,3 +1046,46 @@ def test_room_noise_finds_the_instruments_part_of_the_room_small(capsys, tmp_pat
         assert captured.out == ""
         err = captured.err.strip().splitlines()[-1]
         assert err.startswith("room_noise: error:") and says in err
+
+
+def test_hot_width_error_reads_the_models_flat_width_on_the_hottest_tables(capsys, tmp_path):
+    """benchmarks/hot_width_error.py (docs/benchmarks.md, "Stop 74"): on DLRM-50 (8) at stop 73 the two
+    tables that timed dearest whole spread 2.59x from whole to their narrowest cut by measurement, 1.44x by
+    the shipped model, which prices them low whole (1.28) and high cut (0.71), while it is right on the other
+    28 tables' spread (1.38 / 1.41); a run before stop 57 is skipped with a line, bad input is one line."""
+    module = _script("hot_width_error")
+    run = str(BENCHMARKS / "runs" / "s73-amd-dlrm-50-8-torchrec.json.gz")
+    old = str(BENCHMARKS / "runs" / "s56-amd-dlrm-10-2-descent.json.gz")
+    assert module.main([run, old]) == 0
+    captured = capsys.readouterr()
+    assert ("| s73-amd-dlrm-50-8-torchrec | 2 | 1.28 | 1.04 | 0.71 | 2.59 / 1.44 | 28 | 1.00 | 1.02 | 1.02 | "
+            "1.38 / 1.41 |") in captured.out
+    assert "s56-amd-dlrm-10-2-descent: no shards timed alone" in captured.err
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    for argv, says in (([run, str(bad)], "bad.json"), ([run, "--top", "0"], "--top"), ([old], "no run had")):
+        assert module.main(argv) == 2
+        captured = capsys.readouterr()
+        last = captured.err.strip().splitlines()[-1]
+        assert captured.out == "" and last.startswith("hot_width_error: error:")
+        assert says in captured.err
+
+
+def test_row_pairs_sets_each_anchored_row_against_its_plain_planner(capsys, tmp_path):
+    """benchmarks/row_pairs.py (docs/benchmarks.md, "Stop 74"): on DLRM-50 (8) at stop 74 every
+    ``PLANNER+hot4`` row measured 0.5-1.3% dearer than its planner without anchors, none resolved; bad pairs
+    and a run without such rows are one error line (nothing measured)."""
+    module = _script("row_pairs")
+    run = str(BENCHMARKS / "runs" / "s74-intel-dlrm-50-8-hot4-torchrec.json.gz")
+    assert module.main([run]) == 0
+    out = capsys.readouterr().out
+    assert "| search+hot4 | search | 10 | 1.013 [0.992, 1.031] no clear difference | 1 of 10 |" in out
+    assert "| neuroshard+hot4 | neuroshard | 10 | 1.005 [0.988, 1.022] no clear difference | 3 of 10 |" in out
+    assert module.main([run, "--pairs", "search:lookup_greedy"]) == 0
+    assert "| search | lookup_greedy | 10 |" in capsys.readouterr().out
+    plain = str(BENCHMARKS / "runs" / "s74-intel-dlrm-10-2-r9-torchrec.json.gz")
+    for argv, says in (([run, "--pairs", "search:nope"], "--pairs"), ([plain], "no PLANNER+... row"),
+                       ([str(tmp_path / "missing.json")], "missing.json")):
+        assert module.main(argv) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err.startswith("row_pairs: error:") and says in captured.err

@@ -202,8 +202,9 @@ def _anchored_plan(task: Task, name: str, options: PlannerOptions, cost_model: C
                    anchors: dict[int, Anchors]) -> tuple[Plan, str, str]:
     """Plan as ``autoshard plan --algo A --anchor-hot H`` does (``name`` = A+hotH): the H hottest tables'
     shards timed alone (once per task and H, into ``anchors``, shared by every planner's row), the model
-    corrected by them, the planner run with it; the timing counts as planning time. Returns the plan, the
-    guard's decision and what the anchors were."""
+    corrected by them, the planner run with it; the timing counts as planning time (its stored prediction
+    is the uncorrected planning model's, as every row's). Returns the plan, the guard's decision and what the
+    anchors were."""
     base, h = parse_anchored(name)  # type: ignore[misc]
     if cost_model is None:
         raise AutoshardError(f"{name} needs a planning cost model to correct")
