@@ -197,15 +197,15 @@ def _measured_pick(task: Task, name: str, options: PlannerOptions, cost_model: C
     return replace(best, cost=None, planning_time_s=seconds), note
 
 
-def _anchored_plan(task: Task, name: str, options: PlannerOptions, cost_model: CostModel | None,
-                   settings: MeasureSettings | None, comm: AlphaBeta | None,
+def _anchored_plan(task: Task, name: str, hot: tuple[str, int], options: PlannerOptions,
+                   cost_model: CostModel | None, settings: MeasureSettings | None, comm: AlphaBeta | None,
                    anchors: dict[int, Anchors]) -> tuple[Plan, str, str]:
     """Plan as ``autoshard plan --algo A --anchor-hot H`` does (``name`` = A+hotH): the H hottest tables'
     shards timed alone (once per task and H, into ``anchors``, shared by every planner's row), the model
     corrected by them, the planner run with it; the timing counts as planning time (its stored prediction
     is the uncorrected planning model's, as every row's). Returns the plan, the guard's decision and what the
-    anchors were."""
-    base, h = parse_anchored(name)  # type: ignore[misc]
+    anchors were. ``hot``: ``name`` as ``parse_anchored`` reads it."""
+    base, h = hot
     if cost_model is None:
         raise AutoshardError(f"{name} needs a planning cost model to correct")
     if h not in anchors:
@@ -229,8 +229,10 @@ def plan_task(task: Task, algorithms: Sequence[str], options: PlannerOptions,
     for name in algorithms:
         guard = descent = ""
         try:
-            if parse_anchored(name):
-                plan, guard, descent = _anchored_plan(task, name, options, cost_model, measure, comm, anchors)
+            hot = parse_anchored(name)
+            if hot:
+                plan, guard, descent = _anchored_plan(task, name, hot, options, cost_model, measure, comm,
+                                                      anchors)
             elif parse_measured_pick(name):
                 plan, descent = _measured_pick(task, name, options, cost_model, measure, comm, picks)
             else:
