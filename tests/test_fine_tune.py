@@ -339,3 +339,62 @@ def test_a_suite_cost_base_is_fine_tuned_on_the_profile_and_each_refresh_round_e
     assert any(line.startswith(f"[cost_model] not fine-tuning {broken} (")
                and line.endswith("; fitting a model from scratch") for line in said)
     assert tuned_records(LearnedCostModel.load(tmp_path / "other" / "cost_model.pt")) == 0
+
+
+@pytest.mark.slow  # real kernels: adapt-cost's loop times its own task's planned devices
+def test_adapt_cost_fine_tunes_a_model_of_other_hardware_on_its_tasks_planned_devices(pretrained, tmp_path,
+                                                                                       capsys):
+    model_path = tmp_path / "moved.pt"
+    moved = pretrained.with_risk_k(pretrained.risk_k)  # a copy, said to be of another CPU
+    host = {**pretrained.trained_on["host"], "cpu": "Another CPU"}
+    moved.trained_on = {**pretrained.trained_on, "host": host}
+    moved.save(model_path)
+    tables = tmp_path / "tables.json"
+    TablePool.from_tables(make_tables(8, dims=(8, 16, 32), max_rows=5000)).save(str(tables))
+    out = tmp_path / "adapted"
+    argv = ["adapt-cost", "--tables", str(tables), "--devices", "2", "--model", str(model_path),
+            "--rounds", "2", "--time-limit", "1", "-o", str(out)]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    rounds = json.loads((out / "rounds.json").read_text())["rounds"]
+    assert [r["round"] for r in rounds] == [0, 1]
+    assert set(rounds[0]["ratio_to_best_heuristic"]) == {"search", "neuroshard", "ilp"}  # rl: no --policy
+    devices = load_dataset(out / "devices")
+    assert rounds[0]["records_added"] > 0
+    assert rounds[1]["records_total"] == len(devices.records) == sum(r["records_added"] for r in rounds)
+    assert "round 0: " in captured.out and "round 1: " in captured.out
+    # a model of this machine now (it loads without --allow-other-hardware), tuned on every device timed
+    adapted = LearnedCostModel.load(out / "cost_model.pt")
+    assert adapted.trained_on["host"] == devices.records[0].host
+    assert adapted.info["fine_tuned"]["adapted_from"]["trained_on"]["host"]["cpu"] == "Another CPU"
+    assert tuned_records(adapted) == len(devices.records)
+    # run again: both rounds are done, nothing is timed or refit
+    before = (out / "cost_model.pt").read_bytes()
+    assert main(argv) == 0
+    assert "resuming after round 1 (of 2)" in capsys.readouterr().err
+    assert (out / "cost_model.pt").read_bytes() == before
+    assert len(load_dataset(out / "devices").records) == len(devices.records)
+    # and it plans
+    plan = tmp_path / "plan.json"
+    assert main(["plan", "--tables", str(tables), "--devices", "2", "--algo", "search", "--cost-model",
+                 str(out / "cost_model.pt"), "--time-limit", "1", "-o", str(plan)]) == 0
+    assert json.loads(plan.read_text())["devices"] == 2
+
+
+def test_adapt_cost_refuses_bad_input_in_one_line_before_timing_anything(tmp_path, capsys):
+    tables = tmp_path / "tables.json"
+    TablePool.from_tables(make_tables(4, dims=(8,), max_rows=1000)).save(str(tables))
+    out = tmp_path / "adapted"
+    on = ["--tables", str(tables), "--devices", "2"]
+    for flags, says in (([], "give --task FILE"), (["--tables", str(tables)], "--tables needs --devices"),
+                        ([*on, "--model", "analytical"], "--model analytical"),
+                        ([*on, "--budget", "0"], "--budget"),
+                        ([*on, "--policy", str(tmp_path / "no.pt")], "--policy"),
+                        (["--task", str(tmp_path / "missing.json")], "missing.json")):
+        assert main(["adapt-cost", *flags, "-o", str(out)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and says in err, err
+    with pytest.raises(SystemExit) as exit_:  # argparse's own refusal: one line too
+        main(["adapt-cost", "--tables", str(tables), "--devices", "0", "-o", str(out)])
+    assert exit_.value.code == 2 and len(capsys.readouterr().err.strip().splitlines()) == 1
+    assert not out.exists()  # nothing written

@@ -38,6 +38,7 @@ import hashlib
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -53,12 +54,14 @@ from autoshard.costs.step import ALL_TO_ALLS, compose
 from autoshard.errors import AutoshardError
 from autoshard.hardware.comm import COMM_MODEL_FILE, fit_points
 from autoshard.hardware.evaluator import measure_plans_collectives
+from autoshard.hardware.kernel import MeasureSettings
 from autoshard.hardware.profile_records import TABLES_FILE
-from autoshard.hardware.profiler import load_dataset
+from autoshard.hardware.profiler import CostDataset, load_dataset
 from autoshard.io import ARTEFACT_VERSION, read_json, write_json
 from autoshard.pipeline.cache import file_key, planning_code_key
 from autoshard.pipeline.context import Context
 from autoshard.pipeline.models import is_measured
+from autoshard.pipeline.progress import Progress, Say, log_line, no_progress
 from autoshard.pipeline.refresh import DeviceRecorder, check_dataset
 from autoshard.pipeline.training import fit_cost_model, policy_train_config
 from autoshard.planners.base import PlannerOptions, make_planner, run_planner
@@ -177,62 +180,106 @@ def run_loop(ctx: Context, cost_spec: str, policy_path: str | None,
     train_tasks = load_tasks(str(ctx.out / "train_tasks.json"))
     tasks = train_tasks[:t.refresh_tasks]
     if pretrained:
-        costs = out / DEVICES_DIR
-        costs.mkdir(parents=True, exist_ok=True)
-        if not (costs / TABLES_FILE).is_file():
-            TablePool.load(str(ctx.out / "train_pool.json")).save(str(costs / TABLES_FILE))
-        recorder = DeviceRecorder(load_dataset(costs), costs, ctx.measure_settings())
         # a model of other hardware (--allow-other-hardware) is adapted to this one by the fine-tuning
-        base: LearnedCostModel | None = LearnedCostModel.load(cost_spec,
-                                                              allow_other_hardware=ctx.config.allow_other_hardware)
+        base = LearnedCostModel.load(cost_spec, allow_other_hardware=ctx.config.allow_other_hardware)
+        recorder = device_recorder(out / DEVICES_DIR, ctx.out / "train_pool.json", ctx.measure_settings())
+
+        def refit(grown: CostDataset) -> LearnedCostModel:
+            return fine_tune(base, grown, FineTuneOptions(seed=s.seed),
+                             adapt_hardware=ctx.config.allow_other_hardware)
     else:
         base = None
         costs = ctx.out / "costs"
         recorder = DeviceRecorder(check_dataset(costs, tasks), costs)
-    sweep = ctx.comm_model()  # the evaluator's: the loop's modelled collectives in its ratios
+
+        def refit(grown: CostDataset) -> LearnedCostModel:
+            return fit_cost_model(ctx, grown)
+
+    def retrain(model: LearnedCostModel, model_path: Path, resume_from: TrainedPolicy,
+                r: int) -> TrainedPolicy:
+        iterations = t.policy_iterations * (r + 2)  # the first training's, then as many again a round
+        return train(model, train_tasks, policy_train_config(ctx, iterations),
+                     cost_model_spec=str(model_path), checkpoint_path=str(out / "policy.pt"),
+                     resume=resume_from)
+
+    loop = LoopSettings(rounds=t.refresh_rounds, budget_s=t.refresh_budget_s, seed=s.seed,
+                        time_limit_s=s.time_limit_s, learned=tuple(learned))
     backend = ctx.comm_backend()[0] if ctx.collectives()[0] == "measure" else None
+    return loop_rounds(tasks, out, base or LearnedCostModel.load(cost_spec), recorder, refit, loop,
+                       ctx.comm_model(), policy_path=policy_path, retrain=retrain,
+                       collectives_backend=backend, resume=resume, say=ctx.say, progress=ctx.progress)
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    """How the loop runs, apart from what it plans and how it refits."""
+
+    rounds: int
+    """Rounds of plan -> measure -> refit."""
+    budget_s: float
+    """No round starts after this many seconds of the loop (the first always runs)."""
+    seed: int
+    """The planners' seed."""
+    time_limit_s: float
+    """The searching planners' seconds per task."""
+    learned: tuple[str, ...]
+    """The learned planners that plan each round beside the guard heuristics."""
+
+
+def device_recorder(costs: Path, pool_path: Path | None, settings: MeasureSettings,
+                    pool: TablePool | None = None) -> DeviceRecorder:
+    """A recorder of the loop's devices in a dataset of their own (``costs``), its tables ``pool`` (or the
+    pool at ``pool_path``), timed with ``settings``."""
+    costs.mkdir(parents=True, exist_ok=True)
+    if not (costs / TABLES_FILE).is_file():
+        (pool or TablePool.load(str(pool_path))).save(str(costs / TABLES_FILE))
+    return DeviceRecorder(load_dataset(costs), costs, settings)
+
+
+def loop_rounds(tasks: list[Task], out: Path, model: LearnedCostModel, recorder: DeviceRecorder,
+                refit: Callable[[CostDataset], LearnedCostModel], loop: LoopSettings, sweep: AlphaBeta, *,
+                policy_path: str | None = None,
+                retrain: Callable[[LearnedCostModel, Path, TrainedPolicy, int], TrainedPolicy] | None = None,
+                collectives_backend: str | None = None, resume: bool = False,
+                say: Say = log_line, progress: Progress = no_progress) -> list[dict[str, Any]]:
+    """The loop's rounds over ``tasks`` from ``model``, written to ``out`` (``cost_model.pt``, ``policy.pt``
+    with a policy, ``rounds.json`` last in a round); one row per round. ``refit`` makes the next model from
+    the grown dataset; ``retrain`` trains the policy further against the model just saved. ``sweep``: the
+    comm the evaluator prices the rounds' steps with (the planners' too, unless the loop times collectives
+    and refits it). With ``resume`` an interrupted loop's finished rounds are kept (``finished_rounds``)."""
+    out.mkdir(parents=True, exist_ok=True)
     model_path, new_policy_path = out / "cost_model.pt", out / "policy.pt"
     rows = finished_rounds(out, policy_path is not None) if resume else []
-    comm = refit_comm(rows, sweep) if backend is not None else sweep  # the planners'
+    comm = refit_comm(rows, sweep) if collectives_backend is not None else sweep  # the planners'
     if rows:
         model = LearnedCostModel.load(str(model_path))
         policy = TrainedPolicy.load(str(new_policy_path)) if policy_path else None
-        ctx.say(f"[refresh] resuming after round {len(rows) - 1} (of {t.refresh_rounds})")
+        say(f"[refresh] resuming after round {len(rows) - 1} (of {loop.rounds})")
     else:
-        model = base or LearnedCostModel.load(cost_spec)
         policy = TrainedPolicy.load(policy_path) if policy_path else None
     start = time.perf_counter() - (float(rows[-1].get("elapsed_s", 0.0)) if rows else 0.0)
-    for r in range(len(rows), t.refresh_rounds):
-        if r and time.perf_counter() - start > t.refresh_budget_s:
-            ctx.say(f"[refresh] time budget {t.refresh_budget_s:.0f} s spent after {r} round(s)")
+    for r in range(len(rows), loop.rounds):
+        if r and time.perf_counter() - start > loop.budget_s:
+            say(f"[refresh] time budget {loop.budget_s:.0f} s spent after {r} round(s)")
             break
         current_policy = str(new_policy_path) if r and policy is not None else policy_path
-        options = PlannerOptions(seed=s.seed, cost_model=model.with_comm(comm), policy_path=current_policy,
-                                 time_limit_s=s.time_limit_s)
-        row = _round(r, tasks, learned, options, recorder, sweep, backend)
-        if backend is not None:
+        options = PlannerOptions(seed=loop.seed, cost_model=model.with_comm(comm), policy_path=current_policy,
+                                 time_limit_s=loop.time_limit_s)
+        row = _round(r, tasks, list(loop.learned), options, recorder, sweep, collectives_backend)
+        if collectives_backend is not None:
             comm = refit_comm([*rows, row], sweep)
             comm.save(str(out / COMM_MODEL_FILE))
             row["comm_refit"] = comm.to_json()
-        grown = load_dataset(costs)
-        # a given model fine-tuned on the loop's devices; else the suite's recipe on the grown profile (a
-        # fit from scratch, or its cost_base fine-tuned)
-        if base is not None:
-            model = fine_tune(base, grown, FineTuneOptions(seed=s.seed),
-                              adapt_hardware=ctx.config.allow_other_hardware)
-        else:
-            model = fit_cost_model(ctx, grown)
+        grown = load_dataset(recorder.path.parent)
+        model = refit(grown)
         if model.info.get("fine_tuned"):
             row["fine_tuned"] = {k: model.info["fine_tuned"].get(k) for k in
                                  ("records", "val_mape_pct_before", "val_mape_pct_after", "val_risk_k")}
             row["fine_tuned"]["risk_k"] = model.risk_k
         model = model.with_comm(comm)  # the loop's planning comm (refit on its collectives where timed)
         model.save(str(model_path))
-        if policy is not None:
-            iterations = t.policy_iterations * (r + 2)  # the first training's, then as many again a round
-            policy = train(model, train_tasks, policy_train_config(ctx, iterations),
-                           cost_model_spec=str(model_path), checkpoint_path=str(new_policy_path),
-                           resume=policy)
+        if policy is not None and retrain is not None:
+            policy = retrain(model, model_path, policy, r)
             policy.save(str(new_policy_path))
         row["records_total"] = len(grown.records)
         row["elapsed_s"] = time.perf_counter() - start
@@ -240,8 +287,8 @@ def run_loop(ctx: Context, cost_spec: str, policy_path: str | None,
         if policy is not None:
             row["policy_key"] = file_key(str(new_policy_path))
         rows.append(row)
-        ctx.say(f"[refresh] round {r}: {describe_round(row)}")
-        ctx.progress("refresh rounds", r + 1, t.refresh_rounds)
+        say(f"[refresh] round {r}: {describe_round(row)}")
+        progress("refresh rounds", r + 1, loop.rounds)
         write_json(out / "rounds.json", {"kind": "autoshard.refresh_rounds", "version": ARTEFACT_VERSION,
                                          "rounds": rows})
     return rows
