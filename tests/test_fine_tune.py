@@ -363,6 +363,7 @@ def test_adapt_cost_fine_tunes_a_model_of_other_hardware_on_its_tasks_planned_de
     assert rounds[0]["records_added"] > 0
     assert rounds[1]["records_total"] == len(devices.records) == sum(r["records_added"] for r in rounds)
     assert "round 0: " in captured.out and "round 1: " in captured.out
+    assert "refresh round 1: tasks" in captured.err  # a progress bar per round
     # a model of this machine now (it loads without --allow-other-hardware), tuned on every device timed
     adapted = LearnedCostModel.load(out / "cost_model.pt")
     assert adapted.trained_on["host"] == devices.records[0].host

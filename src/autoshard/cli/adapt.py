@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from autoshard.cli.common import add_device_args, positive_int
+from autoshard.cli.common import ProgressBars, add_device_args, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -111,8 +111,13 @@ def run(args: argparse.Namespace) -> int:
     learned = tuple(a for a in GUARDED if a != "rl" or args.policy)
     loop = LoopSettings(rounds=args.rounds, budget_s=args.budget, seed=args.seed,
                         time_limit_s=args.time_limit, learned=learned)
-    rows = loop_rounds(tasks, out, base, recorder, refit, loop, comm, policy_path=args.policy, resume=True,
-                       say=lambda line: print(line, file=sys.stderr))
+    bars = ProgressBars()
+    try:
+        rows = loop_rounds(tasks, out, base, recorder, refit, loop, comm, policy_path=args.policy,
+                           resume=True, say=lambda line: print(line, file=sys.stderr, flush=True),
+                           progress=bars)
+    finally:
+        bars.close()
     if not rows:
         raise AutoshardError(f"{out}: no round ran")
     for row in rows:

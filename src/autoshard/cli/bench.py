@@ -12,7 +12,7 @@ import shlex
 import sys
 from typing import Any
 
-from autoshard.cli.common import add_device_args, check_backend, check_device
+from autoshard.cli.common import ProgressBars, add_device_args, check_backend, check_device
 
 QUICKSTART_DIR = "autoshard-quickstart"
 """Default output directory of ``autoshard quickstart``."""
@@ -100,37 +100,6 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "backend, optimizer, threads) anyway")
 
 
-class _Bars:
-    """progress(what, done, total) -> tqdm bars: one for the tasks, the measuring rounds as its postfix."""
-
-    def __init__(self) -> None:
-        from tqdm import tqdm
-
-        self.tqdm = tqdm
-        self.bars: dict[str, Any] = {}
-
-    def __call__(self, what: str, done: int, total: int) -> None:
-        if what.startswith("measure"):
-            bar = self.bars.get("tasks")
-            if bar is not None:
-                bar.set_postfix_str(f"{what}: round {done}/{total}")
-            return
-        bar = self.bars.get(what)
-        if bar is None:
-            bar = self.bars[what] = self.tqdm(total=total, initial=done, desc=what, unit=what.split()[-1],
-                                              file=sys.stderr)
-        bar.n = done
-        bar.refresh()
-        if done >= total:
-            bar.close()
-            del self.bars[what]
-
-    def close(self) -> None:
-        for bar in self.bars.values():
-            bar.close()
-        self.bars.clear()
-
-
 def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
@@ -176,7 +145,7 @@ def _run(args: argparse.Namespace, suite_name: str, out: str, command: str) -> i
                             measure_top=args.measure_top or 0, descend=args.descend or 0, refit=args.refit,
                             anchor_hot=args.anchor_hot or 0, estimate=args.estimate)
     _check_inputs(args, algos, config)
-    bars = _Bars()
+    bars = ProgressBars()
     try:
         result = run_suite(config, out, say=_say, progress=bars)
     finally:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from typing import Any
 
 from autoshard.errors import AutoshardError
 from autoshard.io import parse_bytes
@@ -66,3 +68,35 @@ def check_backend(backend: str) -> None:
     if not package_installed("fbgemm_gpu"):
         raise AutoshardError("--backend fbgemm needs fbgemm_gpu, which is not installed here; install "
                              "fbgemm-gpu (or fbgemm-gpu-cpu), or time with --backend torch")
+
+
+class ProgressBars:
+    """progress(what, done, total) -> tqdm bars on stderr, one per ``what`` (closed when done); a
+    ``measure...`` counter shows as the postfix of the ``tasks`` bar."""
+
+    def __init__(self) -> None:
+        from tqdm import tqdm
+
+        self.tqdm = tqdm
+        self.bars: dict[str, Any] = {}
+
+    def __call__(self, what: str, done: int, total: int) -> None:
+        if what.startswith("measure"):
+            bar = self.bars.get("tasks")
+            if bar is not None:
+                bar.set_postfix_str(f"{what}: round {done}/{total}")
+            return
+        bar = self.bars.get(what)
+        if bar is None:
+            bar = self.bars[what] = self.tqdm(total=total, initial=done, desc=what, unit=what.split()[-1],
+                                              file=sys.stderr)
+        bar.n = done
+        bar.refresh()
+        if done >= total:
+            bar.close()
+            del self.bars[what]
+
+    def close(self) -> None:
+        for bar in self.bars.values():
+            bar.close()
+        self.bars.clear()

@@ -265,7 +265,7 @@ def loop_rounds(tasks: list[Task], out: Path, model: LearnedCostModel, recorder:
         current_policy = str(new_policy_path) if r and policy is not None else policy_path
         options = PlannerOptions(seed=loop.seed, cost_model=model.with_comm(comm), policy_path=current_policy,
                                  time_limit_s=loop.time_limit_s)
-        row = _round(r, tasks, list(loop.learned), options, recorder, sweep, collectives_backend)
+        row = _round(r, tasks, list(loop.learned), options, recorder, sweep, collectives_backend, progress)
         if collectives_backend is not None:
             comm = refit_comm([*rows, row], sweep)
             comm.save(str(out / COMM_MODEL_FILE))
@@ -295,7 +295,8 @@ def loop_rounds(tasks: list[Task], out: Path, model: LearnedCostModel, recorder:
 
 
 def _round(r: int, tasks: list[Task], learned: list[str], options: PlannerOptions, recorder: DeviceRecorder,
-           comm: AlphaBeta, collectives_backend: str | None = None) -> dict[str, Any]:
+           comm: AlphaBeta, collectives_backend: str | None = None,
+           progress: Progress = no_progress) -> dict[str, Any]:
     """Plan the tasks with the heuristics and the learned planners, measure every device (recorded), and
     compare: the model's device error (learned planners' devices) and each learned planner's step over the
     best heuristic's. With ``collectives_backend`` every distinct plan's all-to-alls are timed too
@@ -310,7 +311,8 @@ def _round(r: int, tasks: list[Task], learned: list[str], options: PlannerOption
     sources: dict[str, dict[str, int]] = {a: {} for a in learned}
     added_before = recorder.added
     points: list[list[Any]] = []
-    for task in tasks:
+    for done, task in enumerate(tasks):
+        progress(f"refresh round {r}: tasks", done, len(tasks))
         steps: dict[str, tuple[str, PlanCost]] = {}  # planner -> (placement, kernels measured)
         plans: dict[str, Any] = {}  # distinct plans by their tables' placement
         for name in (*GUARD_HEURISTICS, *learned):
@@ -347,6 +349,7 @@ def _round(r: int, tasks: list[Task], learned: list[str], options: PlannerOption
                     ratios[name].append(steps[name][1].plan_ms / best)
                     source = plan_source(steps[name][0], steps)
                     sources[name][source] = sources[name].get(source, 0) + 1
+    progress(f"refresh round {r}: tasks", len(tasks), len(tasks))
     row: dict[str, Any] = {
         "round": r, "records_added": recorder.added - added_before, "devices": len(errors),
         "device_mape": float(np.mean(errors)) if errors else None,
