@@ -21,6 +21,7 @@ from autoshard.costs.learned.evaluation import predict_records
 from autoshard.costs.learned.fine_tune import FineTuneOptions, fine_tune, tuned_records
 from autoshard.costs.learned.splits import UNVERIFIED_SPLIT_REL
 from autoshard.costs.learned.training import validation_split
+from autoshard.costs.loading import SHIPPED_POLICY
 from autoshard.costs.metrics import mape
 from autoshard.errors import AutoshardError
 from autoshard.hardware.profiler import load_dataset
@@ -353,12 +354,14 @@ def test_adapt_cost_fine_tunes_a_model_of_other_hardware_on_its_tasks_planned_de
     TablePool.from_tables(make_tables(8, dims=(8, 16, 32), max_rows=5000)).save(str(tables))
     out = tmp_path / "adapted"
     argv = ["adapt-cost", "--tables", str(tables), "--devices", "2", "--model", str(model_path),
-            "--rounds", "2", "--time-limit", "1", "-o", str(out)]
+            "--policy", str(SHIPPED_POLICY), "--rounds", "2", "--time-limit", "1", "-o", str(out)]
     assert main(argv) == 0
     captured = capsys.readouterr()
     rounds = json.loads((out / "rounds.json").read_text())["rounds"]
     assert [r["round"] for r in rounds] == [0, 1]
-    assert set(rounds[0]["ratio_to_best_heuristic"]) == {"search", "neuroshard", "ilp"}  # rl: no --policy
+    # every learned planner planned in every round (rl with the policy as given: adapt-cost does not train it)
+    assert all(r["ratio_to_best_heuristic"][a] is not None for r in rounds for a in ("search", "neuroshard",
+                                                                                       "ilp", "rl"))
     devices = load_dataset(out / "devices")
     assert rounds[0]["records_added"] > 0
     assert rounds[1]["records_total"] == len(devices.records) == sum(r["records_added"] for r in rounds)

@@ -243,17 +243,19 @@ def loop_rounds(tasks: list[Task], out: Path, model: LearnedCostModel, recorder:
                 collectives_backend: str | None = None, resume: bool = False,
                 say: Say = log_line, progress: Progress = no_progress) -> list[dict[str, Any]]:
     """The loop's rounds over ``tasks`` from ``model``, written to ``out`` (``cost_model.pt``, ``policy.pt``
-    with a policy, ``rounds.json`` last in a round); one row per round. ``refit`` makes the next model from
+    when it trains one, ``rounds.json`` last in a round); one row per round. ``refit`` makes the next model from
     the grown dataset; ``retrain`` trains the policy further against the model just saved. ``sweep``: the
     comm the evaluator prices the rounds' steps with (the planners' too, unless the loop times collectives
     and refits it). With ``resume`` an interrupted loop's finished rounds are kept (``finished_rounds``)."""
     out.mkdir(parents=True, exist_ok=True)
     model_path, new_policy_path = out / "cost_model.pt", out / "policy.pt"
-    rows = finished_rounds(out, policy_path is not None) if resume else []
+    trains_policy = policy_path is not None and retrain is not None  # else rl plans with policy_path as is
+    rows = finished_rounds(out, trains_policy) if resume else []
     comm = refit_comm(rows, sweep) if collectives_backend is not None else sweep  # the planners'
     if rows:
         model = LearnedCostModel.load(str(model_path))
-        policy = TrainedPolicy.load(str(new_policy_path)) if policy_path else None
+        resumed_policy = str(new_policy_path) if trains_policy else policy_path
+        policy = TrainedPolicy.load(resumed_policy) if resumed_policy else None
         say(f"[refresh] resuming after round {len(rows) - 1} (of {loop.rounds})")
     else:
         policy = TrainedPolicy.load(policy_path) if policy_path else None
@@ -262,7 +264,7 @@ def loop_rounds(tasks: list[Task], out: Path, model: LearnedCostModel, recorder:
         if r and time.perf_counter() - start > loop.budget_s:
             say(f"[refresh] time budget {loop.budget_s:.0f} s spent after {r} round(s)")
             break
-        current_policy = str(new_policy_path) if r and policy is not None else policy_path
+        current_policy = str(new_policy_path) if r and trains_policy else policy_path
         options = PlannerOptions(seed=loop.seed, cost_model=model.with_comm(comm), policy_path=current_policy,
                                  time_limit_s=loop.time_limit_s)
         row = _round(r, tasks, list(loop.learned), options, recorder, sweep, collectives_backend, progress)
@@ -278,13 +280,13 @@ def loop_rounds(tasks: list[Task], out: Path, model: LearnedCostModel, recorder:
             row["fine_tuned"]["risk_k"] = model.risk_k
         model = model.with_comm(comm)  # the loop's planning comm (refit on its collectives where timed)
         model.save(str(model_path))
-        if policy is not None and retrain is not None:
+        if trains_policy and policy is not None and retrain is not None:
             policy = retrain(model, model_path, policy, r)
             policy.save(str(new_policy_path))
         row["records_total"] = len(grown.records)
         row["elapsed_s"] = time.perf_counter() - start
         row["model_key"] = file_key(str(model_path))
-        if policy is not None:
+        if trains_policy:
             row["policy_key"] = file_key(str(new_policy_path))
         rows.append(row)
         say(f"[refresh] round {r}: {describe_round(row)}")
