@@ -1110,3 +1110,22 @@ def test_expected_max_replays_the_pick_of_an_expected_slowest_device_objective(c
         assert module.main(argv) == 2
         captured = capsys.readouterr()
         assert captured.out == "" and captured.err.startswith("expected_max: error:") and says in captured.err
+
+
+def test_cost_model_on_plans_scores_the_adapted_and_refreshed_models_of_stop_75(capsys):
+    """docs/benchmarks.md, "Stop 75": on the 892 distinct devices of stop 74's DLRM-50 (8) run (Intel), the
+    model adapt-cost tuned on test tasks 0-4 and the one the bench's refresh loop tuned on three train tasks
+    rank the devices no better than the shipped model (Spearman 0.857 and 0.862 against 0.864) and price the
+    devices of 1-2 tables high against those of 6-9 (nothing measured)."""
+    module = _script("cost_model_on_plans")
+    runs = BENCHMARKS / "runs"
+    models = [str(BENCHMARKS.parent / "src" / "autoshard" / "data" / "default_cost_model.pt"),
+              str(runs / "s75-intel-adapt" / "adapted-on-dlrm-50-8-test-0-4.pt"),
+              str(runs / "s75-intel-adapt" / "refreshed-on-dlrm-50-8-train.pt")]
+    run = str(runs / "s74-intel-dlrm-50-8-hot4-torchrec.json.gz")
+    assert module.main(["--bench", run, "--model", *models]) == 0
+    out = capsys.readouterr().out
+    assert "(892)" in out
+    for model, row in zip(models, ("14.6 / 0.864", "12.1 / 0.857", "15.1 / 0.862")):
+        assert any(line.startswith(model) and line.rstrip().endswith(row) for line in out.splitlines())
+    assert "1-2: 20% x1.14 (n=32)" in out and "1-2: 41% x1.30 (n=32)" in out

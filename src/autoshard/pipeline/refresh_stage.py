@@ -243,8 +243,8 @@ def loop_rounds(tasks: list[Task], out: Path, model: LearnedCostModel, recorder:
                 collectives_backend: str | None = None, resume: bool = False,
                 say: Say = log_line, progress: Progress = no_progress) -> list[dict[str, Any]]:
     """The loop's rounds over ``tasks`` from ``model``, written to ``out`` (``cost_model.pt``, ``policy.pt``
-    when it trains one, ``rounds.json`` last in a round); one row per round. ``refit`` makes the next model from
-    the grown dataset; ``retrain`` trains the policy further against the model just saved. ``sweep``: the
+    when it trains one, ``rounds.json`` last in a round); one row per round. ``refit`` makes the next model
+    from the grown dataset; ``retrain`` trains the policy further against the model just saved. ``sweep``: the
     comm the evaluator prices the rounds' steps with (the planners' too, unless the loop times collectives
     and refits it). With ``resume`` an interrupted loop's finished rounds are kept (``finished_rounds``)."""
     out.mkdir(parents=True, exist_ok=True)
