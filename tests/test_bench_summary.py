@@ -1204,3 +1204,19 @@ def test_stop_75s_dlrm_50_8_run_after_the_refresh_loop_on_the_intel_vm(capsys, r
     room = room_summary(results, [row], bench["comm"]["alpha_ms"])
     assert len(room.roomy) == 6
     assert (room.ratio_on_roomy[row] <= 0.95) == (row == "rl")
+
+
+@pytest.mark.parametrize("row", ["rl", "neuroshard", "search", "ilp"])
+def test_stop_75s_quickstart_on_the_intel_vm(capsys, row):
+    """docs/benchmarks.md, "Stop 75": `make quickstart` from a clean clone on the Intel Xeon VM: every learned
+    planner kept lookup_greedy's plan on 4 of 4 tasks (the guard), level with the best fixed heuristic, none
+    clearly worse; TorchRec's planner worse (1.149); 3 tasks with >= 10% room, none of it taken (nothing
+    measured)."""
+    run = "quickstart/s75-intel-quickstart"
+    bench, results, summary = _restated_run(capsys, run, row, "1.000 [1.000, 1.000] no clear difference",
+                                            "0.994 [0.957, 1.027] no clear difference")
+    assert (summary[row].clear_wins, summary[row].clear_losses) == (0, 0)
+    assert summary[row].vs_torchrec.verdict == "better" and "Intel" in bench["host"]["cpu"]
+    assert all(tr.by_algorithm()[row].guard.startswith(f"{row}: kept lookup_greedy's plan") for tr in results)
+    room = room_summary(results, [row], bench["comm"]["alpha_ms"])
+    assert len(room.roomy) == 3 and room.ratio_on_roomy[row] == pytest.approx(1.0)
