@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import spearmanr
 
-from autoshard.bench.summary import compare
+from autoshard.bench.summary import compare, geomean
 from autoshard.breakdown import PlanCost
 from autoshard.errors import AutoshardError
 from autoshard.io import read_json
@@ -99,11 +99,9 @@ def replay(tasks: list[TaskResult], scales: list[float], z: np.ndarray) -> tuple
                 out[s]["rho"].append(float(rho))
             out[s]["regret"].append(pick.measured.plan_ms / min(measured))
             out[s]["picks"].append((pick.measured.plan_ms, tuple(pick.rounds_ms)))
+    if not out[scales[0]]["regret"]:
+        raise AutoshardError("no task has two candidate plans to pick between")
     return float(np.std(every)), out
-
-
-def geomean(xs: list[float]) -> float:
-    return float(math.exp(sum(math.log(x) for x in xs) / len(xs))) if xs else float("nan")
 
 
 def rows(name: str, sigma: float | None, result: dict[float, dict]) -> list[str]:

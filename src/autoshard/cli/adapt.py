@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from autoshard.cli.common import ProgressBars, add_device_args, positive_int
+from autoshard.cli.plan import devices_spec, load_task
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,7 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--task", help="tasks file (autoshard tasks ...); its first --tasks tasks")
     p.add_argument("--tasks", type=positive_int, metavar="N",
                    help="with --task: how many of its tasks, from the first (default all)")
-    p.add_argument("--devices", type=positive_int, help="devices (with --tables)")
+    p.add_argument("--devices", type=devices_spec,
+                   help="devices with --tables: a count (8) or HOSTSxLOCAL (2x4)")
     p.add_argument("--memory", default=None, help="memory per device with --tables (default 5GB)")
     p.add_argument("--batch-size", type=positive_int, default=None, help="per-device batch with --tables")
     p.add_argument("--model", default=None,
@@ -53,22 +55,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def load_tasks_arg(args: argparse.Namespace) -> list:
-    """The tasks to adapt on: the first ``--tasks`` of ``--task``, or ``--tables`` on ``--devices``."""
-    from autoshard.cli.common import device_memory
+    """The tasks to adapt on: the first ``--tasks`` of ``--task``, or ``--tables`` on ``--devices`` (as
+    ``autoshard plan`` reads them)."""
     from autoshard.errors import AutoshardError
-    from autoshard.tables import TablePool
-    from autoshard.tasks import DEFAULT_BATCH_SIZE, Task, load_tasks
+    from autoshard.tasks import load_tasks
 
     if args.task:
         tasks = load_tasks(args.task)
         return tasks[:args.tasks] if args.tasks else tasks
     if not args.tables:
         raise AutoshardError("give --task FILE, or --tables FILE with --devices N")
-    if not args.devices:
-        raise AutoshardError("--tables needs --devices N (a positive number of devices)")
-    pool = TablePool.load(args.tables)
-    return [Task(tables=pool.tables, device_memory=device_memory(args.memory or "5GB", args.devices),
-                 batch_size=args.batch_size or DEFAULT_BATCH_SIZE, name=Path(args.tables).stem)]
+    return [load_task(args)]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -81,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
     from autoshard.hardware.kernel import MeasureSettings
     from autoshard.pipeline.refresh_stage import LoopSettings, describe_round, device_recorder, loop_rounds
     from autoshard.planners.guard import GUARDED
+    from autoshard.planners.rl.policy import TrainedPolicy
     from autoshard.tables import TablePool
 
     if args.time_limit <= 0 or args.budget <= 0:
@@ -96,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
                              "default)")
     if args.policy and not Path(args.policy).is_file():
         raise AutoshardError(f"--policy {args.policy}: no such file")
+    if args.policy:
+        TrainedPolicy.load(args.policy)  # a broken policy fails here, not as rl missing from every round
     base = LearnedCostModel.load(spec, allow_other_hardware=True)  # adapting other hardware is the point
     comm = AlphaBeta.load(args.comm) if args.comm else base.comm
     tables: dict = {}
@@ -106,8 +106,7 @@ def run(args: argparse.Namespace) -> int:
                                      "whose tables of one name are one table")
     out = Path(args.output)
     settings = MeasureSettings(device=args.device, backend=args.backend)
-    pool = TablePool.from_tables(list(tables.values()))
-    recorder = device_recorder(out / "devices", None, settings, pool=pool)
+    recorder = device_recorder(out / "devices", TablePool.from_tables(list(tables.values())), settings)
 
     def refit(grown):
         return fine_tune(base, grown, FineTuneOptions(seed=args.seed), adapt_hardware=True)

@@ -182,7 +182,8 @@ def run_loop(ctx: Context, cost_spec: str, policy_path: str | None,
     if pretrained:
         # a model of other hardware (--allow-other-hardware) is adapted to this one by the fine-tuning
         base = LearnedCostModel.load(cost_spec, allow_other_hardware=ctx.config.allow_other_hardware)
-        recorder = device_recorder(out / DEVICES_DIR, ctx.out / "train_pool.json", ctx.measure_settings())
+        recorder = device_recorder(out / DEVICES_DIR, TablePool.load(str(ctx.out / "train_pool.json")),
+                                   ctx.measure_settings())
 
         def refit(grown: CostDataset) -> LearnedCostModel:
             return fine_tune(base, grown, FineTuneOptions(seed=s.seed),
@@ -226,13 +227,12 @@ class LoopSettings:
     """The learned planners that plan each round beside the guard heuristics."""
 
 
-def device_recorder(costs: Path, pool_path: Path | None, settings: MeasureSettings,
-                    pool: TablePool | None = None) -> DeviceRecorder:
-    """A recorder of the loop's devices in a dataset of their own (``costs``), its tables ``pool`` (or the
-    pool at ``pool_path``), timed with ``settings``."""
+def device_recorder(costs: Path, pool: TablePool, settings: MeasureSettings) -> DeviceRecorder:
+    """A recorder of the loop's devices in a dataset of their own (``costs``) of the tables ``pool``, timed
+    with ``settings``."""
     costs.mkdir(parents=True, exist_ok=True)
     if not (costs / TABLES_FILE).is_file():
-        (pool or TablePool.load(str(pool_path))).save(str(costs / TABLES_FILE))
+        pool.save(str(costs / TABLES_FILE))
     return DeviceRecorder(load_dataset(costs), costs, settings)
 
 
@@ -252,13 +252,12 @@ def loop_rounds(tasks: list[Task], out: Path, model: LearnedCostModel, recorder:
     trains_policy = policy_path is not None and retrain is not None  # else rl plans with policy_path as is
     rows = finished_rounds(out, trains_policy) if resume else []
     comm = refit_comm(rows, sweep) if collectives_backend is not None else sweep  # the planners'
+    policy = None  # the one the loop trains further; rl plans with policy_path when the loop trains none
+    if trains_policy:
+        policy = TrainedPolicy.load(str(new_policy_path) if rows else str(policy_path))
     if rows:
         model = LearnedCostModel.load(str(model_path))
-        resumed_policy = str(new_policy_path) if trains_policy else policy_path
-        policy = TrainedPolicy.load(resumed_policy) if resumed_policy else None
         say(f"[refresh] resuming after round {len(rows) - 1} (of {loop.rounds})")
-    else:
-        policy = TrainedPolicy.load(policy_path) if policy_path else None
     start = time.perf_counter() - (float(rows[-1].get("elapsed_s", 0.0)) if rows else 0.0)
     for r in range(len(rows), loop.rounds):
         if r and time.perf_counter() - start > loop.budget_s:
@@ -280,7 +279,7 @@ def loop_rounds(tasks: list[Task], out: Path, model: LearnedCostModel, recorder:
             row["fine_tuned"]["risk_k"] = model.risk_k
         model = model.with_comm(comm)  # the loop's planning comm (refit on its collectives where timed)
         model.save(str(model_path))
-        if trains_policy and policy is not None and retrain is not None:
+        if policy is not None and retrain is not None:
             policy = retrain(model, model_path, policy, r)
             policy.save(str(new_policy_path))
         row["records_total"] = len(grown.records)
