@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from autoshard.bench.summary import geomean
 from autoshard.errors import AutoshardError
 from autoshard.io import read_json
 from autoshard.pipeline.results import task_results_of
@@ -51,7 +52,7 @@ def table_widths(tasks, model) -> dict[str, dict[float, tuple[float, float]]]:
 
 
 def _gm(values: list[float]) -> str:
-    return f"{float(np.exp(np.mean(np.log(values)))):.2f}" if values else "-"
+    return f"{geomean(values):.2f}" if values else "-"
 
 
 def summarise(widths: dict[str, dict[float, tuple[float, float]]], names: list[str]) -> list[str]:
