@@ -3,6 +3,10 @@ side by side on the same day: what swapping the planning model changes, without 
 whose host runs at another speed.
 
 Run: .venv/bin/python benchmarks/model_swap_same_day.py BENCH_DIR --model OTHER.pt [--policy POLICY.pt]
+     .venv/bin/python benchmarks/model_swap_same_day.py BENCH_DIR --calibration CAL.json [--model M.pt]
+
+With ``--calibration`` OTHER is ``--model`` (default the shipped model) corrected by that table calibration
+(``autoshard calibrate-tables``; ``costs.table_calibration``).
 
 BENCH_DIR is an ``autoshard bench`` output (its ``bench/results.json``). For every task, the run's
 oracle-picked heuristic plan H* (the cheapest heuristic plan the run measured), the run's learned plans and
@@ -28,12 +32,14 @@ import torch
 
 from autoshard.bench.summary import is_heuristic
 from autoshard.costs.comm import AlphaBeta
-from autoshard.costs.loading import load_cost_model
+from autoshard.costs.loading import SHIPPED_COST_MODEL, load_cost_model
 from autoshard.costs.metrics import geomean_interval
+from autoshard.costs.table_calibration import CalibratedCostModel, TableCalibration
 from autoshard.errors import AutoshardError
 from autoshard.hardware.evaluator import evaluate_plans
 from autoshard.hardware.kernel import MeasureSettings
 from autoshard.io import read_json
+from autoshard.pipeline.cache import file_key
 from autoshard.plan import Plan
 from autoshard.planners.base import PlannerOptions, make_planner, run_planner
 from autoshard.tasks import Task
@@ -45,10 +51,26 @@ def _geomean(x: np.ndarray) -> float:
     return float(math.exp(np.mean(np.log(x))))
 
 
+def _other_model(args: argparse.Namespace):
+    """``--model``, corrected by ``--calibration`` when given (which must be a calibration of that model)."""
+    if not args.calibration:
+        if not args.model:
+            raise AutoshardError("give --model OTHER.pt, or --calibration CAL.json")
+        return load_cost_model(args.model, allow_other_hardware=args.allow_other_hardware)
+    calibration = TableCalibration.load(args.calibration)
+    path = args.model or str(SHIPPED_COST_MODEL)
+    if calibration.model_key != file_key(path):
+        raise AutoshardError(f"{args.calibration} corrects {calibration.model_path}, not {path}; pass that "
+                             "model as --model")
+    return CalibratedCostModel(load_cost_model(path, allow_other_hardware=True), calibration)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("bench", help="an autoshard bench output directory")
-    ap.add_argument("--model", required=True, help="the other planning cost model")
+    ap.add_argument("--model", help="the other planning cost model (with --calibration: the model it "
+                                    "corrects, default the shipped one)")
+    ap.add_argument("--calibration", help="a table calibration (autoshard calibrate-tables) of --model")
     ap.add_argument("--policy", default="src/autoshard/data/default_policy.pt", help="policy for rl")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--allow-other-hardware", action="store_true",
@@ -64,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
             raise AutoshardError(f"{path} has no measured tasks; let the bench finish first")
         comm = AlphaBeta.from_json(run["comm"])  # the run's whole fit, its row-wise terms included
         settings = MeasureSettings.from_json(run["measure_settings"])
-        other = load_cost_model(args.model, allow_other_hardware=args.allow_other_hardware).with_comm(comm)
+        other = _other_model(args).with_comm(comm)
     except AutoshardError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

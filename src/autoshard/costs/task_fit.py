@@ -65,7 +65,7 @@ def _alone(task: Task, model: CostModel, shards: Sequence[ShardRef],
         cache.update(zip(new, np.maximum(costs, 0.0)))
 
 
-def _shares(task: Task, model: CostModel, devices: Sequence[Sequence[ShardRef]],
+def stage_shares(task: Task, model: CostModel, devices: Sequence[Sequence[ShardRef]],
             cache: dict[ShardRef, np.ndarray]) -> tuple[np.ndarray, list[int]]:
     """(n, T, 2) each device's stage shares by table (T: the tables the devices hold) and those tables."""
     _alone(task, model, [s for dev in devices for s in dev], cache)
@@ -100,8 +100,18 @@ def fit_task(task: Task, model: CostModel, devices: Sequence[Sequence[ShardRef]]
         raise AutoshardError("task fit: no measured device holds a shard; time a plan's devices first")
     timed = np.array(list(least.values()))
     predicted = np.asarray(model.device_costs(task, contents), dtype=np.float64)[:, :2]
-    shares, tables = _shares(task, model, contents, {})
-    level, factors = np.zeros(2), np.zeros((len(tables), 2))
+    shares, tables = stage_shares(task, model, contents, {})
+    level, factors = solve_factors(shares, timed, predicted, ridge)
+    return TaskFit((float(level[0]), float(level[1])),
+                   {t: (float(f[0]), float(f[1])) for t, f in zip(tables, factors)}, len(contents))
+
+
+def solve_factors(shares: np.ndarray, timed: np.ndarray, predicted: np.ndarray, ridge: float
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """The module's fit, per stage: ``level`` (2,) the mean log of measured over predicted, ``factors``
+    (T, 2) the tables' ridge-regularised log factors, from devices' (n, T, 2) stage ``shares`` and their
+    (n, 2) ``timed`` and ``predicted`` ms (a device timed or priced at 0 in a stage is left out of it)."""
+    level, factors = np.zeros(2), np.zeros((shares.shape[1], 2))
     for k in (0, 1):
         ok = (timed[:, k] > 0) & (predicted[:, k] > 0)
         if not ok.any():
@@ -109,9 +119,8 @@ def fit_task(task: Task, model: CostModel, devices: Sequence[Sequence[ShardRef]]
         y = np.log(timed[ok, k] / predicted[ok, k])
         level[k] = float(y.mean())
         x = shares[ok, :, k]
-        factors[:, k] = np.linalg.solve(x.T @ x + ridge * np.eye(len(tables)), x.T @ (y - level[k]))
-    return TaskFit((float(level[0]), float(level[1])),
-                   {t: (float(f[0]), float(f[1])) for t, f in zip(tables, factors)}, len(contents))
+        factors[:, k] = np.linalg.solve(x.T @ x + ridge * np.eye(x.shape[1]), x.T @ (y - level[k]))
+    return level, factors
 
 
 class TaskFitModel:
@@ -134,7 +143,7 @@ class TaskFitModel:
         """(n, 2) each device's multiplicative correction, fwd and bwd (1 for an empty device)."""
         if not devices:
             return np.ones((0, 2))
-        shares, tables = _shares(task, self.base, devices, self._alone)
+        shares, tables = stage_shares(task, self.base, devices, self._alone)
         return np.exp(self.fit.log_factors(shares, tables))
 
     def _scaled(self, task: Task, devices: Sequence[Sequence[ShardRef]], costs: np.ndarray) -> np.ndarray:
