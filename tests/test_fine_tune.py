@@ -23,6 +23,7 @@ from autoshard.costs.learned.splits import UNVERIFIED_SPLIT_REL
 from autoshard.costs.learned.training import validation_split
 from autoshard.costs.loading import SHIPPED_POLICY
 from autoshard.costs.metrics import mape
+from autoshard.costs.table_calibration import TableCalibration
 from autoshard.errors import AutoshardError
 from autoshard.hardware.profiler import load_dataset
 from autoshard.shards import ShardRef
@@ -383,6 +384,16 @@ def test_adapt_cost_fine_tunes_a_model_of_other_hardware_on_its_tasks_planned_de
     assert main(["plan", "--tables", str(tables), "--devices", "2", "--algo", "search", "--cost-model",
                  str(out / "cost_model.pt"), "--time-limit", "1", "-o", str(plan)]) == 0
     assert json.loads(plan.read_text())["devices"] == 2
+    # beside it, the starting model calibrated per table on the same devices, which plan takes
+    calibration = TableCalibration.load(str(out / "table_calibration.json"))
+    assert calibration.devices == len(devices.records) and calibration.model_path == str(model_path)
+    assert set(calibration.factors) == {t.name for t in TablePool.load(str(tables)).tables}
+    capsys.readouterr()
+    assert main(["plan", "--tables", str(tables), "--devices", "2", "--algo", "search", "--cost-model",
+                 str(model_path), "--calibration", str(out / "table_calibration.json"), "--time-limit", "1",
+                 "-o", str(plan)]) == 2  # the starting model is of "another CPU": plan refuses it, one line
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "was trained on cpu='Another CPU'" in err, err
 
 
 def test_adapt_cost_refuses_bad_input_in_one_line_before_timing_anything(tmp_path, capsys):

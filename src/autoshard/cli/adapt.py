@@ -4,7 +4,9 @@ Each round the guard heuristics and the learned planners (search, neuroshard, il
 the tasks with the current model, every device of their plans is timed on this machine's kernels (kept in
 ``OUT/devices/``, each distinct device once) and the starting model is fine-tuned on all of them
 (``costs.learned.fine_tune``; a model of other hardware is first scaled to this one). ``OUT/cost_model.pt`` is
-the adapted model (``autoshard plan --cost-model OUT/cost_model.pt``), ``OUT/rounds.json`` the per-round table
+the adapted model (``autoshard plan --cost-model OUT/cost_model.pt``), ``OUT/table_calibration.json`` the
+starting model corrected per table by the same devices (``autoshard plan --calibration``; ``autoshard
+calibrate-tables``), ``OUT/rounds.json`` the per-round table
 (the model's error on the learned planners' devices before it saw them, each learned planner's measured step
 over the best heuristic's, collectives modelled). Interrupted, it resumes after its last finished round,
 timing nothing twice. The same loop runs in ``autoshard bench --refresh-rounds``.
@@ -22,6 +24,9 @@ from pathlib import Path
 
 from autoshard.cli.common import ProgressBars, add_device_args, positive_int
 from autoshard.cli.plan import devices_spec, load_task
+
+CALIBRATION_FILE = "table_calibration.json"
+"""The starting model's table calibration on every device the loop timed (``autoshard calibrate-tables``)."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -76,6 +81,9 @@ def run(args: argparse.Namespace) -> int:
     from autoshard.costs.loading import SHIPPED_COST_MODEL
     from autoshard.errors import AutoshardError
     from autoshard.hardware.kernel import MeasureSettings
+    from autoshard.hardware.profile_dataset import load_dataset
+    from autoshard.pipeline.cache import file_key
+    from autoshard.pipeline.calibration import calibrate
     from autoshard.pipeline.refresh_stage import LoopSettings, describe_round, device_recorder, loop_rounds
     from autoshard.planners.guard import GUARDED
     from autoshard.planners.rl.policy import TrainedPolicy
@@ -125,5 +133,11 @@ def run(args: argparse.Namespace) -> int:
         raise AutoshardError(f"{out}: no round ran")
     for row in rows:
         print(f"round {row['round']}: {describe_round(row)}")
-    print(f"wrote {out / 'cost_model.pt'} and {out / 'rounds.json'}", file=sys.stderr)
+    # the starting model corrected per table by every device timed: what ranked the devices better where the
+    # fine-tuned network did not (docs/benchmarks.md, "Stop 76")
+    calibration = calibrate(base, load_dataset(str(out / "devices")), model_path=spec,
+                            model_key=file_key(spec))
+    calibration.save(str(out / CALIBRATION_FILE))
+    print(f"wrote {out / 'cost_model.pt'}, {out / CALIBRATION_FILE} ({len(calibration.factors)} tables; plan "
+          f"with --calibration) and {out / 'rounds.json'}", file=sys.stderr)
     return 0

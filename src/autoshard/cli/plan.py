@@ -38,6 +38,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cost-model", help="cost model for cost-driven algorithms: a checkpoint (train-cost), "
                    "'analytical', or 'measured[:comm_model.json]' (time on this machine's kernels; for ilp); "
                    "default: the shipped model")
+    p.add_argument("--calibration", metavar="FILE",
+                   help="correct the cost model per table by this calibration of it (autoshard "
+                        "calibrate-tables, or adapt-cost's OUT/table_calibration.json): devices of your "
+                        "tables timed on the hardware you train on")
     p.add_argument("--comm", help="all-to-all fit of the cluster planned for (comm_model.json from "
                    "'autoshard profile-comm --devices D'); replaces the cost model's own, fitted where it "
                    "was trained")
@@ -150,6 +154,8 @@ def run(args: argparse.Namespace) -> int:
 
     task = load_task(args)
     cost_model = load_cost_model(args.cost_model) if args.cost_model else None
+    if args.calibration:
+        cost_model = calibrated_model(args.calibration, args.cost_model, cost_model, task)
     if args.comm:
         cost_model = resolve_cost_model(cost_model).with_comm(AlphaBeta.load(args.comm))
     options = PlannerOptions(seed=args.seed, cost_model=cost_model, policy_path=args.policy,
@@ -194,6 +200,33 @@ def run(args: argparse.Namespace) -> int:
         plan.save(args.output)
         print(f"wrote {args.output}", file=sys.stderr)
     return 0
+
+
+def calibrated_model(path: str, spec: str | None, model, task):
+    """``model`` (the shipped one when ``spec`` is None) corrected by the table calibration at ``path``,
+    which must have been fitted against that very checkpoint; says how many of ``task``'s tables it covers."""
+    from pathlib import Path
+
+    from autoshard.costs.loading import SHIPPED_COST_MODEL, default_cost_model
+    from autoshard.costs.table_calibration import CalibratedCostModel, TableCalibration
+    from autoshard.errors import AutoshardError
+    from autoshard.pipeline.cache import file_key
+
+    calibration = TableCalibration.load(path)
+    checkpoint = spec or str(SHIPPED_COST_MODEL)
+    if not Path(checkpoint).is_file():
+        raise AutoshardError(f"--calibration corrects a learned checkpoint; --cost-model {checkpoint} is not "
+                             "one (leave it out for the shipped model)")
+    if calibration.model_key != file_key(checkpoint):
+        raise AutoshardError(f"{path} corrects {calibration.model_path or 'another model'}, not "
+                             f"{checkpoint}; plan with that --cost-model, or calibrate this one (autoshard "
+                             f"calibrate-tables --model {checkpoint})")
+    base = model if model is not None else default_cost_model()
+    covered = calibration.covered(task)
+    print(f"table calibration {path}: {covered} of {task.num_tables} tables corrected (fitted on "
+          f"{calibration.devices} devices of {calibration.host.get('cpu', 'an unnamed host')})"
+          + ("; the others keep its level" if covered < task.num_tables else ""))
+    return CalibratedCostModel(base, calibration)
 
 
 def _anchor(args: argparse.Namespace, task, options, estimator):
@@ -259,7 +292,8 @@ def _plan_sequence(args: argparse.Namespace) -> int:
     algo = args.algo or "flexshard"
     check_sequence_algorithm(algo)
     pooled_only = [flag for flag, value in (("--cost-model", args.cost_model), ("--comm", args.comm),
-                                            ("--policy", args.policy), ("--measure-top", args.measure_top),
+                                            ("--policy", args.policy), ("--calibration", args.calibration),
+                                            ("--measure-top", args.measure_top),
                                             ("--descend", args.descend), ("--anchor-hot", args.anchor_hot),
                                             ("--option", args.option)) if value]
     if pooled_only:

@@ -175,5 +175,25 @@ class CalibratedCostModel:
     def accumulator(self, task: Task, num_envs: int) -> DeviceAccumulator:
         return ContentsAccumulator(self, task, num_envs)
 
+    def describe_fallback(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> str:
+        """The base's out-of-support line (a calibration corrects the devices' prices, not its support)."""
+        describe = getattr(self.base, "describe_fallback", None)
+        return describe(task, devices) if callable(describe) else ""
+
+    def check_compatible(self, *args: Any, **kwargs: Any) -> None:
+        check = getattr(self.base, "check_compatible", None)
+        if callable(check):
+            check(*args, **kwargs)
+
+    def out_of_support(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> list[tuple[int, str]]:
+        oos = getattr(self.base, "out_of_support", None)
+        return oos(task, devices) if callable(oos) else []
+
+    def describe_hardware(self) -> str:
+        """The base's hardware line and where the calibration's devices were timed."""
+        describe = getattr(self.base, "describe_hardware", None)
+        base = describe() if callable(describe) else self.base.name
+        return f"{base}; calibrated per table on {self.calibration.host.get('cpu', 'an unnamed host')}"
+
     def with_comm(self, comm: AlphaBeta) -> CalibratedCostModel:
         return CalibratedCostModel(self.base.with_comm(comm), self.calibration)
