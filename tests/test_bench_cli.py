@@ -12,6 +12,7 @@ from autoshard.costs.comm import DEFAULT_COMM, AlphaBeta
 from autoshard.pipeline.cache import code_version
 from autoshard.planners.base import PLANNERS
 from autoshard.tables import TablePool
+from autoshard.tasks import Task
 
 
 @pytest.mark.slow  # real kernels, every registered planner, a policy trained
@@ -121,6 +122,9 @@ def test_refresh_loop_measures_the_learned_planners_devices_and_reports_each_rou
     assert set(rounds[0]["ratio_to_best_heuristic"]) == {"search", "rl"}
     # whose plan each learned planner returned, on each of the loop's tasks (1 here)
     assert {a: sum(n.values()) for a, n in rounds[0]["plan_sources"].items()} == {"search": 1, "rl": 1}
+    # each round plans fresh train tasks (the first two of the split), so its error is on tasks not tuned on
+    train = [t.name for t in load_tasks(str(out / "train_tasks.json"))]
+    assert [r["tasks"] for r in rounds] == [train[:1], train[1:2]]
     assert rounds[1]["records_total"] == rounds[0]["records_total"] + rounds[1]["records_added"]
     costs = out / "costs"
     refreshed = [r for r in load_dataset(costs).records if r.sample_id.startswith(str(REFRESH_SEED_BASE)[:3])]
@@ -235,3 +239,18 @@ def test_the_report_command_restates_every_flag_that_changes_the_run():
     assert "--measure-top 3" in command and "--descend 8" in command and "--collectives model" in command
     plain = build_parser().parse_args(["bench", "--suite", "tiny", "-o", "out"])
     assert plain.collectives == COLLECTIVES_DEFAULT and "--collectives" not in _reconstruct(plain, "out")
+
+
+def test_refresh_rounds_plan_fresh_tasks_and_wrap_round_the_split():
+    """``refresh_stage.round_tasks``: round r plans the next tasks of the train split, so no task is planned
+    twice before every one was; more tasks a round than the split has is the whole split each round."""
+    from autoshard.errors import AutoshardError
+    from autoshard.pipeline.refresh_stage import round_tasks
+
+    tasks = [Task(tuple(make_tables(2, seed=i)), (10**9,) * 2, name=f"t{i}") for i in range(5)]
+    two = round_tasks(tasks, 2)
+    assert [[t.name for t in two(r)] for r in range(4)] == [["t0", "t1"], ["t2", "t3"], ["t4", "t0"],
+                                                             ["t1", "t2"]]
+    assert [t.name for t in round_tasks(tasks, 9)(3)] == [f"t{i}" for i in range(5)]
+    with pytest.raises(AutoshardError, match="at least one task"):
+        round_tasks([], 2)

@@ -83,7 +83,8 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "of a few train tasks measured and added to the profile, the cost model refit, or a "
                         "given --cost-model fine-tuned on them, the policy trained further); the report gets "
                         "a row per round (default: the suite's)")
-    p.add_argument("--refresh-tasks", type=int, help="train tasks planned and measured in each refresh round")
+    p.add_argument("--refresh-tasks", type=int,
+                   help="train tasks planned and measured in each refresh round (fresh ones each round)")
     p.add_argument("--refresh-budget", type=float, metavar="SECONDS",
                    help="no refresh round starts after this many seconds of the loop")
     g = p.add_argument_group("measurement (overrides the suite's; part of every stage key)")

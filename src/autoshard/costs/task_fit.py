@@ -66,7 +66,7 @@ def _alone(task: Task, model: CostModel, shards: Sequence[ShardRef],
 
 
 def stage_shares(task: Task, model: CostModel, devices: Sequence[Sequence[ShardRef]],
-            cache: dict[ShardRef, np.ndarray]) -> tuple[np.ndarray, list[int]]:
+                 cache: dict[ShardRef, np.ndarray]) -> tuple[np.ndarray, list[int]]:
     """(n, T, 2) each device's stage shares by table (T: the tables the devices hold) and those tables."""
     _alone(task, model, [s for dev in devices for s in dev], cache)
     tables = sorted({s.table for dev in devices for s in dev})

@@ -51,7 +51,9 @@ class TrainingConfig:
     plan ``refresh_tasks`` train tasks, their devices are measured and added to the profile, the cost model is
     refit and the policy retrained; the bench then plans with the refreshed models. 0: no loop."""
     refresh_tasks: int = 2
-    """Train tasks planned and measured in every refresh round (the same tasks each round: rounds compare)."""
+    """Train tasks planned and measured in every refresh round, fresh ones each round (the next of the train
+    split, wrapping), so each round's error is on tasks the model was not tuned on
+    (``refresh_stage.round_tasks``)."""
     refresh_budget_s: float = 1800.0
     """No refresh round starts after this many seconds of the loop (the round under way finishes)."""
     extra: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
