@@ -14,7 +14,9 @@ timing nothing twice. The same loop runs in ``autoshard bench --refresh-rounds``
 Measured (docs/benchmarks.md, "Stop 75"; Intel Xeon VM, DLRM-50 (8)): adapted on five of the tasks, the
 shipped model's plans of all ten, timed side by side with the adapted model's, were as good or better (rl and
 search resolved better, 1.9% and 2.9%): it ranked the devices no better after tuning and priced devices of
-1-2 tables high against those of 6-9. Compare on your own tasks before you plan with it."""
+1-2 tables high against those of 6-9. Its table calibration ranked the devices better, and the plans made
+with it were level with the shipped model's (stop 76). Compare on your own tasks before you plan with
+either."""
 
 from __future__ import annotations
 

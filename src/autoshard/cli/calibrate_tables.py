@@ -5,9 +5,11 @@ The devices are a directory of timed devices of a fixed set of tables: ``autosha
 ``OUT/devices`` (adapt-cost also writes ``OUT/table_calibration.json`` itself), or ``autoshard profile`` of
 your tables file. The report gives the error on devices the fit did not see (5 folds) before and after.
 
-Measured (docs/benchmarks.md, "Stop 76"): the shipped model calibrated on the 408 devices adapt-cost timed on
-five DLRM-50 (8) tasks ranked those tasks' devices in another day's bench run with a within-task Spearman of
-0.918 against 0.864, where fine-tuning the network on the same devices ranked them no better."""
+Measured (docs/benchmarks.md, "Stop 76"; Intel Xeon VM, DLRM-50 (8)): the shipped model calibrated on 546
+devices adapt-cost timed on the ten tasks ranked their devices in another day's bench run with a within-task
+Spearman of 0.916 against 0.883 (fine-tuning the network on such devices ranked them no better), but the
+plans made with it, timed side by side with the shipped model's, were level (0.987-1.001). Compare on your
+own tasks before you plan with it."""
 
 from __future__ import annotations
 

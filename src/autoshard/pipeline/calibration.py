@@ -1,4 +1,4 @@
-"""A table calibration fitted on a directory of measured devices (``autoshard calibrate``; ``autoshard
+"""A table calibration fitted on a directory of measured devices (``autoshard calibrate-tables``; ``autoshard
 adapt-cost`` writes one beside its adapted model), and its error on devices it did not see.
 
 The devices are a profile-format directory whose tables are a fixed pool (``tables.json``): ``adapt-cost``'s
@@ -8,7 +8,6 @@ profile generates its tables per sample, so its table names say nothing about an
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,8 +24,6 @@ from autoshard.costs.table_calibration import (
 from autoshard.costs.task_fit import DEFAULT_RIDGE
 from autoshard.errors import AutoshardError
 from autoshard.hardware.profile_dataset import CostDataset
-
-log = logging.getLogger(__name__)
 
 HELD_OUT_FOLDS = 5
 """Folds of the held-out check: each fifth of the devices priced by a calibration fitted on the rest."""
