@@ -34,12 +34,12 @@ from autoshard.bench.summary import is_heuristic
 from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.loading import SHIPPED_COST_MODEL, load_cost_model
 from autoshard.costs.metrics import geomean_interval
-from autoshard.costs.table_calibration import CalibratedCostModel, TableCalibration
+from autoshard.costs.table_calibration import CalibratedCostModel
 from autoshard.errors import AutoshardError
 from autoshard.hardware.evaluator import evaluate_plans
 from autoshard.hardware.kernel import MeasureSettings
 from autoshard.io import read_json
-from autoshard.pipeline.cache import file_key
+from autoshard.pipeline.calibration import load_calibration
 from autoshard.plan import Plan
 from autoshard.planners.base import PlannerOptions, make_planner, run_planner
 from autoshard.tasks import Task
@@ -57,11 +57,8 @@ def _other_model(args: argparse.Namespace):
         if not args.model:
             raise AutoshardError("give --model OTHER.pt, or --calibration CAL.json")
         return load_cost_model(args.model, allow_other_hardware=args.allow_other_hardware)
-    calibration = TableCalibration.load(args.calibration)
     path = args.model or str(SHIPPED_COST_MODEL)
-    if calibration.model_key != file_key(path):
-        raise AutoshardError(f"{args.calibration} corrects {calibration.model_path}, not {path}; pass that "
-                             "model as --model")
+    calibration = load_calibration(args.calibration, path)
     return CalibratedCostModel(load_cost_model(path, allow_other_hardware=True), calibration)
 
 

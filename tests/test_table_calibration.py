@@ -132,7 +132,7 @@ def test_calibrate_tables_and_plan_refuse_bad_input_in_one_line(tmp_path, capsys
             (["plan", "--tables", str(tables), "--devices", "2", "--calibration", str(cal)],
              "corrects elsewhere.pt"),
             (["plan", "--tables", str(tables), "--devices", "2", "--calibration", str(cal), "--cost-model",
-              "analytical"], "--cost-model analytical is not one"),
+              "analytical"], "analytical is not one"),
             (["plan", "--tables", str(tables), "--devices", "2", "--calibration", str(tables)],
              "expected a 'autoshard.table_calibration' file")):
         assert main(argv) == 2, argv

@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
                         time_limit_s=args.time_limit, learned=learned)
     bars = ProgressBars()
     try:
-        rows = loop_rounds(tasks, out, base, recorder, refit, loop, comm, policy_path=args.policy,
+        rows = loop_rounds(lambda _: tasks, out, base, recorder, refit, loop, comm, policy_path=args.policy,
                            resume=True, say=lambda line: print(line, file=sys.stderr, flush=True),
                            progress=bars)
     finally:

@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     data = load_data(args.devices)
     model = LearnedCostModel.load(spec, allow_other_hardware=True)  # the level is part of what it corrects
     samples = record_devices(data)
-    calibration = calibrate(model, data, ridge, model_path=spec, model_key=file_key(spec))
+    calibration = calibrate(model, data, ridge, samples, model_path=spec, model_key=file_key(spec))
     fwd, bwd = (math.exp(x) for x in calibration.level)
     print(f"fitted on {calibration.devices} devices of {len(calibration.factors)} tables "
           f"({data.records[0].host.get('cpu', 'this host')}): level x{fwd:.3f} fwd, x{bwd:.3f} bwd")

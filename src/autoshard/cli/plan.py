@@ -205,22 +205,11 @@ def run(args: argparse.Namespace) -> int:
 def calibrated_model(path: str, spec: str | None, model, task):
     """``model`` (the shipped one when ``spec`` is None) corrected by the table calibration at ``path``,
     which must have been fitted against that very checkpoint; says how many of ``task``'s tables it covers."""
-    from pathlib import Path
-
     from autoshard.costs.loading import SHIPPED_COST_MODEL, default_cost_model
-    from autoshard.costs.table_calibration import CalibratedCostModel, TableCalibration
-    from autoshard.errors import AutoshardError
-    from autoshard.pipeline.cache import file_key
+    from autoshard.costs.table_calibration import CalibratedCostModel
+    from autoshard.pipeline.calibration import load_calibration
 
-    calibration = TableCalibration.load(path)
-    checkpoint = spec or str(SHIPPED_COST_MODEL)
-    if not Path(checkpoint).is_file():
-        raise AutoshardError(f"--calibration corrects a learned checkpoint; --cost-model {checkpoint} is not "
-                             "one (leave it out for the shipped model)")
-    if calibration.model_key != file_key(checkpoint):
-        raise AutoshardError(f"{path} corrects {calibration.model_path or 'another model'}, not "
-                             f"{checkpoint}; plan with that --cost-model, or calibrate this one (autoshard "
-                             f"calibrate-tables --model {checkpoint})")
+    calibration = load_calibration(path, spec or str(SHIPPED_COST_MODEL))
     base = model if model is not None else default_cost_model()
     covered = calibration.covered(task)
     print(f"table calibration {path}: {covered} of {task.num_tables} tables corrected (fitted on "

@@ -8,7 +8,7 @@ cluster's all-to-all model (``comm``) is a declared part of every model; ``with_
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -84,3 +84,23 @@ def plan_cost(model: CostModel, task: Task, plan: Plan) -> PlanCost:
     priced with the model's comm (``autoshard.costs.step``)."""
     devices = plan.device_shards(task)
     return compose(model.device_costs(task, devices), plan_collectives(task, model.comm, devices), model.name)
+
+
+class DelegatesToBase:
+    """What a model wrapping a ``base`` model (risk pricing, a calibration) passes through unchanged: the
+    base's compatibility check and the lines saying which devices it priced outside its support."""
+
+    base: Any
+
+    def check_compatible(self, *args: Any, **kwargs: Any) -> None:
+        check = getattr(self.base, "check_compatible", None)
+        if callable(check):
+            check(*args, **kwargs)
+
+    def describe_fallback(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> str:
+        describe = getattr(self.base, "describe_fallback", None)
+        return describe(task, devices) if callable(describe) else ""
+
+    def out_of_support(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> list[tuple[int, str]]:
+        oos = getattr(self.base, "out_of_support", None)
+        return oos(task, devices) if callable(oos) else []

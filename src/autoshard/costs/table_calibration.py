@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from autoshard.costs.base import ContentsAccumulator, CostModel, DeviceAccumulator
+from autoshard.costs.base import ContentsAccumulator, CostModel, DelegatesToBase, DeviceAccumulator
 from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.learned.risk import offers_spread
 from autoshard.costs.task_fit import DEFAULT_RIDGE, TaskFit, TaskFitModel, solve_factors, stage_shares
@@ -142,9 +142,10 @@ def fit_calibration(model: CostModel, measured: Iterable[MeasuredDevices], ridge
     return TableCalibration((float(level[0]), float(level[1])), by_name, n, ridge=ridge, **about)
 
 
-class CalibratedCostModel:
+class CalibratedCostModel(DelegatesToBase):
     """``base`` corrected by a ``TableCalibration`` on any task (``TaskFitModel`` per task, made on first
-    use): fwd and bwd, and their spread, times the device's factor; the comm column is the base's."""
+    use): fwd and bwd, and their spread, times the device's factor; the comm column, the support and its
+    out-of-support lines are the base's."""
 
     def __init__(self, base: CostModel, calibration: TableCalibration) -> None:
         self.base, self.calibration = base, calibration
@@ -175,20 +176,6 @@ class CalibratedCostModel:
 
     def accumulator(self, task: Task, num_envs: int) -> DeviceAccumulator:
         return ContentsAccumulator(self, task, num_envs)
-
-    def describe_fallback(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> str:
-        """The base's out-of-support line (a calibration corrects the devices' prices, not its support)."""
-        describe = getattr(self.base, "describe_fallback", None)
-        return describe(task, devices) if callable(describe) else ""
-
-    def check_compatible(self, *args: Any, **kwargs: Any) -> None:
-        check = getattr(self.base, "check_compatible", None)
-        if callable(check):
-            check(*args, **kwargs)
-
-    def out_of_support(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> list[tuple[int, str]]:
-        oos = getattr(self.base, "out_of_support", None)
-        return oos(task, devices) if callable(oos) else []
 
     def describe_hardware(self) -> str:
         """The base's hardware line and where the calibration's devices were timed."""

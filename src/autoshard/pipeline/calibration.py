@@ -9,6 +9,7 @@ profile generates its tables per sample, so its table names say nothing about an
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ from autoshard.costs.table_calibration import (
 from autoshard.costs.task_fit import DEFAULT_RIDGE
 from autoshard.errors import AutoshardError
 from autoshard.hardware.profile_dataset import CostDataset
+from autoshard.pipeline.cache import file_key
 
 HELD_OUT_FOLDS = 5
 """Folds of the held-out check: each fifth of the devices priced by a calibration fitted on the rest."""
@@ -46,11 +48,25 @@ def record_devices(data: CostDataset) -> list[MeasuredDevices]:
 
 
 def calibrate(model: CostModel, data: CostDataset, ridge: float = DEFAULT_RIDGE,
-              **about: Any) -> TableCalibration:
-    """``model``'s calibration on every device of ``data`` (``about``: what to record, as
-    ``fit_calibration`` takes it; the host defaults to the first record's)."""
+              samples: Sequence[MeasuredDevices] | None = None, **about: Any) -> TableCalibration:
+    """``model``'s calibration on every device of ``data`` (``samples``: its ``record_devices`` when the
+    caller has them already; ``about``: what to record, as ``fit_calibration`` takes it; the host defaults to
+    the first record's)."""
     about.setdefault("host", dict(data.records[0].host) if data.records else {})
-    return fit_calibration(model, record_devices(data), ridge, **about)
+    return fit_calibration(model, record_devices(data) if samples is None else samples, ridge, **about)
+
+
+def load_calibration(path: str, checkpoint: str) -> TableCalibration:
+    """The table calibration at ``path``, refused (one line) unless it was fitted against the learned
+    checkpoint file ``checkpoint``: its factors correct that model's prices, no other's."""
+    calibration = TableCalibration.load(path)
+    if not Path(checkpoint).is_file():
+        raise AutoshardError(f"a table calibration corrects a learned checkpoint; {checkpoint} is not one")
+    if calibration.model_key != file_key(checkpoint):
+        raise AutoshardError(f"{path} corrects {calibration.model_path or 'another model'}, not "
+                             f"{checkpoint}; plan with that model, or calibrate this one (autoshard "
+                             f"calibrate-tables --model {checkpoint})")
+    return calibration
 
 
 def held_out_error(model: CostModel, samples: Sequence[MeasuredDevices], ridge: float = DEFAULT_RIDGE,

@@ -250,19 +250,18 @@ def device_recorder(costs: Path, pool: TablePool, settings: MeasureSettings) -> 
     return DeviceRecorder(load_dataset(costs), costs, settings)
 
 
-def loop_rounds(tasks: Sequence[Task] | Callable[[int], list[Task]], out: Path, model: LearnedCostModel,
-                recorder: DeviceRecorder,
-                refit: Callable[[CostDataset], LearnedCostModel], loop: LoopSettings, sweep: AlphaBeta, *,
-                policy_path: str | None = None,
+def loop_rounds(tasks: Callable[[int], list[Task]], out: Path, model: LearnedCostModel,
+                recorder: DeviceRecorder, refit: Callable[[CostDataset], LearnedCostModel],
+                loop: LoopSettings, sweep: AlphaBeta, *, policy_path: str | None = None,
                 retrain: Callable[[LearnedCostModel, Path, TrainedPolicy, int], TrainedPolicy] | None = None,
                 collectives_backend: str | None = None, resume: bool = False,
                 say: Say = log_line, progress: Progress = no_progress) -> list[dict[str, Any]]:
-    """The loop's rounds over ``tasks`` (the same every round, or round r's: ``tasks(r)``) from ``model``,
-    written to ``out`` (``cost_model.pt``, ``policy.pt``
-    when it trains one, ``rounds.json`` last in a round); one row per round. ``refit`` makes the next model
-    from the grown dataset; ``retrain`` trains the policy further against the model just saved. ``sweep``: the
-    comm the evaluator prices the rounds' steps with (the planners' too, unless the loop times collectives
-    and refits it). With ``resume`` an interrupted loop's finished rounds are kept (``finished_rounds``)."""
+    """The loop's rounds, round r over ``tasks(r)``, from ``model``, written to ``out`` (``cost_model.pt``,
+    ``policy.pt`` when it trains one, ``rounds.json`` last in a round); one row per round. ``refit`` makes
+    the next model from the grown dataset; ``retrain`` trains the policy further against the model just
+    saved. ``sweep``: the comm the evaluator prices the rounds' steps with (the planners' too, unless the loop
+    times collectives and refits it). With ``resume`` an interrupted loop's finished rounds are kept
+    (``finished_rounds``)."""
     out.mkdir(parents=True, exist_ok=True)
     model_path, new_policy_path = out / "cost_model.pt", out / "policy.pt"
     trains_policy = policy_path is not None and retrain is not None  # else rl plans with policy_path as is
@@ -282,7 +281,7 @@ def loop_rounds(tasks: Sequence[Task] | Callable[[int], list[Task]], out: Path, 
         current_policy = str(new_policy_path) if r and trains_policy else policy_path
         options = PlannerOptions(seed=loop.seed, cost_model=model.with_comm(comm), policy_path=current_policy,
                                  time_limit_s=loop.time_limit_s)
-        planned = list(tasks(r) if callable(tasks) else tasks)
+        planned = tasks(r)
         row = _round(r, planned, list(loop.learned), options, recorder, sweep, collectives_backend, progress)
         row["tasks"] = [t.name for t in planned]
         if collectives_backend is not None:

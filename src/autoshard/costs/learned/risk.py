@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from autoshard.costs.base import ContentsAccumulator, CostModel, DeviceAccumulator
+from autoshard.costs.base import ContentsAccumulator, CostModel, DelegatesToBase, DeviceAccumulator
 from autoshard.costs.comm import AlphaBeta
 from autoshard.errors import AutoshardError
 from autoshard.plan import Plan
@@ -55,7 +55,7 @@ def risk_factor(model: Any, risk: Any = None) -> float:
     return parse_risk(getattr(model, "risk_k", 0.0) if risk is None else risk)
 
 
-class RiskPricedModel:
+class RiskPricedModel(DelegatesToBase):
     """``base`` with every device priced at mean + ``risk`` x spread (fwd and bwd; comm has no spread). Its
     accumulator agrees with its ``device_costs``; ``base`` is the model of the means."""
 
@@ -103,23 +103,11 @@ class RiskPricedModel:
         """The base model's (``planners.sharding_moves``; 0 for a model without one)."""
         return float(getattr(self.base, "row_move_margin", 0.0))
 
-    def check_compatible(self, *args: Any, **kwargs: Any) -> None:
-        check = getattr(self.base, "check_compatible", None)
-        if callable(check):
-            check(*args, **kwargs)
-
     def describe_hardware(self) -> str:
         describe = getattr(self.base, "describe_hardware", None)
         what = describe() if callable(describe) else self.base.name
         return f"{what}; devices priced at mean + {self.risk:g} x spread"
 
-    def describe_fallback(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> str:
-        describe = getattr(self.base, "describe_fallback", None)
-        return describe(task, devices) if callable(describe) else ""
-
-    def out_of_support(self, task: Task, devices: Sequence[Sequence[ShardRef]]) -> list[tuple[int, str]]:
-        oos = getattr(self.base, "out_of_support", None)
-        return oos(task, devices) if callable(oos) else []
 
 
 def risk_priced(model: CostModel, risk: Any = None) -> CostModel:
