@@ -6,11 +6,10 @@ Why (docs/benchmarks.md, "Stop 76"; ``benchmarks/table_error.py``): on the devic
 of the shipped model's error that matters for a plan, the error between one task's devices, belongs to the
 tables: fitted on the other tasks' devices of an archived DLRM-50 (8) run (AMD EPYC, the model's own
 hardware), a factor per table took the within-task error of fwd + bwd from 0.084 to 0.056 (log sd) and the
-within-task Spearman from 0.899 to 0.960, where a fit on the tables' features took it to 0.077 / 0.907, and
-timing each table alone made it worse (a fused device is not its tables timed alone). Fine-tuning the
-network on the same kind of devices fixed the level, not the ranking (stop 75). Measured on the Intel VM:
-calibrated on 546 devices of DLRM-50 (8)'s ten tasks, the model ranked them better (0.883 -> 0.916) but the
-planners' plans with it were level with the shipped model's, timed side by side.
+within-task Spearman from 0.899 to 0.960, where a fit on the tables' features took it to 0.077 / 0.907.
+Fine-tuning the network on the same kind of devices fixed the level, not the ranking (stop 75). Measured on
+the Intel VM: calibrated on 546 devices of DLRM-50 (8)'s ten tasks, the model ranked them better (0.883 ->
+0.916) but the planners' plans with it were level with the shipped model's, timed side by side.
 
 The correction is ``costs.task_fit``'s (per stage, log measured / predicted = level + sum over the device's
 tables of share x factor, the factors ridge-regularised), fitted on the devices of many tasks at once with the
