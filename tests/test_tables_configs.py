@@ -246,3 +246,22 @@ def test_tables_from_configs_rejects_non_lists() -> None:
     for bad in ("a", {"name": "a"}, [], 3):
         with pytest.raises(AutoshardError, match="non-empty list"):
             tables_from_configs(bad)
+
+
+@pytest.mark.parametrize(("content", "expect"), [
+    ('[{"name": "a", "num_embeddings": 10, "embedding_dim": 4}]', "autoshard tables from-torchrec"),
+    ('{"tables": [{"name": "a", "num_embeddings": 10, "embedding_dim": 4}]}', "tables from-torchrec"),
+    ('[{"name": "a", "dim": 4, "rows": 10, "pooling_factor": 1}]', '"kind": "autoshard.tables"'),
+    ('[{"name": "a"}]', "expected a 'autoshard.tables' file"),
+    ("[]", "expected a 'autoshard.tables' file"),
+    ('{"kind": "autoshard.tables", "version": 1, "tables": []}', "lists no tables"),
+])
+def test_plan_says_how_to_make_a_tables_file(tmp_path: Path, capsys, content, expect) -> None:
+    """What a user passes first (their configs, a bare list, an empty pool) is one line naming the fix."""
+    f = tmp_path / "mine.json"
+    f.write_text(content)
+    assert main(["plan", "--tables", str(f), "--devices", "2", "--algo", "size_greedy",
+                 "-o", str(tmp_path / "plan.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("autoshard: error:") and "\n" not in err and expect in err, err
+    assert not (tmp_path / "plan.json").exists()

@@ -19,6 +19,9 @@ from autoshard.errors import AutoshardError
 from autoshard.io import ARTEFACT_VERSION, check_finite, read_json, write_json
 from autoshard.tables.published import PUBLISHED_BATCH_SIZE
 
+TABLES_KIND = "autoshard.tables"
+"""The ``kind`` of a tables file (``TablePool.save``)."""
+
 NUM_ACCESS_BINS = 17
 """Access-count bins (0,1], (1,2], (2,4], ..., (16384,32768], >32768 as in the dlrm_datasets locality
 stats."""
@@ -328,7 +331,7 @@ class TablePool:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "kind": "autoshard.tables",
+            "kind": TABLES_KIND,
             "version": ARTEFACT_VERSION,
             "source": self.source,
             "normalizer": self.normalizer.to_json(),
@@ -339,6 +342,9 @@ class TablePool:
     def from_json(d: dict[str, Any]) -> TablePool:
         if not isinstance(d.get("tables"), list):
             raise AutoshardError("tables file has no 'tables' list; regenerate it with 'autoshard tables'")
+        if not d["tables"]:
+            raise AutoshardError("tables file lists no tables; give at least one (or regenerate it with "
+                                 "'autoshard tables')")
         tables = tuple(Table.from_json(t) for t in d["tables"])
         norm = (FeatureNormalizer.from_json(d["normalizer"]) if "normalizer" in d
                 else FeatureNormalizer.fit(tables))
@@ -349,4 +355,34 @@ class TablePool:
 
     @staticmethod
     def load(path: str) -> TablePool:
-        return TablePool.from_json(read_json(path, kind="autoshard.tables"))
+        try:
+            d = read_json(path, kind=TABLES_KIND)
+        except AutoshardError:
+            hint = _not_a_pool_hint(path)
+            if hint:
+                raise AutoshardError(hint) from None
+            raise
+        try:
+            return TablePool.from_json(d)
+        except AutoshardError as e:  # a bad entry: say which file holds it
+            raise AutoshardError(f"{path}: {e}") from None
+
+
+def _not_a_pool_hint(path: str) -> str:
+    """For a JSON list of table entries that is not a tables file (the first thing a user tries: their
+    TorchRec configs, or tables written by hand), the one line that says how to make one; else ''."""
+    try:
+        d = read_json(path)
+    except AutoshardError:
+        return ""
+    entries = d.get("tables") if isinstance(d, dict) and "kind" not in d else d
+    if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
+        return ""
+    if any("num_embeddings" in e or "embedding_dim" in e for e in entries):
+        return (f"{path} holds TorchRec table configs, not a tables file; convert it with 'autoshard tables "
+                f"from-torchrec {path} -o tables.json' and pass tables.json")
+    if all("dim" in e and "rows" in e for e in entries):
+        return (f"{path} is a bare list of tables; write it as {{\"kind\": \"{TABLES_KIND}\", \"version\": "
+                f"{ARTEFACT_VERSION}, \"tables\": [...]}} (each with name, dim, rows, pooling_factor), or as "
+                "TorchRec configs (name, num_embeddings, embedding_dim) for 'autoshard tables from-torchrec'")
+    return ""
