@@ -185,19 +185,17 @@ def test_comm_stage_picks_nccl_only_with_a_gpu_per_rank(tmp_path: Path, monkeypa
     assert "CPU processes' fit" in eight.comm_description()  # what the bench report's meta says
 
 
-def test_torchrec_alone_gets_the_cuda_compute_device(monkeypatch) -> None:
-    from autoshard.torchrec import baseline
-
-    built = []
-    monkeypatch.setattr(baseline, "torchrec_planner", lambda options: built.append(options) or "planner")
+def test_torchrec_alone_gets_the_cuda_compute_device() -> None:
+    pytest.importorskip("torchrec")
     assert planner_extras(MeasureSettings()) == {}
     extras = planner_extras(MeasureSettings(device="cuda"))
     assert extras == {TORCHREC: {"compute_device": "cuda"}}
     options = PlannerOptions(time_limit_s=0.5, algorithm_extra=extras)
-    assert make_planner(TORCHREC, options) == "planner"
-    make_planner("ilp", options)  # others are built from the shared options, without the key
+    assert make_planner(TORCHREC, options).config.compute_device == "cuda"
+    assert make_planner(TORCHREC, PlannerOptions(time_limit_s=0.5)).config.compute_device == "cpu"
+    make_planner("ilp", options)  # built from the shared options, without the key: ilp refuses an unknown one
     make_planner("size_greedy", options)
-    assert built[0].extra == {"compute_device": "cuda"} and options.extra == {}
+    assert options.extra == {}
 
 
 def _learned_model(path: Path, settings: dict) -> str:

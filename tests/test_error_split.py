@@ -8,7 +8,16 @@ import math
 import numpy as np
 import pytest
 
-from autoshard.bench.error_split import device_errors, error_split, min_noise_by_rounds, rounds_needed, split
+import autoshard.bench.error_split as error_split_module
+from autoshard.bench.error_split import (
+    SUBSETS,
+    _subsets,
+    device_errors,
+    error_split,
+    min_noise_by_rounds,
+    rounds_needed,
+    split,
+)
 from autoshard.bench.report import error_split_lines
 from autoshard.breakdown import CostBreakdown, PlanCost
 from autoshard.errors import AutoshardError
@@ -83,7 +92,7 @@ def test_an_archived_run_restates_stop_66s_figures():
                    "s47-intel-dlrm-50-4-torchrec": (243, 3, 0.047, 0.029, 0.026)}
 
 
-def test_the_minimum_of_fewer_rounds_is_read_from_subsets_of_the_rounds():
+def test_the_minimum_of_fewer_rounds_is_read_from_subsets_of_the_rounds(monkeypatch):
     run = _run(0.08, 0.10, rounds=6)
     s, curve = split(device_errors(run)), min_noise_by_rounds(run)
     assert len(curve) == 6 and curve[-1] == pytest.approx(s.min_noise_sd)
@@ -95,9 +104,20 @@ def test_the_minimum_of_fewer_rounds_is_read_from_subsets_of_the_rounds():
     assert rounds_needed(curve, 0.0) is None and rounds_needed(curve, 1.0) == 1
     [line] = error_split_lines(run)
     assert "k = 1..6: " + ", ".join(f"{v:.3f}" for v in curve) in line
-    # more rounds than SUBSETS allows in full: a fixed-seed draw, the same every time
-    many = _run(0.05, 0.10, rounds=10, tasks=2)
-    assert min_noise_by_rounds(many) == min_noise_by_rounds(many)
+    # more rounds than SUBSETS allows in full (comb(11, 5) = 462 > 256): a fixed-seed draw, the same each time
+    assert math.comb(11, 5) > SUBSETS
+    drawn = _subsets(11, 5)
+    assert len(drawn) == SUBSETS and drawn == _subsets(11, 5)
+    assert all(len(set(c)) == 5 and list(c) == sorted(c) and max(c) < 11 for c in drawn)
+    many = _run(0.05, 0.10, rounds=11)
+    s_many, curve_many = split(device_errors(many)), min_noise_by_rounds(many)
+    assert len(curve_many) == 11 and curve_many == min_noise_by_rounds(many)
+    assert curve_many[-1] == pytest.approx(s_many.min_noise_sd)
+    assert curve_many[0] == pytest.approx(s_many.round_noise_sd, rel=0.02)
+    # the drawn k = 4..7 estimate the average over every subset (what a larger SUBSETS would take)
+    monkeypatch.setattr(error_split_module, "SUBSETS", math.comb(11, 5))
+    every = min_noise_by_rounds(many)
+    assert curve_many[4:7] != every[4:7] and curve_many[4:7] == pytest.approx(every[4:7], rel=0.01)
 
 
 def test_three_of_six_rounds_restate_the_three_round_run_of_the_same_tasks():

@@ -98,7 +98,7 @@ def test_search_moves_can_cut_a_skewed_table_by_lookups_when_that_pays():
     # the untrained margin unless the model was pre-trained on profiles holding row shards
     from autoshard.costs.learned.splits import UNTRAINED_ROW_MOVE_MARGIN
 
-    assert UNTRAINED_ROW_MOVE_MARGIN == 0.185
+    assert UNTRAINED_ROW_MOVE_MARGIN > 0  # so the untrained and the trained cases below differ
     trained = {k: v for k, v in shipped.info.items() if k != "split_kinds_trained"}
     for kinds, margin in (([], UNTRAINED_ROW_MOVE_MARGIN), (["column"], UNTRAINED_ROW_MOVE_MARGIN),
                           (["column", "row"], 0.0)):
