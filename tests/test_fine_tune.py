@@ -79,13 +79,15 @@ def test_fine_tune_keeps_each_member_no_worse_on_validation_and_leaves_the_origi
     # the pre-trained model is not changed
     for (net, _), before in zip(pretrained.members, weights):
         assert all(torch.equal(v, before[k]) for k, v in net.state_dict().items())
-    assert tuned is not pretrained and tuned.ensemble_size == pretrained.ensemble_size
+    assert tuned.ensemble_size == pretrained.ensemble_size
     # each member keeps the epoch with the lowest validation error, its starting weights included
-    for after, before in zip(_member_val_mape(tuned, workload, TUNE), _member_val_mape(pretrained, workload,
-                                                                                         TUNE)):
-        assert after <= before + 1e-6
+    afters, befores = (_member_val_mape(m, workload, TUNE) for m in (tuned, pretrained))
+    assert all(after <= before + 1e-6 for after, before in zip(afters, befores))
+    # ...and the training moved some member to a better epoch than its start (not only kept the start)
+    assert any(after < before - 1e-3 for after, before in zip(afters, befores)), (afters, befores)
     info = tuned.info["fine_tuned"]
-    assert info["records"] == len(workload.records) == tuned_records(tuned) and tuned_records(pretrained) == 0
+    assert info["records"] == len(workload.records) and tuned_records(tuned) == len(workload.records)
+    assert tuned_records(pretrained) == 0
     assert info["val_records"] == round(len(workload.records) * TUNE.val_fraction)
     # the guard's margin is never narrowed below the pre-trained one
     assert tuned.risk_k >= pretrained.risk_k and tuned.risk_k >= info["val_risk_k"]
@@ -128,15 +130,15 @@ def test_adapting_to_another_machine_scales_first_and_names_the_new_machine(pret
     ratio = info["adapted_from"]
     assert 1 / 40 < ratio["fwd_scale"] < 1 / 10 and 1 / 40 < ratio["bwd_scale"] < 1 / 10
     assert ratio["scale_records"] == len(other.records) - info["val_records"]
-    # the error before adapting is the pre-trained model's on the held-back records; with r = p/t its ratio
-    # to this machine's time, mean |20r - 1| >= 19 - 20 mean |r - 1|: a 20x faster machine shows through
-    # whatever the model's own error on these tables (a fixed threshold failed where that error was larger)
-    before, here = (_ensemble_val_mape(pretrained, data, TUNE) for data in (other, workload))
+    # the error before adapting is the pre-trained model's on the held-back records, after scaling the scaled
+    # model's; the fine-tuning keeps the scaled start unless an epoch beats it (here none did: 24 records)
+    before = _ensemble_val_mape(pretrained, other, TUNE)
     assert info["val_mape_pct_before"] == pytest.approx(before)
-    assert before >= 1900 - 20 * here - 1e-6
-    assert info["val_mape_pct_after"] < 100 and info["val_mape_pct_after"] < before / 5
-    # each member starts at the scaled level and keeps its best validation epoch, the start included
     start = pretrained.with_host_scale(ratio["fwd_scale"], ratio["bwd_scale"], {})
+    assert info["val_mape_pct_scaled"] == pytest.approx(_ensemble_val_mape(start, other, TUNE))
+    assert info["val_mape_pct_scaled"] < before / 5
+    assert info["val_mape_pct_after"] <= info["val_mape_pct_scaled"] + 1e-9
+    # each member starts at the scaled level and keeps its best validation epoch, the start included
     for after, scaled in zip(_member_val_mape(adapted, other, TUNE), _member_val_mape(start, other, TUNE)):
         assert after <= scaled + 1e-6
     # a model of the records' machine now: checked against it, the pre-training's host kept in info

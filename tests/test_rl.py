@@ -141,18 +141,16 @@ def test_fast_cost_paths_equal_device_costs():
     task = make_task(9, 3, seed=4)
     rng = np.random.default_rng(1)
     models = [MODEL]
-    try:  # the learned model's incremental API, with an untrained network (only the bookkeeping is tested)
-        from autoshard.costs.comm import DEFAULT_COMM
-        from autoshard.costs.learned.features import TargetScaler
-        from autoshard.costs.learned.model import LearnedCostModel
-        from autoshard.costs.learned.network import CostNet, CostNetConfig, Target
+    # the learned model's incremental API, with an untrained network (only the bookkeeping is tested)
+    from autoshard.costs.comm import DEFAULT_COMM
+    from autoshard.costs.learned.features import TargetScaler
+    from autoshard.costs.learned.model import LearnedCostModel
+    from autoshard.costs.learned.network import CostNet, CostNetConfig, Target
 
-        torch.manual_seed(0)
-        models.append(LearnedCostModel(CostNet(CostNetConfig(hidden=16, embed=8)), normalizer_for(task),
-                                       TargetScaler(Target.LOG, (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)),
-                                       DEFAULT_COMM, {}))
-    except ImportError:
-        pass
+    torch.manual_seed(0)
+    models.append(LearnedCostModel(CostNet(CostNetConfig(hidden=16, embed=8)), normalizer_for(task),
+                                   TargetScaler(Target.LOG, (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)),
+                                   DEFAULT_COMM, {}))
     for model in models:
         fast, generic = model.accumulator(task, 2), ContentsAccumulator(model, task, 2)
         assert type(fast) is not ContentsAccumulator
@@ -297,8 +295,14 @@ def test_bad_policy_files(tmp_path):
 
 
 def test_rl_without_policy_uses_the_shipped_one():
+    from autoshard.costs.loading import SHIPPED_POLICY
+
     task = make_task(10, 3, seed=6)
-    plan = run_planner(make_planner("rl", PlannerOptions()), task)
+    planner = make_planner("rl", PlannerOptions())
+    shipped = TrainedPolicy.load(str(SHIPPED_POLICY)).net.state_dict()
+    held = planner.policy.net.state_dict()
+    assert held.keys() == shipped.keys() and all(torch.equal(held[k], shipped[k]) for k in shipped)
+    plan = run_planner(planner, task)
     assert plan.algorithm == "rl" and len(plan.placements) == 10
 
 
