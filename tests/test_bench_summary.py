@@ -1307,11 +1307,11 @@ def test_stop_76s_quickstart_plans_fresh_tasks_in_each_refresh_round(capsys):
     ("ilp", "0.865 [0.816, 0.904] better", "0.886 [0.844, 0.926] better", 8, 0.848),
 ])
 def test_stop_77s_oversize_run_on_the_intel_vm(capsys, row, fixed, cross_fitted, wins, vs_torchrec):
-    """docs/benchmarks.md, "Stop 77": oversize-22-8 (tables larger than a device) with the three-pass comm fit
-    on the Intel Xeon VM: every learned planner 13.5-19.7% below the best fixed heuristic (size_lookup_greedy),
-    resolved, clearly better on 8-9 tasks in both timings and worse on none; 15-21% better than TorchRec's
-    planner, which is clearly worse than the best heuristic on 5; every task roomy, and >= 5% met there by all
-    four (nothing measured)."""
+    """docs/benchmarks.md, "Stop 77": oversize-22-8 (tables larger than a device) with the three-pass comm
+    fit on the Intel Xeon VM: every learned planner 13.5-19.7% below the best fixed heuristic
+    (size_lookup_greedy), resolved, clearly better on 8-9 tasks in both timings and worse on none; 15-21%
+    better than TorchRec's planner, which is clearly worse than the best heuristic on 5; every task roomy,
+    and >= 5% met there by all four (nothing measured)."""
     run = "s77-intel-oversize-22-8-torchrec"
     bench, results, summary = _restated_run(capsys, run, row, fixed, cross_fitted)
     assert (summary[row].clear_wins, summary[row].clear_losses) == (wins, 0)

@@ -45,6 +45,14 @@ def _reject_constant(name: str) -> float:
     raise ValueError(f"non-finite number {name}")
 
 
+def _finite_float(text: str) -> float:
+    """A JSON number as float, refused where it overflows to infinity (e.g. 1e400)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text} (too large for a float)")
+    return value
+
+
 def read_json(path: str | os.PathLike[str], kind: str | None = None,
               versions: tuple[int, ...] = (ARTEFACT_VERSION,)) -> dict[str, Any]:
     """Read a JSON artefact, plain or gzip-compressed (``.json.gz``, told by its magic bytes); if ``kind`` is
@@ -62,7 +70,7 @@ def read_json(path: str | os.PathLike[str], kind: str | None = None,
         except (OSError, EOFError, zlib.error) as e:  # a truncated or corrupt gzip stream
             raise AutoshardError(f"{p}: not a readable gzip file ({e}); copy or regenerate it") from None
     try:
-        obj = json.loads(raw.decode(), parse_constant=_reject_constant)
+        obj = json.loads(raw.decode(), parse_constant=_reject_constant, parse_float=_finite_float)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise AutoshardError(f"{p}: not valid JSON ({e}); regenerate the file") from None
     except ValueError as e:
@@ -80,7 +88,10 @@ def read_json(path: str | os.PathLike[str], kind: str | None = None,
 
 def check_finite(value: float, what: str) -> float:
     """Return ``value`` as float, or raise AutoshardError naming ``what`` if it is NaN or infinite."""
-    v = float(value)
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise AutoshardError(f"{what} is {value!r}; it must be a number") from None
     if not math.isfinite(v):
         raise AutoshardError(f"{what} is {v}; it must be a finite number")
     return v

@@ -94,6 +94,9 @@ class TablePlacement:
 
     @staticmethod
     def from_json(table: str, d: dict[str, Any], version: int = PLAN_VERSION) -> TablePlacement:
+        if not isinstance(d, dict):
+            raise AutoshardError(f"plan: table {table}'s placement is {d!r}, not an object; regenerate "
+                                 "the plan with 'autoshard plan'")
         try:
             st = ShardingType(d["sharding_type"])
         except (KeyError, ValueError):
@@ -184,12 +187,17 @@ class Plan:
         except (KeyError, TypeError, ValueError):
             raise AutoshardError("plan file lacks an integer 'devices'; "
                                  "regenerate it with 'autoshard plan'") from None
+        try:
+            cost = PlanCost.from_json(d["cost"]) if d.get("cost") else None
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+            raise AutoshardError("plan file's 'cost' is malformed; drop it (it is only a record) or "
+                                 "regenerate the plan with 'autoshard plan'") from None
         return Plan(
             tuple(TablePlacement.from_json(name, p, version) for name, p in tables.items()),
             devices,
             str(d.get("algorithm", "")),
             str(d.get("task", "")),
-            PlanCost.from_json(d["cost"]) if d.get("cost") else None,
+            cost,
             d.get("planning_time_s"),
         )
 

@@ -94,7 +94,7 @@ class Shard:
             c0, c1 = (int(x) for x in d["columns"])
             rows = d.get("rows")
             r0, r1 = (0, None) if rows is None else (int(rows[0]), None if rows[1] is None else int(rows[1]))
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError):
             raise PlanError(f"plan: a shard of table {table} needs an integer 'rank', "
                             "'columns': [start, end] and optionally 'rows': [start, end]") from None
         return Shard(rank, c0, c1, r0, r1)

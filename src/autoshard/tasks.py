@@ -121,6 +121,9 @@ class Task:
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> Task:
+        if not isinstance(d, dict):
+            raise AutoshardError(f"a task entry is {d!r}, not an object; regenerate the file with "
+                                 "'autoshard tasks'")
         try:
             precision = Precision(d.get("precision", "fp32"))
         except ValueError:
@@ -138,6 +141,10 @@ class Task:
             )
         except KeyError as e:
             raise AutoshardError(f"a task lacks the field {e}; each needs tables and device_memory") from None
+        except (TypeError, ValueError, AttributeError, OverflowError) as e:
+            raise AutoshardError(f"task {d.get('name', '?')}: a field has the wrong type ({e}); "
+                                 "device_memory is a list of byte counts, batch_size an integer, meta an "
+                                 "object") from None
 
 
 def save_tasks(path: str, tasks: Sequence[Task], settings: dict[str, Any] | None = None) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from typing import Any
@@ -195,8 +196,8 @@ def _span(text: str, what: str) -> tuple[float, float]:
         values = [float(x) for x in parts]
     except ValueError:
         values = []
-    if len(values) not in (1, 2):
-        raise AutoshardError(f"--{what} {text!r} must be LO:HI or one number, e.g. --{what} 4:256")
+    if len(values) not in (1, 2) or not all(math.isfinite(v) for v in values):
+        raise AutoshardError(f"--{what} {text!r} must be LO:HI or one finite number, e.g. --{what} 4:256")
     return values[0], values[-1]
 
 

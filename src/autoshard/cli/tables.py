@@ -199,7 +199,7 @@ def run_show(args: argparse.Namespace) -> int:
         origin += f" {src['trace_path']}"
     elif src.get("configs"):
         origin += f" {src['configs']}"
-    elif "config" in src:
+    elif isinstance(src.get("config"), dict):  # the synthetic generator's settings
         cfg = src["config"]
         origin += f" seed {cfg.get('seed')}, bins at batch {cfg.get('stats_batch_size')}"
     print(f"{args.file}: {_summary(pool)}, {empty} without lookups; from {origin}")

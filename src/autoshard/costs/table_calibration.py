@@ -88,7 +88,7 @@ class TableCalibration:
             return TableCalibration((level[0], level[1]), factors, int(d["devices"]),
                                     str(d.get("model_path", "")), str(d.get("model_key", "")),
                                     float(d.get("ridge", DEFAULT_RIDGE)), dict(d.get("host") or {}))
-        except (KeyError, TypeError, ValueError, IndexError) as e:
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
             raise AutoshardError(f"a broken table calibration ({type(e).__name__}: {e}); make it again with "
                                  "'autoshard calibrate'") from None
 

@@ -244,6 +244,9 @@ class Table:
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> Table:
+        if not isinstance(d, dict):
+            raise AutoshardError(f"a table entry is {d!r}, not an object with name, dim, rows, "
+                                 "pooling_factor")
         try:
             return Table(
                 name=str(d["name"]),
@@ -257,7 +260,7 @@ class Table:
         except KeyError as e:
             raise AutoshardError(f"a table entry lacks the field {e}; "
                                  "each needs name, dim, rows, pooling_factor") from None
-        except (TypeError, ValueError) as e:
+        except (TypeError, ValueError, AttributeError, OverflowError) as e:
             raise AutoshardError(f"table {d.get('name')!r}: bad value ({e})") from None
 
 
@@ -296,9 +299,16 @@ class FeatureNormalizer:
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> FeatureNormalizer:
-        if list(d.get("feature_names", [])) != list(FEATURE_NAMES):
+        if not isinstance(d, dict) or list(d.get("feature_names", [])) != list(FEATURE_NAMES):
             raise AutoshardError("feature normaliser was made for other features; regenerate the table pool")
-        return FeatureNormalizer(tuple(map(float, d["mean"])), tuple(map(float, d["std"])))
+        try:
+            mean, std = tuple(map(float, d["mean"])), tuple(map(float, d["std"]))
+        except (KeyError, TypeError, ValueError):
+            mean = std = ()
+        if len(mean) != NUM_FEATURES or len(std) != NUM_FEATURES:
+            raise AutoshardError(f"feature normaliser needs {NUM_FEATURES} numbers in 'mean' and in 'std'; "
+                                 "drop 'normalizer' (it is refitted) or regenerate the table pool")
+        return FeatureNormalizer(mean, std)
 
 
 @dataclass(frozen=True)
@@ -348,7 +358,11 @@ class TablePool:
         tables = tuple(Table.from_json(t) for t in d["tables"])
         norm = (FeatureNormalizer.from_json(d["normalizer"]) if "normalizer" in d
                 else FeatureNormalizer.fit(tables))
-        return TablePool(tables, norm, dict(d.get("source", {})))
+        source = d.get("source", {})
+        if not isinstance(source, dict):
+            raise AutoshardError(f"tables file's 'source' is {source!r}, not an object; drop it or "
+                                 "regenerate the file with 'autoshard tables'")
+        return TablePool(tables, norm, dict(source))
 
     def save(self, path: str) -> None:
         write_json(path, self.to_json())

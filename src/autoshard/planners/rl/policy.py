@@ -201,11 +201,16 @@ class TrainedPolicy:
         if ck.get("version") != ARTEFACT_VERSION:
             raise AutoshardError(f"{path}: policy version {ck.get('version')!r} is not supported "
                                  f"(expected {ARTEFACT_VERSION}); retrain it")
-        config = PolicyConfig(**ck["policy_config"])
-        if (config.device_features, config.table_features) != (DEVICE_FEATURES, TABLE_FEATURES):
-            raise AutoshardError(f"{path}: policy was trained on other observation features; retrain it")
-        net = PlacementPolicy(config)
-        net.load_state_dict(ck["state_dict"])
+        try:
+            config = PolicyConfig(**ck["policy_config"])
+            if (config.device_features, config.table_features) != (DEVICE_FEATURES, TABLE_FEATURES):
+                raise AutoshardError(f"{path}: policy was trained on other observation features; retrain it")
+            net = PlacementPolicy(config)
+            net.load_state_dict(ck["state_dict"])
+            normalizer = FeatureNormalizer.from_json(ck["normalizer"])
+        except (KeyError, TypeError, ValueError, RuntimeError) as e:  # a field missing, of another shape
+            raise AutoshardError(f"{path}: a broken policy checkpoint ({type(e).__name__}); retrain it with "
+                                 "'autoshard train-policy'") from None
         net.eval()
-        return TrainedPolicy(net, FeatureNormalizer.from_json(ck["normalizer"]), ck.get("cost_model", {}),
+        return TrainedPolicy(net, normalizer, ck.get("cost_model", {}),
                              ck.get("train_config", {}), ck.get("metrics", {}), ck.get("state", {}))
