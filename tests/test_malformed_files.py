@@ -1,6 +1,6 @@
 """Malformed artefacts a user may hand the CLI (a field of the wrong type, a missing or empty one, a number
-too large for a float): each is one line naming the problem, exit 2, no traceback, nothing written. Each case
-reached an uncaught exception of the parsers before (a read-only audit of the readers found them)."""
+too large for a float): each is one line naming the problem, exit 2, no traceback, nothing written. On stop
+76's code 27 of these ended in a traceback and one was accepted (docs/benchmarks.md, "Stop 77")."""
 
 from __future__ import annotations
 
