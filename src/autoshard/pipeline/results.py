@@ -139,10 +139,11 @@ class TaskResult:
                 load_average=tuple(float(x) for x in d.get("load_average", ())),
                 stage_floor=StageFloor.from_json(d["stage_floor"]) if d.get("stage_floor") else None,
             )
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
+        except (KeyError, TypeError, ValueError, AttributeError, AutoshardError) as e:  # the last: the task's own check
             task = d.get("task") if isinstance(d, dict) else None
             name = f" of task {task['name']!r}" if isinstance(task, dict) and "name" in task else ""
-            raise AutoshardError(f"a bench task result{name} is malformed ({type(e).__name__}: {e}); "
+            why = str(e) if isinstance(e, AutoshardError) else f"{type(e).__name__}: {e}"
+            raise AutoshardError(f"a bench task result{name} is malformed ({why}); "
                                  "pass a results file `autoshard bench` wrote") from None
 
 
