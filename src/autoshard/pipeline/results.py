@@ -139,7 +139,8 @@ class TaskResult:
                 load_average=tuple(float(x) for x in d.get("load_average", ())),
                 stage_floor=StageFloor.from_json(d["stage_floor"]) if d.get("stage_floor") else None,
             )
-        except (KeyError, TypeError, ValueError, AttributeError, AutoshardError) as e:  # the last: the task's own check
+        # AutoshardError: the task's own check (Task.from_json), named here as this result's
+        except (KeyError, TypeError, ValueError, AttributeError, AutoshardError) as e:
             task = d.get("task") if isinstance(d, dict) else None
             name = f" of task {task['name']!r}" if isinstance(task, dict) and "name" in task else ""
             why = str(e) if isinstance(e, AutoshardError) else f"{type(e).__name__}: {e}"
