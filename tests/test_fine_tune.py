@@ -83,8 +83,14 @@ def test_fine_tune_keeps_each_member_no_worse_on_validation_and_leaves_the_origi
     # each member keeps the epoch with the lowest validation error, its starting weights included
     afters, befores = (_member_val_mape(m, workload, TUNE) for m in (tuned, pretrained))
     assert all(after <= before + 1e-6 for after, before in zip(afters, befores))
-    # ...and the training moved some member to a better epoch than its start (not only kept the start)
-    assert any(after < before - 1e-3 for after, before in zip(afters, befores)), (afters, befores)
+    # ...and the training steps: on these records a well-fitted start may rightly be kept (CI once saw
+    # all three kept), so the loop is checked where its start is surely wrong: the same records at 3x
+    # their measured time (an injected input), which every member must move towards
+    slower = replace(workload, records=[replace(r, fwd_ms=3 * r.fwd_ms, bwd_ms=3 * r.bwd_ms)
+                                        for r in workload.records])
+    tuned_slower = fine_tune(pretrained, slower, TUNE)
+    moved, start = (_member_val_mape(m, slower, TUNE) for m in (tuned_slower, pretrained))
+    assert all(after < 0.9 * before for after, before in zip(moved, start)), (moved, start)
     info = tuned.info["fine_tuned"]
     assert info["records"] == len(workload.records) and tuned_records(tuned) == len(workload.records)
     assert tuned_records(pretrained) == 0
