@@ -137,13 +137,14 @@ def test_adapting_to_another_machine_scales_first_and_names_the_new_machine(pret
     assert 1 / 40 < ratio["fwd_scale"] < 1 / 10 and 1 / 40 < ratio["bwd_scale"] < 1 / 10
     assert ratio["scale_records"] == len(other.records) - info["val_records"]
     # the error before adapting is the pre-trained model's on the held-back records, after scaling the scaled
-    # model's; the fine-tuning keeps the scaled start unless an epoch beats it (here none did: 24 records)
+    # model's; each member keeps the scaled start unless an epoch beats it (checked per member below: the
+    # ensemble's mean of members chosen one by one may end a little above the scaled ensemble, as CI saw)
     before = _ensemble_val_mape(pretrained, other, TUNE)
     assert info["val_mape_pct_before"] == pytest.approx(before)
     start = pretrained.with_host_scale(ratio["fwd_scale"], ratio["bwd_scale"], {})
     assert info["val_mape_pct_scaled"] == pytest.approx(_ensemble_val_mape(start, other, TUNE))
     assert info["val_mape_pct_scaled"] < before / 5
-    assert info["val_mape_pct_after"] <= info["val_mape_pct_scaled"] + 1e-9
+    assert info["val_mape_pct_after"] == pytest.approx(_ensemble_val_mape(adapted, other, TUNE))
     # each member starts at the scaled level and keeps its best validation epoch, the start included
     for after, scaled in zip(_member_val_mape(adapted, other, TUNE), _member_val_mape(start, other, TUNE)):
         assert after <= scaled + 1e-6
