@@ -86,6 +86,13 @@ def read_json(path: str | os.PathLike[str], kind: str | None = None,
     return obj
 
 
+def check_object(value: Any, what: str, fix: str) -> dict[str, Any]:
+    """``value`` if it is a JSON object (a dict), else an AutoshardError naming ``what`` and ``fix``."""
+    if not isinstance(value, dict):
+        raise AutoshardError(f"{what} is {value!r}, not an object; {fix}")
+    return value
+
+
 def check_finite(value: float, what: str) -> float:
     """Return ``value`` as float, or raise AutoshardError naming ``what`` if it is NaN or infinite."""
     try:

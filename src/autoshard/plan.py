@@ -33,7 +33,7 @@ from typing import Any
 
 from autoshard.breakdown import PlanCost
 from autoshard.errors import AutoshardError, PlanError
-from autoshard.io import format_bytes, read_json, write_json
+from autoshard.io import check_object, format_bytes, read_json, write_json
 from autoshard.shards import (
     COLUMN_SHARD_MULTIPLE,
     Shard,
@@ -94,9 +94,7 @@ class TablePlacement:
 
     @staticmethod
     def from_json(table: str, d: dict[str, Any], version: int = PLAN_VERSION) -> TablePlacement:
-        if not isinstance(d, dict):
-            raise AutoshardError(f"plan: table {table}'s placement is {d!r}, not an object; regenerate "
-                                 "the plan with 'autoshard plan'")
+        check_object(d, f"plan: table {table}'s placement", "regenerate the plan with 'autoshard plan'")
         try:
             st = ShardingType(d["sharding_type"])
         except (KeyError, ValueError):

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from autoshard.errors import AutoshardError, InfeasibleError
-from autoshard.io import ARTEFACT_VERSION, check_finite, format_bytes, read_json, write_json
+from autoshard.io import ARTEFACT_VERSION, check_finite, check_object, format_bytes, read_json, write_json
 from autoshard.shards import ShardRef
 from autoshard.tables.lookups import row_range_share
 from autoshard.tables.table import Precision, Table, TablePool, check_unique_names
@@ -121,9 +121,7 @@ class Task:
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> Task:
-        if not isinstance(d, dict):
-            raise AutoshardError(f"a task entry is {d!r}, not an object; regenerate the file with "
-                                 "'autoshard tasks'")
+        check_object(d, "a task entry", "regenerate the file with 'autoshard tasks'")
         try:
             precision = Precision(d.get("precision", "fp32"))
         except ValueError:

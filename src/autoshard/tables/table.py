@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from autoshard.errors import AutoshardError
-from autoshard.io import ARTEFACT_VERSION, check_finite, read_json, write_json
+from autoshard.io import ARTEFACT_VERSION, check_finite, check_object, read_json, write_json
 from autoshard.tables.published import PUBLISHED_BATCH_SIZE
 
 TABLES_KIND = "autoshard.tables"
@@ -244,9 +244,7 @@ class Table:
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> Table:
-        if not isinstance(d, dict):
-            raise AutoshardError(f"a table entry is {d!r}, not an object with name, dim, rows, "
-                                 "pooling_factor")
+        check_object(d, "a table entry", "each is an object with name, dim, rows, pooling_factor")
         try:
             return Table(
                 name=str(d["name"]),
@@ -358,10 +356,8 @@ class TablePool:
         tables = tuple(Table.from_json(t) for t in d["tables"])
         norm = (FeatureNormalizer.from_json(d["normalizer"]) if "normalizer" in d
                 else FeatureNormalizer.fit(tables))
-        source = d.get("source", {})
-        if not isinstance(source, dict):
-            raise AutoshardError(f"tables file's 'source' is {source!r}, not an object; drop it or "
-                                 "regenerate the file with 'autoshard tables'")
+        source = check_object(d.get("source", {}), "tables file's 'source'",
+                              "drop it or regenerate the file with 'autoshard tables'")
         return TablePool(tables, norm, dict(source))
 
     def save(self, path: str) -> None:
