@@ -1370,49 +1370,39 @@ def test_stop_78s_dlrm_100_2_run_on_the_intel_vm_keeps_heuristic_plans(capsys, r
     assert room.roomy == () and room.tasks == 10
 
 
-@pytest.mark.parametrize(("row", "fixed", "cross_fitted", "wins_losses", "vs_torchrec", "on_roomy"), [
-    ("rl", "0.974 [0.960, 0.989] better", "0.979 [0.966, 0.989] better", (4, 0), 0.852, 0.942),
-    ("neuroshard", "0.981 [0.967, 0.993] better", "0.986 [0.973, 0.995] better", (4, 0), 0.858, 0.967),
-    ("search", "0.973 [0.961, 0.989] better", "0.983 [0.973, 0.992] better", (5, 0), 0.851, 0.950),
-    ("ilp", "0.980 [0.964, 0.999] better", "0.984 [0.972, 0.999] better", (5, 1), 0.857, 0.951),
+_S79_RUNS = {"s79-intel-dlrm-100-8-torchrec": (3, (2, 7), 10),
+             "s79-intel-dlrm-20-4-r6-torchrec": (6, (0, 1, 4, 5, 6, 7), 9)}
+"""Stop 79's runs: their rounds, their tasks with >= 10% room and TorchRec's planner's clear losses."""
+_D100, _D20 = _S79_RUNS
+
+
+@pytest.mark.parametrize(("run", "row", "fixed", "cross_fitted", "wins_losses", "vs_torchrec", "on_roomy"), [
+    (_D100, "rl", "0.974 [0.960, 0.989] better", "0.979 [0.966, 0.989] better", (4, 0), 0.852, 0.942),
+    (_D100, "neuroshard", "0.981 [0.967, 0.993] better", "0.986 [0.973, 0.995] better", (4, 0), 0.858, 0.967),
+    (_D100, "search", "0.973 [0.961, 0.989] better", "0.983 [0.973, 0.992] better", (5, 0), 0.851, 0.950),
+    (_D100, "ilp", "0.980 [0.964, 0.999] better", "0.984 [0.972, 0.999] better", (5, 1), 0.857, 0.951),
+    (_D20, "rl", "0.958 [0.927, 0.983] better", "0.981 [0.967, 0.996] better", (0, 0), 0.852, 0.944),
+    (_D20, "neuroshard", "0.968 [0.948, 0.986] better", "0.989 [0.975, 1.000] better", (0, 0), 0.861, 0.961),
+    (_D20, "search", "0.969 [0.949, 0.987] better", "0.988 [0.975, 1.000] no clear difference", (0, 0), 0.862,
+     0.962),
+    (_D20, "ilp", "0.961 [0.930, 0.987] better", "0.984 [0.968, 0.998] better", (0, 0), 0.855, 0.944),
 ])
-def test_stop_79s_dlrm_100_8_run_on_the_intel_vm(capsys, row, fixed, cross_fitted, wins_losses, vs_torchrec,
-                                                 on_roomy):
-    """docs/benchmarks.md, "Stop 79": DLRM-100 (8) with the three-pass comm fit on the Intel Xeon VM (3
-    rounds): every learned planner better than the best fixed heuristic (lookup_greedy) and cross-fitted,
-    14-15% better than TorchRec's planner; ilp clearly worse on 1 task (its guard returned
-    size_lookup_greedy's plan, 4.7% above lookup_greedy's); 2 tasks with >= 10% room, where rl is 5.8%
-    better and search 5.0% (nothing measured)."""
-    run = "s79-intel-dlrm-100-8-torchrec"
+def test_stop_79s_intel_runs_with_the_three_pass_comm_fit(capsys, run, row, fixed, cross_fitted, wins_losses,
+                                                          vs_torchrec, on_roomy):
+    """docs/benchmarks.md, "Stop 79", on the Intel Xeon VM: DLRM-100 (8) (3 rounds) and DLRM-20 (4) (6
+    rounds) with the three-pass comm fit. Every learned planner better than the best fixed heuristic
+    (lookup_greedy; size_lookup_greedy) and 14-15% better than TorchRec's planner. DLRM-100 (8): ilp clearly
+    worse on 1 task (its guard returned size_lookup_greedy's plan, 4.7% above lookup_greedy's); 2 tasks with
+    >= 10% room, where rl is 5.8% better and search 5.0%. DLRM-20 (4): clearly worse on no task; 6 roomy
+    tasks, where rl and ilp are 5.6% better and neuroshard and search 3.8-3.9% (nothing measured)."""
     bench, results, summary = _restated_run(capsys, run, row, fixed, cross_fitted)
-    assert (summary[row].clear_wins, summary[row].clear_losses) == wins_losses
+    rounds, roomy, torchrec_losses = _S79_RUNS[run]
+    assert (summary[row].clear_wins, summary[row].clear_losses) == wins_losses and bench["rounds"] == rounds
     assert summary[row].vs_torchrec.verdict == "better" and "Intel" in bench["host"]["cpu"]
     assert summary[row].vs_torchrec.ratio == pytest.approx(vs_torchrec, abs=5e-4)
-    assert (summary["torchrec"].clear_wins, summary["torchrec"].clear_losses) == (0, 10)
+    assert (summary["torchrec"].clear_wins, summary["torchrec"].clear_losses) == (0, torchrec_losses)
     room = room_summary(results, [row], bench["comm"]["alpha_ms"])
-    assert len(room.roomy) == 2 and room.ratio_on_roomy[row] == pytest.approx(on_roomy, abs=5e-4)
-    if row == "ilp":  # the clear loss: the guard's pick among the heuristics on test task 0
-        guard = next(r.guard for r in results[0].results if r.algorithm == "ilp")
+    assert room.roomy == roomy and room.ratio_on_roomy[row] == pytest.approx(on_roomy, abs=5e-4)
+    if wins_losses[1]:  # DLRM-100 (8)'s ilp: its clear loss is the guard's heuristic pick on test-0
+        guard = next(r.guard for r in results[0].results if r.algorithm == row)
         assert "kept size_lookup_greedy's plan" in guard
-
-
-@pytest.mark.parametrize(("row", "fixed", "cross_fitted", "vs_torchrec", "on_roomy"), [
-    ("rl", "0.958 [0.927, 0.983] better", "0.981 [0.967, 0.996] better", 0.852, 0.944),
-    ("neuroshard", "0.968 [0.948, 0.986] better", "0.989 [0.975, 1.000] better", 0.861, 0.961),
-    ("search", "0.969 [0.949, 0.987] better", "0.988 [0.975, 1.000] no clear difference", 0.862, 0.962),
-    ("ilp", "0.961 [0.930, 0.987] better", "0.984 [0.968, 0.998] better", 0.855, 0.944),
-])
-def test_stop_79s_dlrm_20_4_six_round_run_on_the_intel_vm(capsys, row, fixed, cross_fitted, vs_torchrec,
-                                                          on_roomy):
-    """docs/benchmarks.md, "Stop 79": DLRM-20 (4) with the three-pass comm fit on the Intel Xeon VM (6
-    rounds): every learned planner better than the best fixed heuristic (size_lookup_greedy), 14-15% better
-    than TorchRec's planner, clearly worse on no task; 6 tasks with >= 10% room, where rl and ilp are 5.6%
-    better and neuroshard and search 3.8-3.9% (nothing measured)."""
-    run = "s79-intel-dlrm-20-4-r6-torchrec"
-    bench, results, summary = _restated_run(capsys, run, row, fixed, cross_fitted)
-    assert (summary[row].clear_wins, summary[row].clear_losses) == (0, 0) and bench["rounds"] == 6
-    assert summary[row].vs_torchrec.verdict == "better" and "Intel" in bench["host"]["cpu"]
-    assert summary[row].vs_torchrec.ratio == pytest.approx(vs_torchrec, abs=5e-4)
-    assert (summary["torchrec"].clear_wins, summary["torchrec"].clear_losses) == (0, 9)
-    room = room_summary(results, [row], bench["comm"]["alpha_ms"])
-    assert room.roomy == (0, 1, 4, 5, 6, 7) and room.ratio_on_roomy[row] == pytest.approx(on_roomy, abs=5e-4)
