@@ -945,6 +945,34 @@ def test_guard_heuristic_pick_restates_stop_72s_figures(capsys, tmp_path):
     assert err[-1].startswith("guard_heuristic_pick: error:") and "bad.json" in err[-1]
 
 
+def test_default_algo_restates_stop_80s_case_for_search_as_plans_default(capsys, tmp_path):
+    """benchmarks/default_algo.py (docs/benchmarks.md, "Stop 80"): against size_lookup_greedy, plan's default
+    before stop 80, search measured 0.952 [0.940, 0.970] on stop 79's DLRM-100 (8) (clearly better on 9 tasks,
+    worse on none) and 1.003 on stop 78's DLRM-100 (2), where the guard kept a heuristic's plan everywhere;
+    a run without the reference is skipped with a line; none with it, or a file that is no run, is one error
+    line and no table."""
+    module = _script("default_algo")
+    runs = [str(BENCHMARKS / "runs" / f"{r}.json.gz")
+            for r in ("s79-intel-dlrm-100-8-torchrec", "s78-intel-dlrm-100-2-torchrec")]
+    assert module.main(runs) == 0
+    rows = {line.split(" | ")[0]: line.split(" | ") for line in capsys.readouterr().out.splitlines()}
+    heads = rows["| run"]
+    dlrm100_8 = dict(zip(heads, rows["| s79-intel-dlrm-100-8-torchrec.json.gz"]))
+    dlrm100_2 = dict(zip(heads, rows["| s78-intel-dlrm-100-2-torchrec.json.gz"]))
+    assert dlrm100_8["search"] == "0.952 [0.940, 0.970] +9/-0"
+    assert dlrm100_8["lookup_greedy"] == "0.978 [0.963, 0.996] +7/-0"
+    assert dlrm100_2["search"] == "1.003 [0.994, 1.011] +0/-0"
+    assert rows["| all"][3].startswith("**0.977** (max 1.022, 20 tasks)")
+    assert module.main([runs[1], "--against", "nope"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.strip().splitlines()[-1].startswith("default_algo: error:")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    assert module.main([runs[1], str(bad)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "bad.json" in captured.err and len(captured.err.strip().splitlines()) == 1
+
+
 @pytest.mark.slow
 def test_torchrec_hash_order_shows_the_seed_changing_torchrecs_plan_and_not_the_baselines(capsys):
     """benchmarks/torchrec_hash_order.py (docs/benchmarks.md, "Stop 72"): DLRM-10 (4)'s test-1 planned by

@@ -26,6 +26,23 @@ def test_plan_prints_per_device_table_and_writes_plan(tables_file, tmp_path, cap
     assert plan.algorithm == "size_lookup_greedy"
 
 
+def test_default_algorithm_is_search_behind_the_guard(tables_file, tmp_path, capsys):
+    """Without --algo, pooled tables are planned by search on the shipped model behind the heuristic guard
+    (stop 80: 0.955 of size_lookup_greedy over 230 archived bench tasks, ``benchmarks/default_algo.py``); the
+    guard's decision is printed, whichever plan it kept."""
+    out = str(tmp_path / "plan.json")
+    assert main(["plan", "--tables", tables_file, "--devices", "4", "--memory", "5GB", "-o", out]) == 0
+    text = capsys.readouterr().out
+    assert "plan by search for" in text
+    guard = [line for line in text.splitlines() if line.startswith("guard: search: kept ")]
+    assert len(guard) == 1 and "the model's uncertainty" in guard[0]
+    plan = Plan.load(out)
+    assert plan.algorithm == "search"
+    validate(plan, Task(tables=TablePool.load(tables_file).tables, device_memory=(5 * 10**9,) * 4))
+    assert main(["plan", "--tables", tables_file, "--devices", "4", "--algo", "size_lookup_greedy"]) == 0
+    assert "guard:" not in capsys.readouterr().out  # a heuristic answers to no guard
+
+
 def _comm_column(text: str) -> list[float]:
     rows = [line.split() for line in text.splitlines() if line.split() and line.split()[0].isdigit()]
     return [float(r[-2]) for r in rows]  # columns end with: fwd ms, bwd ms, comm ms, total ms

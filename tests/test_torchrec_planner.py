@@ -347,3 +347,83 @@ def test_torchrec_baseline_plans_alike_whatever_the_string_hashing(tmp_path):
 
     assert plan(0, "torchrec-order") != plan(1, "torchrec-order")  # the premise: TorchRec's order varies
     assert plan(0, "sharder-order") == plan(1, "sharder-order")
+
+
+COLLECTIVE_DRIVER = """
+import json, os, sys
+import torch
+import torch.distributed as dist
+from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
+from torchrec.modules.embedding_modules import EmbeddingBagCollection
+from autoshard.errors import AutoshardError
+from autoshard.planners.base import PlannerOptions
+from autoshard.tasks import Task
+from autoshard.torchrec.baseline import make_topology
+from autoshard.torchrec.modules import ebc_configs
+from autoshard.torchrec.planner import AutoshardShardingPlanner
+with open(sys.argv[1]) as f:
+    task = Task.from_json(json.load(f))
+rank = int(os.environ["RANK"])
+dist.init_process_group("gloo", rank=rank, world_size=2)
+ebc = EmbeddingBagCollection(ebc_configs(task), device=torch.device("meta"))
+# each rank asks another algorithm: what every rank returns must be the first rank's plan
+algorithm = ("lookup_greedy", "random")[rank]
+planner = AutoshardShardingPlanner(make_topology(task), batch_size=256, algorithm=algorithm,
+                                   options=PlannerOptions(seed=7))
+sp = planner.collective_plan(ebc, [EmbeddingBagCollectionSharder()])
+ranks = {name: [m.placement.rank() for m in ps.sharding_spec.shards] if ps.sharding_spec else ps.ranks
+         for name, ps in sorted(sp.plan[""].items())}
+print(json.dumps({"ranks": ranks, "algorithm": planner.last_plan.algorithm}, sort_keys=True))
+try:
+    planner.collective_plan(ebc, [])
+except AutoshardError as e:
+    print("error:", e, flush=True)
+dist.barrier()  # neither rank tears gloo down while the other still talks to it
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.slow  # two gloo processes that import torchrec (~20 s)
+def test_collective_plan_gives_every_rank_the_first_ranks_plan(tmp_path):
+    """A searching planner stops at a wall-clock limit, so ranks planning alone could disagree:
+    collective_plan plans on the group's first rank and broadcasts (as TorchRec's planner does). Here the two
+    ranks ask different algorithms and both return rank 0's (lookup_greedy's) plan; a planning error on rank 0
+    is raised on both, neither hangs."""
+    import json
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    task = _small_task(10**9)
+    task_file = tmp_path / "task.json"
+    task_file.write_text(json.dumps(task.to_json()))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = [subprocess.Popen([sys.executable, "-c", COLLECTIVE_DRIVER, str(task_file)],
+                              env={**os.environ, "RANK": str(rank), "MASTER_ADDR": "127.0.0.1",
+                                   "MASTER_PORT": str(port)},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outs]
+    results = [out.strip().splitlines() for out, _ in outs]
+    plans = [json.loads(lines[-2]) for lines in results]
+    assert plans[0] == plans[1] and plans[0]["algorithm"] == "lookup_greedy"
+    assert len(plans[0]["ranks"]) == task.num_tables
+    from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
+    from torchrec.modules.embedding_modules import EmbeddingBagCollection
+
+    from autoshard.torchrec.baseline import make_topology
+    from autoshard.torchrec.modules import ebc_configs
+    from autoshard.torchrec.planner import AutoshardShardingPlanner
+
+    ebc = EmbeddingBagCollection(ebc_configs(task), device=torch.device("meta"))
+    alone = AutoshardShardingPlanner(make_topology(task), batch_size=256, algorithm="random",
+                                     options=PlannerOptions(seed=7))
+    own = alone.collective_plan(ebc, [EmbeddingBagCollectionSharder()])
+    own_ranks = {name: [m.placement.rank() for m in ps.sharding_spec.shards] if ps.sharding_spec else ps.ranks
+                 for name, ps in sorted(own.plan[""].items())}
+    assert own_ranks != plans[1]["ranks"]  # rank 1 alone (no process group) would have planned otherwise
+    for lines in results:
+        assert lines[-1].startswith("error:") and "sharder" in lines[-1]

@@ -1,6 +1,6 @@
 """A drop-in TorchRec planner that plans with an autoshard algorithm.
 
-``AutoshardShardingPlanner(topology, batch_size, algorithm="size_lookup_greedy").plan(model, sharders)`` has
+``AutoshardShardingPlanner(topology, batch_size, algorithm="search").plan(model, sharders)`` has
 the call shape of TorchRec's ``EmbeddingShardingPlanner.plan`` and returns a ``ShardingPlan`` for every
 EmbeddingBagCollection in ``model``, ready for ``DistributedModelParallel(model, plan=..., sharders=...)``.
 
@@ -12,8 +12,10 @@ EmbeddingBagCollection in ``model``, ready for ``DistributedModelParallel(model,
 - Batch: TorchRec's ``batch_size`` is per rank; the task's kernel batch is ``batch_size x world_size``.
 - Optimizer state: ``optimizer_bytes_per_element`` (0 for SGD, 4 for fp32 Adagrad) counts in the memory check.
 
-The plan is deterministic given ``options.seed``, so ``collective_plan`` computes it on every rank without
-communication.
+The default algorithm is ``search`` behind the heuristic guard, as ``autoshard plan``'s (since stop 80;
+``benchmarks/default_algo.py``). A searching planner stops at a wall-clock limit, so two ranks planning alone
+could disagree: ``collective_plan`` plans on the group's first rank and broadcasts the result, as TorchRec's
+own planner does (a planning error there is raised on every rank).
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ from autoshard.tables.table import Precision
 from autoshard.tasks import DEFAULT_BATCH_SIZE, Task
 
 logger = logging.getLogger(__name__)
+
+DEFAULT_ALGORITHM = "search"
+"""As ``autoshard plan``'s default: local search on the shipped model behind the heuristic guard."""
 
 
 def _collections(model: Any) -> list[tuple[str, Any]]:
@@ -54,7 +59,7 @@ class AutoshardShardingPlanner:
         self,
         topology: Any,
         batch_size: int | None = None,
-        algorithm: str = "size_lookup_greedy",
+        algorithm: str = DEFAULT_ALGORITHM,
         options: PlannerOptions | None = None,
         sample_batches: Sequence[Any] = (),
         optimizer_bytes_per_element: float = 0.0,
@@ -126,5 +131,26 @@ class AutoshardShardingPlanner:
         return ShardingPlan(plans)
 
     def collective_plan(self, module: Any, sharders: Sequence[Any], pg: Any = None) -> Any:
-        """Same plan on every rank: planning is deterministic, so no broadcast is needed."""
-        return self.plan(module, sharders)
+        """The same ShardingPlan on every rank of ``pg`` (default: the world group where torch.distributed is
+        initialised): its first rank plans and broadcasts the plan (and ``last_plan``/``last_task``), since a
+        searching planner's result depends on the wall clock; without a process group, planned here."""
+        import torch.distributed as dist
+
+        if pg is None:
+            if not (dist.is_available() and dist.is_initialized()):
+                return self.plan(module, sharders)
+            pg = dist.group.WORLD
+        if dist.get_world_size(pg) == 1:
+            return self.plan(module, sharders)
+        source = dist.get_global_rank(pg, 0)
+        box: list[Any] = [None]
+        if dist.get_rank() == source:
+            try:
+                box = [(self.plan(module, sharders), self.last_plan, self.last_task)]
+            except AutoshardError as e:  # every rank raises it, none waits for a plan that never comes
+                box = [e]
+        dist.broadcast_object_list(box, src=source, group=pg)
+        if isinstance(box[0], AutoshardError):
+            raise box[0]
+        sharding_plan, self.last_plan, self.last_task = box[0]
+        return sharding_plan
