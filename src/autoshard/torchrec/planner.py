@@ -15,7 +15,7 @@ EmbeddingBagCollection in ``model``, ready for ``DistributedModelParallel(model,
 The default algorithm is ``search`` behind the heuristic guard, as ``autoshard plan``'s (since stop 80;
 ``benchmarks/default_algo.py``). A searching planner stops at a wall-clock limit, so two ranks planning alone
 could disagree: ``collective_plan`` plans on the group's first rank and broadcasts the result, as TorchRec's
-own planner does (a planning error there is raised on every rank).
+own planner does (an error planning there is raised on every rank).
 """
 
 from __future__ import annotations
@@ -147,10 +147,10 @@ class AutoshardShardingPlanner:
         if dist.get_rank() == source:
             try:
                 box = [(self.plan(module, sharders), self.last_plan, self.last_task)]
-            except AutoshardError as e:  # every rank raises it, none waits for a plan that never comes
+            except Exception as e:  # noqa: BLE001 - re-raised on every rank: none waits for a plan that never comes
                 box = [e]
         dist.broadcast_object_list(box, src=source, group=pg)
-        if isinstance(box[0], AutoshardError):
+        if isinstance(box[0], Exception):
             raise box[0]
         sharding_plan, self.last_plan, self.last_task = box[0]
         return sharding_plan
