@@ -1216,7 +1216,9 @@ def test_stop_75s_quickstart_on_the_intel_vm(capsys, row):
     bench, results, summary = _restated_run(capsys, run, row, "1.000 [1.000, 1.000] no clear difference",
                                             "0.994 [0.957, 1.027] no clear difference")
     assert (summary[row].clear_wins, summary[row].clear_losses) == (0, 0)
-    assert summary[row].vs_torchrec.verdict == "better" and "Intel" in bench["host"]["cpu"]
+    level = run == _D20_2  # on 2 devices TorchRec's planner is level with the heuristics
+    assert summary[row].vs_torchrec.verdict == ("no clear difference" if level else "better")
+    assert "Intel" in bench["host"]["cpu"]
     assert all(tr.by_algorithm()[row].guard.startswith(f"{row}: kept lookup_greedy's plan") for tr in results)
     room = room_summary(results, [row], bench["comm"]["alpha_ms"])
     assert len(room.roomy) == 3 and room.ratio_on_roomy[row] == pytest.approx(1.0)
@@ -1236,7 +1238,9 @@ def test_stop_75s_dlrm_10_8_run_on_the_intel_vm(capsys, row, fixed, cross_fitted
     run = "s75-intel-dlrm-10-8-torchrec"
     bench, results, summary = _restated_run(capsys, run, row, fixed, cross_fitted)
     assert (summary[row].clear_wins, summary[row].clear_losses) == (wins, 0)
-    assert summary[row].vs_torchrec.verdict == "better" and "Intel" in bench["host"]["cpu"]
+    level = run == _D20_2  # on 2 devices TorchRec's planner is level with the heuristics
+    assert summary[row].vs_torchrec.verdict == ("no clear difference" if level else "better")
+    assert "Intel" in bench["host"]["cpu"]
     room = room_summary(results, [row], bench["comm"]["alpha_ms"])
     assert len(room.roomy) == 2 and room.ratio_on_roomy[row] < 0.88
 
@@ -1255,7 +1259,9 @@ def test_stop_75s_dlrm_10_4_run_on_the_intel_vm(capsys, row, fixed, cross_fitted
     run = "s75-intel-dlrm-10-4-torchrec"
     bench, results, summary = _restated_run(capsys, run, row, fixed, cross_fitted)
     assert (summary[row].clear_wins, summary[row].clear_losses) == (wins, 0)
-    assert summary[row].vs_torchrec.verdict == "better" and "Intel" in bench["host"]["cpu"]
+    level = run == _D20_2  # on 2 devices TorchRec's planner is level with the heuristics
+    assert summary[row].vs_torchrec.verdict == ("no clear difference" if level else "better")
+    assert "Intel" in bench["host"]["cpu"]
     room = room_summary(results, [row], bench["comm"]["alpha_ms"])
     assert len(room.roomy) == 4
     assert (room.ratio_on_roomy[row] <= 0.95) == (row in ("search", "neuroshard"))
@@ -1275,7 +1281,9 @@ def test_stop_76s_dlrm_10_4_six_round_run_on_the_intel_vm(capsys, row, fixed, cr
     run = "s76-intel-dlrm-10-4-r6-torchrec"
     bench, results, summary = _restated_run(capsys, run, row, fixed, cross_fitted)
     assert (summary[row].clear_wins, summary[row].clear_losses) == (wins, 0)
-    assert summary[row].vs_torchrec.verdict == "better" and "Intel" in bench["host"]["cpu"]
+    level = run == _D20_2  # on 2 devices TorchRec's planner is level with the heuristics
+    assert summary[row].vs_torchrec.verdict == ("no clear difference" if level else "better")
+    assert "Intel" in bench["host"]["cpu"]
     assert bench["rounds"] == 6
     room = room_summary(results, [row], bench["comm"]["alpha_ms"])
     assert len(room.roomy) == 6 and room.ratio_on_roomy[row] <= 0.95
@@ -1315,7 +1323,9 @@ def test_stop_77s_oversize_run_on_the_intel_vm(capsys, row, fixed, cross_fitted,
     run = "s77-intel-oversize-22-8-torchrec"
     bench, results, summary = _restated_run(capsys, run, row, fixed, cross_fitted)
     assert (summary[row].clear_wins, summary[row].clear_losses) == (wins, 0)
-    assert summary[row].vs_torchrec.verdict == "better" and "Intel" in bench["host"]["cpu"]
+    level = run == _D20_2  # on 2 devices TorchRec's planner is level with the heuristics
+    assert summary[row].vs_torchrec.verdict == ("no clear difference" if level else "better")
+    assert "Intel" in bench["host"]["cpu"]
     assert summary[row].vs_torchrec.ratio == pytest.approx(vs_torchrec, abs=5e-4)
     assert (summary["torchrec"].clear_wins, summary["torchrec"].clear_losses) == (0, 5)
     room = room_summary(results, [row], bench["comm"]["alpha_ms"])
@@ -1341,7 +1351,9 @@ def test_stop_77s_refresh_loop_with_fresh_tasks_on_dlrm_20_8(capsys, row, fixed,
     run = "s77-intel-dlrm-20-8-refresh-torchrec"
     bench, results, summary = _restated_run(capsys, run, row, fixed, cross_fitted)
     assert (summary[row].clear_wins, summary[row].clear_losses) == wins_losses
-    assert summary[row].vs_torchrec.verdict == "better" and "Intel" in bench["host"]["cpu"]
+    level = run == _D20_2  # on 2 devices TorchRec's planner is level with the heuristics
+    assert summary[row].vs_torchrec.verdict == ("no clear difference" if level else "better")
+    assert "Intel" in bench["host"]["cpu"]
     assert summary[row].vs_torchrec.ratio == pytest.approx(vs_torchrec, abs=5e-4)
     rounds = bench["refresh"]
     assert [r["tasks"] for r in rounds] == [[f"dlrm-20-8-train-{i}" for i in range(3 * k, 3 * k + 3)]
@@ -1372,10 +1384,11 @@ def test_stop_78s_dlrm_100_2_run_on_the_intel_vm_keeps_heuristic_plans(capsys, r
 
 _S79_RUNS = {"s79-intel-dlrm-100-8-torchrec": (3, (2, 7), 10),
              "s79-intel-dlrm-20-4-r6-torchrec": (6, (0, 1, 4, 5, 6, 7), 9),
-             "s80-intel-dlrm-50-4-r6-torchrec": (6, (0, 2, 3, 4, 5, 6, 8, 9), 6)}
+             "s80-intel-dlrm-50-4-r6-torchrec": (6, (0, 2, 3, 4, 5, 6, 8, 9), 6),
+             "s80-intel-dlrm-20-2-r6-torchrec": (6, (0, 1, 2, 3, 5, 6, 7, 8, 9), 2)}
 """Stop 79's and stop 80's runs: their rounds, their tasks with >= 10% room and TorchRec's planner's clear
 losses."""
-_D100, _D20, _D50 = _S79_RUNS
+_D100, _D20, _D50, _D20_2 = _S79_RUNS
 
 
 @pytest.mark.parametrize(("run", "row", "fixed", "cross_fitted", "wins_losses", "vs_torchrec", "on_roomy"), [
@@ -1392,6 +1405,14 @@ _D100, _D20, _D50 = _S79_RUNS
     (_D50, "neuroshard", "0.984 [0.968, 0.999] better", "0.989 [0.977, 0.999] better", (0, 0), 0.858, 0.977),
     (_D50, "search", "0.969 [0.949, 0.987] better", "0.970 [0.952, 0.987] better", (0, 0), 0.845, 0.958),
     (_D50, "ilp", "0.967 [0.944, 0.987] better", "0.968 [0.952, 0.984] better", (1, 0), 0.843, 0.964),
+    (_D20_2, "rl", "0.982 [0.968, 0.996] better", "0.990 [0.970, 1.014] no clear difference", (1, 0), 0.967,
+     0.980),
+    (_D20_2, "neuroshard", "0.967 [0.943, 0.989] better", "0.980 [0.951, 1.011] no clear difference", (2, 0),
+     0.953, 0.964),
+    (_D20_2, "search", "0.981 [0.967, 0.996] better", "0.988 [0.968, 1.014] no clear difference", (1, 0),
+     0.966, 0.979),
+    (_D20_2, "ilp", "0.975 [0.959, 0.991] better", "0.987 [0.964, 1.013] no clear difference", (2, 0), 0.960,
+     0.972),
 ])
 def test_stop_79s_and_stop_80s_intel_runs_with_the_three_pass_comm_fit(capsys, run, row, fixed, cross_fitted,
                                                                        wins_losses, vs_torchrec, on_roomy):
@@ -1401,12 +1422,19 @@ def test_stop_79s_and_stop_80s_intel_runs_with_the_three_pass_comm_fit(capsys, r
     DLRM-100 (8): ilp clearly worse on 1 task (its guard returned size_lookup_greedy's plan, 4.7% above
     lookup_greedy's); 2 tasks with >= 10% room, where rl is 5.8% better and search 5.0%. DLRM-20 (4): clearly
     worse on no task; 6 roomy tasks, where rl and ilp are 5.6% better and neuroshard and search 3.8-3.9%.
-    DLRM-50 (4): clearly worse on no task; 8 roomy tasks, where they are 2.3-4.2% better (nothing
-    measured)."""
-    bench, results, summary = _restated_run(capsys, run, row, fixed, cross_fitted)
+    DLRM-50 (4): clearly worse on no task; 8 roomy tasks, where they are 2.3-4.2% better. DLRM-20 (2) (6
+    rounds): better than size_lookup_greedy, not cross-fitted, level with TorchRec's planner; clearly worse
+    on no task; 9 roomy tasks, 2.1-3.6% better (nothing measured)."""
+    bench, results, _ = _restated_run(capsys, run, row, fixed, cross_fitted)
+    # priced with the run's own round statistic (min), as its report is: DLRM-20 (2)'s verdicts against
+    # TorchRec's planner sit at the interval's edge, where the default ('median') one moves them
+    statistic = bench["round_statistic"]
+    summary = {s.algorithm: s for s in summarize(results, [row, "torchrec"], statistic=statistic)}
     rounds, roomy, torchrec_losses = _S79_RUNS[run]
     assert (summary[row].clear_wins, summary[row].clear_losses) == wins_losses and bench["rounds"] == rounds
-    assert summary[row].vs_torchrec.verdict == "better" and "Intel" in bench["host"]["cpu"]
+    level = run == _D20_2  # on 2 devices TorchRec's planner is level with the heuristics
+    assert summary[row].vs_torchrec.verdict == ("no clear difference" if level else "better")
+    assert "Intel" in bench["host"]["cpu"]
     assert summary[row].vs_torchrec.ratio == pytest.approx(vs_torchrec, abs=5e-4)
     assert (summary["torchrec"].clear_wins, summary["torchrec"].clear_losses) == (0, torchrec_losses)
     room = room_summary(results, [row], bench["comm"]["alpha_ms"])
