@@ -15,11 +15,10 @@ planner ever worse than the fixed default, run by run, over the archive? Nothing
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 
-from autoshard.bench.summary import compare, task_costs
+from autoshard.bench.summary import compare, geomean, task_costs
 from autoshard.errors import AutoshardError
 from autoshard.hardware.evaluator import UNRECORDED_ROUND_STATISTIC
 from autoshard.io import read_json
@@ -46,10 +45,6 @@ def run_rows(run: dict, path: str, candidates: tuple[str, ...], against: str) ->
         interval = f" [{c.low:.3f}, {c.high:.3f}]" if c.low is not None else ""
         cells.append(f"{c.ratio:.3f}{interval} +{apart.count(1)}/-{apart.count(-1)}")
     return cells, ratios
-
-
-def geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def main(argv: list[str] | None = None) -> int:

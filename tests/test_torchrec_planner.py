@@ -370,10 +370,12 @@ ebc = EmbeddingBagCollection(ebc_configs(task), device=torch.device("meta"))
 algorithm = ("lookup_greedy", "random")[rank]
 planner = AutoshardShardingPlanner(make_topology(task), batch_size=256, algorithm=algorithm,
                                    options=PlannerOptions(seed=7))
-sp = planner.collective_plan(ebc, [EmbeddingBagCollectionSharder()])
-ranks = {name: [m.placement.rank() for m in ps.sharding_spec.shards] if ps.sharding_spec else ps.ranks
-         for name, ps in sorted(sp.plan[""].items())}
-print(json.dumps({"ranks": ranks, "algorithm": planner.last_plan.algorithm}, sort_keys=True))
+def ranks_of(sp):
+    return {name: [m.placement.rank() for m in ps.sharding_spec.shards] if ps.sharding_spec else ps.ranks
+            for name, ps in sorted(sp.plan[""].items())}
+alone = ranks_of(planner.plan(ebc, [EmbeddingBagCollectionSharder()]))  # no process group: its own plan
+ranks = ranks_of(planner.collective_plan(ebc, [EmbeddingBagCollectionSharder()]))
+print(json.dumps({"ranks": ranks, "alone": alone, "algorithm": planner.last_plan.algorithm}, sort_keys=True))
 try:
     planner.collective_plan(ebc, [])
 except AutoshardError as e:
@@ -409,21 +411,9 @@ def test_collective_plan_gives_every_rank_the_first_ranks_plan(tmp_path):
     assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outs]
     results = [out.strip().splitlines() for out, _ in outs]
     plans = [json.loads(lines[-2]) for lines in results]
-    assert plans[0] == plans[1] and plans[0]["algorithm"] == "lookup_greedy"
+    assert plans[0]["ranks"] == plans[1]["ranks"]
+    assert plans[0]["algorithm"] == plans[1]["algorithm"] == "lookup_greedy"
     assert len(plans[0]["ranks"]) == task.num_tables
-    from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
-    from torchrec.modules.embedding_modules import EmbeddingBagCollection
-
-    from autoshard.torchrec.baseline import make_topology
-    from autoshard.torchrec.modules import ebc_configs
-    from autoshard.torchrec.planner import AutoshardShardingPlanner
-
-    ebc = EmbeddingBagCollection(ebc_configs(task), device=torch.device("meta"))
-    alone = AutoshardShardingPlanner(make_topology(task), batch_size=256, algorithm="random",
-                                     options=PlannerOptions(seed=7))
-    own = alone.collective_plan(ebc, [EmbeddingBagCollectionSharder()])
-    own_ranks = {name: [m.placement.rank() for m in ps.sharding_spec.shards] if ps.sharding_spec else ps.ranks
-                 for name, ps in sorted(own.plan[""].items())}
-    assert own_ranks != plans[1]["ranks"]  # rank 1 alone (no process group) would have planned otherwise
+    assert plans[1]["alone"] != plans[1]["ranks"]  # rank 1 alone (no process group) plans otherwise
     for lines in results:
         assert lines[-1].startswith("error:") and "sharder" in lines[-1]
