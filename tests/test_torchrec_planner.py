@@ -363,21 +363,27 @@ from autoshard.torchrec.modules import ebc_configs
 from autoshard.torchrec.planner import AutoshardShardingPlanner
 with open(sys.argv[1]) as f:
     task = Task.from_json(json.load(f))
-rank = int(os.environ["RANK"])
-dist.init_process_group("gloo", rank=rank, world_size=2)
+rank, world = int(os.environ["RANK"]), int(os.environ["WORLD"])
+members = [int(r) for r in os.environ["GROUP"].split(",")]
+dist.init_process_group("gloo", rank=rank, world_size=world)
+pg = dist.new_group(members) if len(members) < world else None  # every rank takes part in new_group
+if rank not in members:
+    dist.barrier()
+    dist.destroy_process_group()
+    sys.exit(0)
 ebc = EmbeddingBagCollection(ebc_configs(task), device=torch.device("meta"))
-# each rank asks another algorithm: what every rank returns must be the first rank's plan
-algorithm = ("lookup_greedy", "random")[rank]
+# each rank asks another algorithm: what every rank returns must be the group's first rank's plan
+algorithm = "lookup_greedy" if rank == members[0] else "random"
 planner = AutoshardShardingPlanner(make_topology(task), batch_size=256, algorithm=algorithm,
                                    options=PlannerOptions(seed=7))
 def ranks_of(sp):
     return {name: [m.placement.rank() for m in ps.sharding_spec.shards] if ps.sharding_spec else ps.ranks
             for name, ps in sorted(sp.plan[""].items())}
 alone = ranks_of(planner.plan(ebc, [EmbeddingBagCollectionSharder()]))  # no process group: its own plan
-ranks = ranks_of(planner.collective_plan(ebc, [EmbeddingBagCollectionSharder()]))
+ranks = ranks_of(planner.collective_plan(ebc, [EmbeddingBagCollectionSharder()], pg))
 print(json.dumps({"ranks": ranks, "alone": alone, "algorithm": planner.last_plan.algorithm}, sort_keys=True))
 try:
-    planner.collective_plan(ebc, [])
+    planner.collective_plan(ebc, [], pg)
 except AutoshardError as e:
     print("error:", e, flush=True)
 dist.barrier()  # neither rank tears gloo down while the other still talks to it
@@ -385,12 +391,14 @@ dist.destroy_process_group()
 """
 
 
-@pytest.mark.slow  # two gloo processes that import torchrec (~20 s)
-def test_collective_plan_gives_every_rank_the_first_ranks_plan(tmp_path):
+@pytest.mark.slow  # two or three gloo processes that import torchrec (~20-30 s)
+@pytest.mark.parametrize(("world", "group"), [(2, (0, 1)), (3, (1, 2))])
+def test_collective_plan_gives_every_rank_the_first_ranks_plan(tmp_path, world, group):
     """A searching planner stops at a wall-clock limit, so ranks planning alone could disagree:
-    collective_plan plans on the group's first rank and broadcasts (as TorchRec's planner does). Here the two
-    ranks ask different algorithms and both return rank 0's (lookup_greedy's) plan; a planning error on rank 0
-    is raised on both, neither hangs."""
+    collective_plan plans on the group's first rank and broadcasts (as TorchRec's planner does). Here the
+    group's ranks ask different algorithms and all return its first rank's (lookup_greedy's) plan; a planning
+    error there is raised on all, none hangs. The world group, and a sub-group whose first rank is global
+    rank 1 (the broadcast's source is the group's first rank, not global rank 0)."""
     import json
     import os
     import socket
@@ -403,17 +411,20 @@ def test_collective_plan_gives_every_rank_the_first_ranks_plan(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    env = {**os.environ, "WORLD": str(world), "GROUP": ",".join(map(str, group)), "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(port)}
     procs = [subprocess.Popen([sys.executable, "-c", COLLECTIVE_DRIVER, str(task_file)],
-                              env={**os.environ, "RANK": str(rank), "MASTER_ADDR": "127.0.0.1",
-                                   "MASTER_PORT": str(port)},
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
+                              env={**env, "RANK": str(rank)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for rank in range(world)]
     outs = [p.communicate(timeout=300) for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outs]
-    results = [out.strip().splitlines() for out, _ in outs]
+    assert [p.returncode for p in procs] == [0] * world, [err[-2000:] for _, err in outs]
+    results = [outs[rank][0].strip().splitlines() for rank in group]
+    assert all(not outs[rank][0].strip() for rank in range(world) if rank not in group)  # outside: no plan
     plans = [json.loads(lines[-2]) for lines in results]
-    assert plans[0]["ranks"] == plans[1]["ranks"]
-    assert plans[0]["algorithm"] == plans[1]["algorithm"] == "lookup_greedy"
-    assert len(plans[0]["ranks"]) == task.num_tables
-    assert plans[1]["alone"] != plans[1]["ranks"]  # rank 1 alone (no process group) plans otherwise
+    first, second = plans
+    assert first["ranks"] == second["ranks"]
+    assert first["algorithm"] == second["algorithm"] == "lookup_greedy"
+    assert len(first["ranks"]) == task.num_tables
+    assert second["alone"] != second["ranks"]  # the second rank alone (no process group) plans otherwise
     for lines in results:
         assert lines[-1].startswith("error:") and "sharder" in lines[-1]

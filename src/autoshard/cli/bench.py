@@ -45,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tables", help="use this table pool instead of the synthetic one")
     p.add_argument("--cost-model", help="trained cost model checkpoint, 'analytical', or 'measured' (plan "
-                   "with the real kernels; only ilp and heuristics are fast enough); default: train one")
+                   "with the real kernels: minutes a task for a learned planner); default: train one")
     p.add_argument("--policy", help="trained policy checkpoint for rl; default: train one")
     p.add_argument("--comm", help="comm model (comm_model.json of profile-comm) for the evaluator, or "
                                   "'default' for the uncalibrated one; default: measure it here")

@@ -41,7 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "plans; flexshard for sequence tables)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cost-model", help="cost model for cost-driven algorithms: a checkpoint (train-cost), "
-                   "'analytical', or 'measured[:comm_model.json]' (time on this machine's kernels; for ilp); "
+                   "'analytical', or 'measured[:comm_model.json]' (every cost timed on this machine's "
+                   "kernels: about a minute for search, two for ilp, on 50 tables); "
                    "default: the shipped model")
     p.add_argument("--calibration", metavar="FILE",
                    help="correct the cost model per table by this calibration of it (autoshard "
