@@ -816,7 +816,24 @@ def test_guard_keeps_the_best_heuristic_unless_the_gain_beats_the_uncertainty(en
     assert not decision.kept_planner and chosen.placements == heuristics[best].placements
     assert decision.margin_ms == pytest.approx(1e6 * float(np.hypot(*spread)))
     assert chosen.algorithm == mine.algorithm  # the heuristic's plan, under the planner's name
-    assert "within the model's uncertainty" in decision.describe()
+    dearer = decision.planner_ms > decision.heuristic_ms  # then it says so rather than a negative gain
+    assert ("ms above" if dearer else "within the model's uncertainty") in decision.describe()
+
+
+def test_guard_says_a_plan_the_model_prices_dearer_is_dearer_not_a_negative_gain():
+    from autoshard.planners.guard import GuardDecision, kept_gain_margin, kept_in
+
+    dearer = GuardDecision("search", 10.62, "lookup_greedy", 10.0, 0.0, kept_planner=False)
+    text = dearer.describe()
+    assert text == ("search: kept lookup_greedy's plan (the model prices its plan 0.620 ms above "
+                    "lookup_greedy's)")
+    assert kept_in(text) == "kept lookup_greedy's plan" and kept_gain_margin(text) is None
+    within = GuardDecision("search", 9.9, "lookup_greedy", 10.0, 0.25, kept_planner=False,
+                           candidate="whole-table")
+    assert within.describe().endswith("(predicted gain 0.100 ms of its whole-table plan is within the "
+                                      "model's uncertainty 0.250 ms)")
+    kept = GuardDecision("ilp", 9.0, "dim_greedy", 10.0, 0.25, kept_planner=True)
+    assert kept_gain_margin(kept.describe()) == ("dim_greedy", pytest.approx(1.0), pytest.approx(0.25))
 
 
 

@@ -101,6 +101,9 @@ class GuardDecision:
             return (f"{self.planner}: {self.kept} (predicted {gain:.3f} ms below {self.heuristic}'s, more "
                     f"than the model's uncertainty {self.margin_ms:.3f} ms)")
         own = f"its {self.candidate} plan" if self.candidate else "its plan"
+        if gain < 0:  # a "gain" below zero reads as a typo; say the planner's plan prices dearer
+            return (f"{self.planner}: {self.kept} (the model prices {own} {-gain:.3f} ms above "
+                    f"{self.heuristic}'s)")
         return (f"{self.planner}: {self.kept} (predicted gain {gain:.3f} ms of {own} "
                 f"is within the model's uncertainty {self.margin_ms:.3f} ms)")
 
