@@ -1203,7 +1203,9 @@ def test_the_archived_table_calibration_is_the_fit_of_its_archived_devices():
     assert archived.model_key == file_key(str(SHIPPED_COST_MODEL)) and archived.devices == 546
     again = calibrate(LearnedCostModel.load(SHIPPED_COST_MODEL, allow_other_hardware=True),
                       load_dataset(archive / "devices"))
-    assert again.level == pytest.approx(archived.level, abs=1e-9)
+    # 1e-7, not 1e-9: the archive was fitted on the Intel Xeon VM, and the model's float32 kernels round
+    # differently on the AMD VM (its level refitted there is 7e-9 off); a different fit is off by far more
+    assert again.level == pytest.approx(archived.level, abs=1e-7)
     assert set(again.factors) == set(archived.factors)
     for name, factor in archived.factors.items():
-        assert again.factors[name] == pytest.approx(factor, abs=1e-9)
+        assert again.factors[name] == pytest.approx(factor, abs=1e-7)
