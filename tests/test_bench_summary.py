@@ -1466,11 +1466,15 @@ def test_stop_81s_production_run_on_the_intel_vm(capsys, row, fixed, cross_fitte
 _AMD_THREE_PASS_RUNS = {"s82-amd-dlrm-10-2-r9-torchrec": (9, (0, 3, 6, 7), (0, 3), 2),
                         "s82-amd-dlrm-50-2-r6-torchrec": (6, (0, 2, 6), (0, 1), 1),
                         "s83-amd-oversize-22-8-torchrec": (3, tuple(range(10)), (1, 3), 10),
-                        "s84-amd-production-40-8-8tasks-torchrec": (3, tuple(range(8)), (1, 2), 8)}
-"""Stop 82's, 83's and 84's runs on the AMD EPYC VM with the three-pass comm fit: their rounds, their tasks
-with >= 10% room, TorchRec's planner's clear wins and losses and the tasks where each learned planner kept its
-own plan."""
-_D10_2_AMD, _D50_2_AMD, _OVERSIZE_AMD, _PRODUCTION_AMD = _AMD_THREE_PASS_RUNS
+                        "s84-amd-production-40-8-8tasks-torchrec": (3, tuple(range(8)), (1, 2), 8),
+                        "s85-amd-production-40-8-torchrec": (3, tuple(range(10)), (1, 4), 10)}
+"""Stop 82's to 85's runs on the AMD EPYC VM with the three-pass comm fit: their rounds, their tasks with >=
+10% room, TorchRec's planner's clear wins and losses and the tasks where each learned planner kept its own
+plan."""
+_D10_2_AMD, _D50_2_AMD, _OVERSIZE_AMD, _PRODUCTION_AMD, _PRODUCTION_10_AMD = _AMD_THREE_PASS_RUNS
+_AMD_THREE_PASS_LOSSES = {(_PRODUCTION_10_AMD, "rl"): 1}
+"""The learned planners' tasks clearly worse than the best heuristic in both timings (0 where not listed):
+rl on production-40-8's test-9 (stop 85), 3.0% above dim_greedy's plan."""
 
 
 @pytest.mark.parametrize(("run", "row", "fixed", "cross_fitted", "wins", "vs_torchrec", "on_roomy"), [
@@ -1501,10 +1505,18 @@ _D10_2_AMD, _D50_2_AMD, _OVERSIZE_AMD, _PRODUCTION_AMD = _AMD_THREE_PASS_RUNS
     (_PRODUCTION_AMD, "search", "0.849 [0.817, 0.886] better", "0.855 [0.829, 0.883] better", 8, 0.855,
      0.849),
     (_PRODUCTION_AMD, "ilp", "0.906 [0.874, 0.951] better", "0.909 [0.871, 0.949] better", 4, 0.913, 0.906),
+    (_PRODUCTION_10_AMD, "rl", "0.859 [0.823, 0.897] better", "0.876 [0.830, 0.929] better", 7, 0.868,
+     0.859),
+    (_PRODUCTION_10_AMD, "neuroshard", "0.849 [0.820, 0.883] better", "0.873 [0.840, 0.907] better", 9,
+     0.858, 0.849),
+    (_PRODUCTION_10_AMD, "search", "0.846 [0.819, 0.877] better", "0.873 [0.842, 0.909] better", 9, 0.855,
+     0.846),
+    (_PRODUCTION_10_AMD, "ilp", "0.891 [0.863, 0.933] better", "0.917 [0.885, 0.950] better", 6, 0.901,
+     0.891),
 ])
-def test_stop_82s_stop_83s_stop_84s_amd_runs_with_the_three_pass_comm_fit(capsys, run, row, fixed,
-                                                                          cross_fitted, wins, vs_torchrec,
-                                                                          on_roomy):
+def test_stop_82s_stop_83s_stop_84s_stop_85s_amd_runs_with_the_three_pass_comm_fit(capsys, run, row, fixed,
+                                                                                   cross_fitted, wins,
+                                                                                   vs_torchrec, on_roomy):
     """docs/benchmarks.md, "Stop 82", on the AMD EPYC VM with the three-pass comm fit (stop 63's and 66's
     tasks; the Intel runs of stop 74 planned them the same way on 8-10 of 10). DLRM-10 (2), 9 rounds: level
     with the best fixed heuristic (size_lookup_greedy), a heuristic's plan kept on 8 of 10 tasks, 3.0-3.7%
@@ -1519,18 +1531,45 @@ def test_stop_82s_stop_83s_stop_84s_amd_runs_with_the_three_pass_comm_fit(capsys
     (stop 64's and 65's), 3 rounds: every learned planner 9.4-15.2% below the best fixed heuristic
     (size_lookup_greedy), resolved, cross-fitted too, its own plan kept on all 8; 8.7-14.6% better than
     TorchRec's planner, which is level with size_lookup_greedy (clearly better on 1 task, worse on 2); every
-    task roomy, ">= 5%" met by all four. No learned planner clearly worse on any task of the four runs
-    (nothing measured)."""
+    task roomy, ">= 5%" met by all four. "Stop 85": all 10 of those tasks (test-8 and test-9 measured at
+    stop 85 in stop 84's output directory, the rest reused): 10.9-15.4% below size_lookup_greedy, resolved,
+    cross-fitted too, own plan kept on all 10; 9.9-14.5% better than TorchRec's planner (clearly better on 1
+    task, worse on 4); every task roomy; **rl clearly worse than the best heuristic (dim_greedy) on test-9**
+    in both timings, the only such task of the five runs (nothing measured)."""
     bench, results, summary = _restated_run(capsys, run, row, fixed, cross_fitted)
     rounds, roomy, torchrec_verdicts, kept_own = _AMD_THREE_PASS_RUNS[run]
     assert bench["host"]["cpu"] == "AMD EPYC" and bench["rounds"] == rounds
-    assert (summary[row].clear_wins, summary[row].clear_losses) == (wins, 0)
+    losses = _AMD_THREE_PASS_LOSSES.get((run, row), 0)
+    assert (summary[row].clear_wins, summary[row].clear_losses) == (wins, losses)
     assert summary[row].vs_torchrec.verdict == "better"
     assert summary[row].vs_torchrec.ratio == pytest.approx(vs_torchrec, abs=5e-4)
     assert (summary["torchrec"].clear_wins, summary["torchrec"].clear_losses) == torchrec_verdicts
     room = room_summary(results, [row], bench["comm"]["alpha_ms"])
     assert room.roomy == roomy and room.ratio_on_roomy[row] == pytest.approx(on_roomy, abs=5e-4)
     assert sum(g.startswith(f"{row}: kept its plan") for g in _guards(results, row)) == kept_own
+
+
+def test_stop_85s_ilp_with_a_30_s_limit_on_production_40_8_beside_the_full_runs_10_s(capsys):
+    """docs/benchmarks.md, "Stop 85": production-40-8's 10 tasks on the AMD EPYC VM, ilp with a 30 s time
+    limit beside size_lookup_greedy and dim_greedy (same comm fit, same heuristic placements): 0.869 of
+    size_lookup_greedy, resolved, against 0.891 with the default 10 s in the full run (each within its own
+    run; the intervals overlap), its own plan kept on all 10; the model priced the 30-s plan cheaper on 7
+    tasks and dearer on 2 (nothing measured)."""
+    bench, results, summary = _restated_run(capsys, "s85-amd-production-40-8-ilp-30s", "ilp",
+                                            "0.869 [0.839, 0.901] better", "0.889 [0.851, 0.937] better")
+    assert bench["host"]["cpu"] == "AMD EPYC" and bench["suite"]["time_limit_s"] == 30
+    full = read_json(SCRIPT.parent / "runs" / "s85-amd-production-40-8-torchrec.json.gz",
+                     kind="autoshard.bench")
+    assert full["suite"]["time_limit_s"] == 10 and full["comm"] == bench["comm"]
+    ten = {t.task.name: t.by_algorithm() for t in map(TaskResult.from_json, full["tasks"])}
+    thirty = {t.task.name: t.by_algorithm() for t in results}
+    assert ten.keys() == thirty.keys() and len(ten) == 10
+    assert all(ten[n][h].plan.placements == thirty[n][h].plan.placements
+               for n in ten for h in ("size_lookup_greedy", "dim_greedy"))
+    priced = [thirty[n]["ilp"].predicted.plan_ms - ten[n]["ilp"].predicted.plan_ms for n in ten]
+    assert (sum(d < -0.5 for d in priced), sum(d > 0.5 for d in priced)) == (7, 2)
+    assert all(g.startswith("ilp: kept its plan") for g in _guards(results, "ilp"))
+    assert summary["ilp"].clear_losses == 0
 
 
 @pytest.mark.parametrize("row", ["rl", "neuroshard", "search", "ilp"])

@@ -1099,6 +1099,38 @@ def test_hot_width_error_reads_the_models_flat_width_on_the_hottest_tables(capsy
         assert says in captured.err
 
 
+def test_wide_pooled_devices_reads_the_models_bias_on_devices_that_isolate_a_wide_pooled_table(capsys,
+                                                                                               tmp_path):
+    """benchmarks/wide_pooled_devices.py (docs/benchmarks.md, "Stop 85"): on production-40-8 at stops 84-85
+    (AMD) the 25 devices holding a dim-256, pooling >= 50 table among at most 3 shards measured 1.72x the
+    model's forward and 1.68x its backward, 1.25x and 1.32x what the other 855 devices did; at stop 81
+    (Intel) 1.12x and 1.22x; bad input is one error line (nothing measured)."""
+    module = _script("wide_pooled_devices")
+    amd = str(BENCHMARKS / "runs" / "s85-amd-production-40-8-torchrec.json.gz")
+    intel = str(BENCHMARKS / "runs" / "s81-intel-production-40-8-5tasks-torchrec.json.gz")
+    assert module.main([amd, intel]) == 0
+    out = capsys.readouterr().out
+    assert "  wide pooled, few     25 devices   measured / predicted fwd 1.72, bwd 1.68" in out
+    assert "  other, more         646 devices   measured / predicted fwd 1.38, bwd 1.26" in out
+    assert "  the rest            855 devices   measured / predicted fwd 1.38, bwd 1.27" in out
+    assert "  the rest            429 devices   measured / predicted fwd 2.08, bwd 1.44" in out
+    assert out.count("wide pooled and few over the rest") == 2
+    assert "over the rest: fwd 1.25, bwd 1.32" in out and "over the rest: fwd 1.12, bwd 1.22" in out
+    assert module.main([amd, "--dim", "512"]) == 0  # no production table is that wide: no such group
+    assert "wide pooled, few" not in capsys.readouterr().out
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    malformed = tmp_path / "malformed.json"
+    malformed.write_text('{"kind": "autoshard.bench", "version": 1, "tasks": [{"task": {}}]}')
+    for argv, says in (([str(bad)], "bad.json"), ([amd, "--few", "0"], "--few"),
+                       ([str(tmp_path / "none.json")], "none.json"),
+                       ([str(malformed)], "malformed.json: not a bench results file")):
+        assert module.main(argv) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err.startswith("error:") and says in captured.err
+        assert len(captured.err.strip().splitlines()) == 1
+
+
 def test_row_pairs_sets_each_anchored_row_against_its_plain_planner(capsys, tmp_path):
     """benchmarks/row_pairs.py (docs/benchmarks.md, "Stop 74"): on DLRM-50 (8) at stop 74 every
     ``PLANNER+hot4`` row measured 0.5-1.3% dearer than its planner without anchors, none resolved; bad pairs
