@@ -1104,7 +1104,9 @@ def test_wide_pooled_devices_reads_the_models_bias_on_devices_that_isolate_a_wid
     """benchmarks/wide_pooled_devices.py (docs/benchmarks.md, "Stop 85"): on production-40-8 at stops 84-85
     (AMD) the 25 devices holding a dim-256, pooling >= 50 table among at most 3 shards measured 1.72x the
     model's forward and 1.68x its backward, 1.25x and 1.32x what the other 855 devices did; at stop 81
-    (Intel) 1.12x and 1.22x; bad input is one error line (nothing measured)."""
+    (Intel) 1.12x and 1.22x. Timed alone (the stage floor's tables), the 4 wide pooled tables measured 1.67x
+    / 1.63x the shipped model, the 45 others 1.25x / 1.23x; synth0_182 (438K rows) 2.2x in its forward.
+    Bad input is one error line (nothing measured)."""
     module = _script("wide_pooled_devices")
     amd = str(BENCHMARKS / "runs" / "s85-amd-production-40-8-torchrec.json.gz")
     intel = str(BENCHMARKS / "runs" / "s81-intel-production-40-8-5tasks-torchrec.json.gz")
@@ -1118,6 +1120,14 @@ def test_wide_pooled_devices_reads_the_models_bias_on_devices_that_isolate_a_wid
     assert "over the rest: fwd 1.25, bwd 1.32" in out and "over the rest: fwd 1.12, bwd 1.22" in out
     assert module.main([amd, "--dim", "512"]) == 0  # no production table is that wide: no such group
     assert "wide pooled, few" not in capsys.readouterr().out
+    # the tables the run timed alone for its stage floor: the bias is the wide pooled tables' own
+    shipped = BENCHMARKS.parent / "src" / "autoshard" / "data" / "default_cost_model.pt"
+    assert module.main([amd, "--cost-model", str(shipped)]) == 0
+    out = capsys.readouterr().out
+    assert "  alone: wide pooled    4 tables    measured / predicted fwd 1.67, bwd 1.63" in out
+    assert "  alone: other         45 tables    measured / predicted fwd 1.25, bwd 1.23" in out
+    assert ("    synth0_182 (dim 256, pooling 53, 437870 rows): fwd 13.36 ms measured / 6.01 predicted, "
+            "bwd 25.85 / 21.84") in out
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
     malformed = tmp_path / "malformed.json"
