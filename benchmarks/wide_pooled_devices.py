@@ -37,41 +37,40 @@ from autoshard.bench.summary import geomean
 from autoshard.costs.base import CostModel
 from autoshard.errors import AutoshardError
 from autoshard.io import read_json
-from autoshard.pipeline.results import task_results_of
+from autoshard.pipeline.results import TaskResult, task_results_of
+from autoshard.tables import Table
 
 GROUPS = ("wide pooled, few", "wide pooled, more", "other, few", "other, more")
 
 
-def device_ratios(results: dict, dim: int, pooling: float, few: int) -> dict[str, list[tuple[float, float]]]:
+def device_ratios(tasks: list[TaskResult], dim: int, pooling: float,
+                  few: int) -> dict[str, list[tuple[float, float]]]:
     """Per group, (measured / predicted forward, measured / predicted backward) of every measured device."""
     groups: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    for task in results.get("tasks") or []:
-        pooling_of = {t["name"]: t["pooling_factor"] for t in task["task"]["tables"]}
-        for r in task["results"]:
-            predicted, measured = r.get("predicted"), r.get("measured")
-            if not (r.get("ok") and predicted and measured):
+    for tr in tasks:
+        pooling_of = {t.name: t.pooling_factor for t in tr.task.tables}
+        for r in tr.results:
+            if not (r.ok and r.predicted is not None and r.measured is not None):
                 continue
             held: dict[int, list[tuple[int, float]]] = defaultdict(list)
-            for name, spec in r["plan"]["tables"].items():
-                for shard in spec["shards"]:
-                    held[shard["rank"]].append((shard["columns"][1] - shard["columns"][0], pooling_of[name]))
-            for rank, (pd, md) in enumerate(zip(predicted["devices"], measured["devices"])):
-                if not held.get(rank) or min(pd["fwd_ms"], pd["bwd_ms"], md["fwd_ms"], md["bwd_ms"]) <= 0:
+            for placement in r.plan.placements:
+                for shard in placement.shards:
+                    held[shard.rank].append((shard.cols, pooling_of[placement.table]))
+            for rank, (pd, md) in enumerate(zip(r.predicted.devices, r.measured.devices)):
+                if not held.get(rank) or min(pd.fwd_ms, pd.bwd_ms, md.fwd_ms, md.bwd_ms) <= 0:
                     continue
                 wide = any(cols >= dim and p >= pooling for cols, p in held[rank])
                 group = f"{'wide pooled' if wide else 'other'}, {'few' if len(held[rank]) <= few else 'more'}"
-                groups[group].append((md["fwd_ms"] / pd["fwd_ms"], md["bwd_ms"] / pd["bwd_ms"]))
+                groups[group].append((md.fwd_ms / pd.fwd_ms, md.bwd_ms / pd.bwd_ms))
     return groups
 
 
-def tables_alone(results: dict, path: str, model: CostModel, dim: int,
-                 pooling: float) -> dict[str, list]:
-    """Per group ('wide pooled' / 'other'), (measured / predicted forward, backward) of every table the run
-    timed alone and whole for its stage floor, each table once (its first task's timing); under 'tables',
-    (table, measured fwd, predicted fwd, measured bwd, predicted bwd) of each wide pooled one."""
-    groups: dict[str, list] = defaultdict(list)
+def tables_alone(tasks: list[TaskResult], model: CostModel) -> list[tuple[Table, float, float, float, float]]:
+    """(table, measured fwd, predicted fwd, measured bwd, predicted bwd) of every table the run timed alone
+    and whole for its stage floor, each table once (its first task's timing)."""
+    rows: list[tuple[Table, float, float, float, float]] = []
     seen: set[str] = set()
-    for tr in task_results_of(results, path):
+    for tr in tasks:
         tables = tr.task.tables
         timed = [(r, f, b) for r, f, b in (tr.stage_floor.alone if tr.stage_floor else ())
                  if r.dim == tables[r.table].dim and r.row_start == 0 and r.row_end is None and not r.replica
@@ -80,13 +79,9 @@ def tables_alone(results: dict, path: str, model: CostModel, dim: int,
             continue
         predicted = np.asarray(model.device_costs(tr.task, [[r] for r, _, _ in timed]), dtype=np.float64)
         for (r, f, b), (pf, pb) in zip(timed, predicted[:, :2]):
-            t = tables[r.table]
-            seen.add(t.name)
-            wide = t.dim >= dim and t.pooling_factor >= pooling
-            groups["wide pooled" if wide else "other"].append((f / pf, b / pb))
-            if wide:
-                groups["tables"].append((t, f, pf, b, pb))
-    return groups
+            seen.add(tables[r.table].name)
+            rows.append((tables[r.table], f, float(pf), b, float(pb)))
+    return rows
 
 
 def wide_few_excess(groups: dict[str, list[tuple[float, float]]]) -> tuple[float, float] | None:
@@ -97,20 +92,8 @@ def wide_few_excess(groups: dict[str, list[tuple[float, float]]]) -> tuple[float
     return tuple(geomean([x[i] for x in groups[GROUPS[0]]]) / geomean([x[i] for x in rest]) for i in (0, 1))
 
 
-def read_run(path: str, args: argparse.Namespace,
-             model: CostModel | None) -> tuple[dict[str, list[tuple[float, float]]], dict[str, list]]:
-    """A results file's device groups and, with a model, its tables timed alone; a file that is not a bench
-    run raises AutoshardError naming it."""
-    results = read_json(path, kind="autoshard.bench")  # a missing file or another kind: its own error
-    try:
-        groups = device_ratios(results, args.dim, args.pooling, args.few)
-    except (KeyError, TypeError, ValueError) as e:
-        raise AutoshardError(f"{path}: not a bench results file ({e!r}); pass DIR/bench/results.json") from e
-    alone = tables_alone(results, path, model, args.dim, args.pooling) if model is not None else {}
-    return groups, alone
-
-
-def print_run(path: str, groups: dict[str, list[tuple[float, float]]], alone: dict[str, list]) -> None:
+def print_run(path: str, groups: dict[str, list[tuple[float, float]]], alone: list, dim: int,
+              pooling: float) -> None:
     print(path)
     for group in GROUPS:
         if groups.get(group):
@@ -121,10 +104,13 @@ def print_run(path: str, groups: dict[str, list[tuple[float, float]]], alone: di
     excess = wide_few_excess(groups)
     if excess is not None:
         print(f"  wide pooled and few over the rest: fwd {excess[0]:.2f}, bwd {excess[1]:.2f}")
-    for group in ("wide pooled", "other"):
-        if alone.get(group):
-            print(_line(f"alone: {group}", "tables", alone[group]))
-    for t, f, pf, b, pb in alone.get("tables", ()):
+    is_wide = [t.dim >= dim and t.pooling_factor >= pooling for t, *_ in alone]
+    wide = [row for row, w in zip(alone, is_wide) if w]
+    other = [row for row, w in zip(alone, is_wide) if not w]
+    for label, rows in (("alone: wide pooled", wide), ("alone: other", other)):
+        if rows:
+            print(_line(label, "tables", [(f / pf, b / pb) for _, f, pf, b, pb in rows]))
+    for t, f, pf, b, pb in wide:
         print(f"    {t.name} (dim {t.dim}, pooling {t.pooling_factor:.0f}, {t.rows} rows): fwd {f:.2f} ms "
               f"measured / {pf:.2f} predicted, bwd {b:.2f} / {pb:.2f}")
 
@@ -152,12 +138,16 @@ def main(argv: list[str] | None = None) -> int:
             from autoshard.costs.learned.model import LearnedCostModel
 
             model = LearnedCostModel.load(args.cost_model, allow_other_hardware=True)
-        runs = [(path, *read_run(path, args, model)) for path in args.results]
-    except AutoshardError as e:  # names the file
+        runs = []
+        for path in args.results:  # a missing file, another kind or a malformed one: an error naming it
+            tasks = task_results_of(read_json(path, kind="autoshard.bench"), path)
+            runs.append((path, device_ratios(tasks, args.dim, args.pooling, args.few),
+                         tables_alone(tasks, model) if model is not None else []))
+    except AutoshardError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     for path, groups, alone in runs:
-        print_run(path, groups, alone)
+        print_run(path, groups, alone, args.dim, args.pooling)
     return 0
 
 

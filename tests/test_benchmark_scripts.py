@@ -1134,7 +1134,7 @@ def test_wide_pooled_devices_reads_the_models_bias_on_devices_that_isolate_a_wid
     malformed.write_text('{"kind": "autoshard.bench", "version": 1, "tasks": [{"task": {}}]}')
     for argv, says in (([str(bad)], "bad.json"), ([amd, "--few", "0"], "--few"),
                        ([str(tmp_path / "none.json")], "none.json"),
-                       ([str(malformed)], "malformed.json: not a bench results file")):
+                       ([str(malformed)], "malformed.json: a bench task result is malformed")):
         assert module.main(argv) == 2
         captured = capsys.readouterr()
         assert captured.out == "" and captured.err.startswith("error:") and says in captured.err
