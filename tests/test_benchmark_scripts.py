@@ -1251,3 +1251,56 @@ def test_the_archived_table_calibration_is_the_fit_of_its_archived_devices():
     assert set(again.factors) == set(archived.factors)
     for name, factor in archived.factors.items():
         assert again.factors[name] == pytest.approx(factor, abs=1e-7)
+
+
+def test_model_swap_devices_prices_one_runs_devices_by_two_models(capsys, tmp_path):
+    """benchmarks/model_swap_devices.py (docs/benchmarks.md, "Stop 86"): on stop 85's production-40-8 devices
+    (AMD) the model trained with the wide-table profile (benchmarks/runs/s86-amd-wide) ranks a task's devices
+    better than the shipped one (0.928 against 0.916) and takes the devices holding a wide, heavily pooled
+    table among few others from 1.36x to 1.18x the rest's forward bias; their backward bias stays (1.31 /
+    1.30). Bad input is one error line (nothing measured)."""
+    module = _script("model_swap_devices")
+    amd = str(BENCHMARKS / "runs" / "s85-amd-production-40-8-torchrec.json.gz")
+    shipped = str(BENCHMARKS.parent / "src" / "autoshard" / "data" / "default_cost_model.pt")
+    wide = str(BENCHMARKS / "runs" / "s86-amd-wide" / "cost-model-wide-seed3.pt")
+    assert module.main([amd, "--model", shipped, "--model", wide]) == 0
+    out = capsys.readouterr().out
+    assert "873 devices, 10 tasks" in out
+    assert ("default_cost_model.pt        level 1.310, within sd 0.170 (12.4%), rho 0.916; "
+            "wide few (42) over the rest: fwd 1.36 bwd 1.31") in out
+    assert "alone: wide pooled (8) fwd 1.69 bwd 1.74; other (41) fwd 1.21 bwd 1.18" in out
+    assert ("cost-model-wide-seed3.pt     level 1.231, within sd 0.166 (12.0%), rho 0.928; "
+            "wide few (42) over the rest: fwd 1.18 bwd 1.30") in out
+    assert "alone: wide pooled (8) fwd 1.41 bwd 1.67; other (41) fwd 1.06 bwd 1.13" in out
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    for argv, says in (([str(bad), "--model", shipped], "bad.json"), ([amd, "--model", shipped, "--few", "0"],
+                                                                         "--few"),
+                       ([amd, "--model", str(tmp_path / "none.pt")], "none.pt")):
+        assert module.main(argv) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err.startswith("error:") and says in captured.err
+        assert len(captured.err.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_working_set_error_restates_the_shipped_models_bias_on_the_wide_profile(capsys, tmp_path):
+    """benchmarks/working_set_error.py on profiles/amd-epyc/wide-seed3 (stop 86: 600 devices of 1-6 wide,
+    heavily pooled tables, at the broad profile's speed by its level.json): the shipped model's forward is
+    1.41x low on devices of <= 3 shards touching 32-128 MB a batch, 1.76x at 128-512 MB, 2.39x beyond; its
+    backward 1.18-1.33x. About a minute (600 devices priced one at a time)."""
+    module = _script("working_set_error")
+    shipped = str(BENCHMARKS.parent / "src" / "autoshard" / "data" / "default_cost_model.pt")
+    profile = str(BENCHMARKS.parent / "profiles" / "amd-epyc" / "wide-seed3")
+    assert module.main(["--cost-model", shipped, "--data", profile]) == 0
+    out = capsys.readouterr().out
+    assert "600 records, at amd-epyc/broad-seed0's speed (fwd / 1.268, bwd / 1.104)" in out
+    assert "    32-128  MB, few :  141 records, measured / predicted fwd 1.41, bwd 1.33" in out
+    assert "   128-512  MB, few :  103 records, measured / predicted fwd 1.76, bwd 1.25" in out
+    assert "   512-inf  MB, few :   41 records, measured / predicted fwd 2.39, bwd 1.18" in out
+    for argv, says in ((["--cost-model", shipped, "--data", str(tmp_path)], str(tmp_path)),
+                       (["--cost-model", shipped, "--data", profile, "--few", "0"], "--few")):
+        assert module.main(argv) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err.startswith("error:") and says in captured.err
+        assert len(captured.err.strip().splitlines()) == 1

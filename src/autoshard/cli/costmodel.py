@@ -163,9 +163,16 @@ def run_train(args: argparse.Namespace) -> int:
         raise AutoshardError(f"--lr {args.lr} must be in (0, 1)")
     if args.weight_decay is not None and not args.weight_decay >= 0.0:
         raise AutoshardError(f"--weight-decay {args.weight_decay} must be >= 0")
-    from autoshard.hardware.profile_dataset import merge_datasets
+    from autoshard.hardware.profile_dataset import level_joining, merge_datasets
 
-    dataset = merge_datasets([load_data(d) for d in args.data], args.data)
+    datasets = [load_data(d) for d in args.data]
+    if len(datasets) > 1:
+        for data, name in zip(datasets, args.data):
+            level = level_joining(data, name, args.data)
+            if level is not None:
+                print(f"{name}: its records join at {level.reference}'s speed (forward / {level.fwd:.3f}, "
+                      f"backward / {level.bwd:.3f}: its level.json)", file=sys.stderr)
+    dataset = merge_datasets(datasets, args.data)
     from autoshard.costs.learned.fit import check_one_machine
     from autoshard.costs.learned.training import record_precision, select_records
 

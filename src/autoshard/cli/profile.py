@@ -129,6 +129,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     k.add_argument("directory", help="profile directory (autoshard profile -o DIR)")
     k.set_defaults(func=run_profile_pack)
 
+    v = sub.add_parser("profile-level", help="measure how fast this host runs against another profile's "
+                                             "(level.json, so train-cost can merge the two)",
+                       description="Re-time records of REFERENCE here (spread over its cost range, with the "
+                                   "settings they were recorded with) and write DATA/level.json: this "
+                                   "host over REFERENCE's, forward and backward. Run it on the host "
+                                   "that profiled DATA, right after: 'train-cost --data REFERENCE --data "
+                                   "DATA' then divides DATA's records by it, so a profile measured on a "
+                                   "faster or slower day joins at the reference's speed.")
+    v.add_argument("--data", required=True, help="the profile measured here (autoshard profile -o DIR)")
+    v.add_argument("--reference", required=True,
+                   help="the profile DATA will be trained beside (e.g. profiles/amd-epyc/broad-seed0)")
+    # host_calibration's DEFAULT_MAX_MS, written out so the CLI starts without torch; more records than
+    # calibrate-cost's 16 because this factor goes into training data (48: its interval about +-6% here)
+    v.add_argument("--records", type=positive_int, default=48,
+                   help="REFERENCE records to re-time, spread over its cost range (default 48)")
+    v.add_argument("--max-ms", type=float, default=200.0,
+                   help="leave out records whose recorded fwd+bwd is above this (default 200)")
+    v.set_defaults(func=run_profile_level)
+
     c = sub.add_parser("profile-comm",
                        help="measure the step's collectives and fit the comm model (resumable)",
                        description="Time forward/backward all-to-all of pooled embeddings over D "
@@ -303,6 +322,47 @@ def run_profile_pack(args: argparse.Namespace) -> int:
                              "pass the -o directory of 'autoshard profile'")
     count, removed = pack_records(d)
     print(f"packed {count} records into {d / PACKED_FILE}; removed {removed} rank file(s)")
+    return 0
+
+
+def run_profile_level(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from tqdm import tqdm
+
+    from autoshard.hardware.host_calibration import host_scale, pick_records, retime
+    from autoshard.hardware.profile_dataset import load_dataset
+    from autoshard.hardware.profile_level import ProfileLevel, profile_key, write_level
+    from autoshard.hardware.profile_records import MANIFEST_FILE, record_files
+    from autoshard.host import hardware_difference, host_info
+
+    for flag, d in (("--data", Path(args.data)), ("--reference", Path(args.reference))):
+        if not (d / MANIFEST_FILE).is_file() or not record_files(d):
+            raise AutoshardError(f"{flag} {d}: not a profile directory with records; "
+                                 "pass the -o directory of 'autoshard profile'")
+    if profile_key(args.data) == profile_key(args.reference):
+        raise AutoshardError(f"--data and --reference are the same profile ({profile_key(args.data)}); "
+                             "a level is measured against another one")
+    data = load_dataset(args.data)
+    here = host_info()
+    differs = hardware_difference(data.records[0].host, here)
+    if differs:
+        raise AutoshardError(f"{args.data} was profiled on {data.records[0].host.get(differs)!r}, this host "
+                             f"is {here.get(differs)!r} ({differs}); measure its level on the host that "
+                             "profiled it")
+    reference = load_dataset(args.reference)
+    records = pick_records(reference, args.reference, args.records, args.max_ms)  # fail before the bar opens
+    with tqdm(total=len(records), desc="profile-level", unit="record", file=sys.stderr) as bar:
+        def progress(done: int, total: int) -> None:
+            bar.n = done
+            bar.refresh()
+        timings = retime(reference, records, progress)
+    scale = host_scale(timings, args.reference)
+    level = ProfileLevel(profile_key(args.reference), scale.fwd, scale.bwd, scale.to_json())
+    path = write_level(args.data, level)
+    print(f"{scale.describe()}; {sum(t.seconds for t in timings):.0f} s of timing")
+    print(f"wrote {path}: train-cost --data {args.reference} --data {args.data} divides {args.data}'s "
+          f"forward by {scale.fwd:.3f} and backward by {scale.bwd:.3f}", file=sys.stderr)
     return 0
 
 

@@ -13,6 +13,7 @@ from autoshard.costs.comm import AlphaBeta
 from autoshard.errors import AutoshardError
 from autoshard.hardware.comm import COMM_MODEL_FILE
 from autoshard.hardware.jsonl import read_jsonl
+from autoshard.hardware.profile_level import ProfileLevel, at_reference_level, read_level
 from autoshard.hardware.profile_records import (
     MANIFEST_FILE,
     TABLES_FILE,
@@ -42,6 +43,9 @@ class CostDataset:
     comm: AlphaBeta | None
     settings: dict[str, Any] = field(default_factory=dict)
     """The profile manifest (profile.json), empty when the directory has none."""
+    level: ProfileLevel | None = None
+    """The directory's level.json (``hardware.profile_level``): its host over another profile's, which
+    ``merge_datasets`` divides its records by when that profile is merged with it; None: none measured."""
 
     def task_of(self, record: CostRecord) -> tuple[Task, list[ShardRef]]:
         """The one-device task and shards a record was measured as (to re-measure or featurise it)."""
@@ -117,14 +121,19 @@ def load_dataset(path: str | Path) -> CostDataset:
             seen[rec.sample_id] = rec
     records = sorted(seen.values(), key=lambda r: sample_index(r.sample_id))
     comm = AlphaBeta.load(str(d / COMM_MODEL_FILE)) if (d / COMM_MODEL_FILE).is_file() else None
-    return CostDataset(_dataset_pool(d, pool, tuple(own.values())), records, comm, manifest)
+    return CostDataset(_dataset_pool(d, pool, tuple(own.values())), records, comm, manifest, read_level(d))
 
 
 def merge_datasets(datasets: Sequence[CostDataset], names: Sequence[str]) -> CostDataset:
     """Several profiles of one machine as one dataset (``train-cost --data A --data B``: the broad profile
     and one of row-cut samples, say): their records, their tables (one definition per name; the feature
     normaliser refitted on them all), the first comm model and manifest. ``names`` name the datasets in
-    errors. A sample id in two of them is an error: profile the second with another ``--seed``."""
+    errors. A sample id in two of them is an error: profile the second with another ``--seed``.
+
+    A dataset whose level (``CostDataset.level``) refers to another of ``names`` joins at that one's speed:
+    its records' forward and backward divided by the level (a level measured on the same host the same
+    sitting as the records; ``hardware.profile_level``). One referring to none of them joins as measured,
+    with a warning."""
     if len(datasets) == 1:
         return datasets[0]
     tables: dict[str, Table] = {}
@@ -144,9 +153,26 @@ def merge_datasets(datasets: Sequence[CostDataset], names: Sequence[str]) -> Cos
             owner[rec.sample_id] = name
     pool = TablePool(tuple(tables.values()), FeatureNormalizer.fit(tuple(tables.values())),
                      {"generated_by": "autoshard merge of " + ", ".join(names)})
-    records = [r for data in datasets for r in data.records]
+    records = [r for data, name in zip(datasets, names) for r in _joining_records(data, name, names)]
     comm = next((data.comm for data in datasets if data.comm is not None), None)
     return CostDataset(pool, records, comm, datasets[0].settings)
+
+
+def level_joining(data: CostDataset, name: str, names: Sequence[str]) -> ProfileLevel | None:
+    """The level ``data`` (named ``name``) joins a merge of ``names`` at: its own where it refers to another
+    of them, else None (as measured)."""
+    level = data.level
+    return level if level is not None and any(level.refers_to(o) for o in names if o != name) else None
+
+
+def _joining_records(data: CostDataset, name: str, names: Sequence[str]) -> list[CostRecord]:
+    level = level_joining(data, name, names)
+    if level is not None:
+        return at_reference_level(data.records, level)
+    if data.level is not None:
+        log.warning("%s: its level.json refers to %s, which is not merged with it; its records join as "
+                    "measured", name, data.level.reference)
+    return data.records
 
 
 def _dataset_pool(d: Path, pool: TablePool | None, own: tuple[Table, ...]) -> TablePool:
