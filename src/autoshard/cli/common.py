@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from autoshard.errors import AutoshardError
@@ -68,6 +70,18 @@ def check_backend(backend: str) -> None:
     if not package_installed("fbgemm_gpu"):
         raise AutoshardError("--backend fbgemm needs fbgemm_gpu, which is not installed here; install "
                              "fbgemm-gpu (or fbgemm-gpu-cpu), or time with --backend torch")
+
+
+@contextmanager
+def record_bar(total: int, desc: str) -> Iterator[Callable[[int, int], None]]:
+    """A tqdm bar of ``total`` records on stderr, and the ``progress(done, total)`` callback that moves it."""
+    from tqdm import tqdm
+
+    with tqdm(total=total, desc=desc, unit="record", file=sys.stderr) as bar:
+        def progress(done: int, _total: int) -> None:
+            bar.n = done
+            bar.refresh()
+        yield progress
 
 
 class ProgressBars:

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from autoshard.cli.common import positive_int
+from autoshard.cli.common import positive_int, record_bar
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -264,8 +264,6 @@ def run_fine_tune(args: argparse.Namespace) -> int:
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
     from autoshard.costs.learned import LearnedCostModel
     from autoshard.costs.loading import load_cost_model
     from autoshard.errors import AutoshardError
@@ -289,10 +287,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
               "factor")
     dataset = load_data(args.data)
     records = pick_records(dataset, args.data, args.records, args.max_ms)  # fail before the bar opens
-    with tqdm(total=len(records), desc="calibrate-cost", unit="record", file=sys.stderr) as bar:
-        def progress(done: int, total: int) -> None:
-            bar.n = done
-            bar.refresh()
+    with record_bar(len(records), "calibrate-cost") as progress:
         calibrated, scale, timings = calibrate(model, dataset, args.data, records, progress)
     took = sum(t.seconds for t in timings)
     print(f"{scale.describe()}; {took:.0f} s of timing")

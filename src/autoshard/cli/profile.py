@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from autoshard.cli.common import add_device_args, check_backend, check_device, positive_int
+from autoshard.cli.common import add_device_args, check_backend, check_device, positive_int, record_bar
 from autoshard.errors import AutoshardError
 
 
@@ -328,8 +328,6 @@ def run_profile_pack(args: argparse.Namespace) -> int:
 def run_profile_level(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from tqdm import tqdm
-
     from autoshard.hardware.host_calibration import host_scale, pick_records, retime
     from autoshard.hardware.profile_dataset import load_dataset
     from autoshard.hardware.profile_level import ProfileLevel, profile_key, write_level
@@ -352,10 +350,7 @@ def run_profile_level(args: argparse.Namespace) -> int:
                              "profiled it")
     reference = load_dataset(args.reference)
     records = pick_records(reference, args.reference, args.records, args.max_ms)  # fail before the bar opens
-    with tqdm(total=len(records), desc="profile-level", unit="record", file=sys.stderr) as bar:
-        def progress(done: int, total: int) -> None:
-            bar.n = done
-            bar.refresh()
+    with record_bar(len(records), "profile-level") as progress:
         timings = retime(reference, records, progress)
     scale = host_scale(timings, args.reference)
     level = ProfileLevel(profile_key(args.reference), scale.fwd, scale.bwd, scale.to_json())
