@@ -88,8 +88,8 @@ def test_profile_level_refuses_bad_input_in_one_line(profiles, tmp_path, capsys)
         f.write_text(f.read_text().replace(here, json.dumps("Another CPU")))
     for argv, needle in (
             (["--data", str(corner), "--reference", str(corner)], "the same profile"),
-            (["--data", str(tmp_path / "none"), "--reference", str(reference)], "not a profile directory"),
-            (["--data", str(corner), "--reference", str(tmp_path)], "not a profile directory"),
+            (["--data", str(tmp_path / "none"), "--reference", str(reference)], "no such dataset directory"),
+            (["--data", str(corner), "--reference", str(tmp_path)], "no shards-*.jsonl or packed records"),
             (["--data", str(corner), "--reference", str(reference), "--records", "1"], "at least 2"),
             (["--data", str(other_cpu), "--reference", str(reference)], "Another CPU"),
     ):

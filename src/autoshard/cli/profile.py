@@ -326,29 +326,22 @@ def run_profile_pack(args: argparse.Namespace) -> int:
 
 
 def run_profile_level(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
+    from autoshard.cli.costmodel import load_data
     from autoshard.hardware.host_calibration import host_scale, pick_records, retime
-    from autoshard.hardware.profile_dataset import load_dataset
     from autoshard.hardware.profile_level import ProfileLevel, profile_key, write_level
-    from autoshard.hardware.profile_records import MANIFEST_FILE, record_files
     from autoshard.host import hardware_difference, host_info
 
-    for flag, d in (("--data", Path(args.data)), ("--reference", Path(args.reference))):
-        if not (d / MANIFEST_FILE).is_file() or not record_files(d):
-            raise AutoshardError(f"{flag} {d}: not a profile directory with records; "
-                                 "pass the -o directory of 'autoshard profile'")
     if profile_key(args.data) == profile_key(args.reference):
         raise AutoshardError(f"--data and --reference are the same profile ({profile_key(args.data)}); "
                              "a level is measured against another one")
-    data = load_dataset(args.data)
+    data = load_data(args.data)  # one-line errors for a missing directory or one without records
     here = host_info()
     differs = hardware_difference(data.records[0].host, here)
     if differs:
         raise AutoshardError(f"{args.data} was profiled on {data.records[0].host.get(differs)!r}, this host "
                              f"is {here.get(differs)!r} ({differs}); measure its level on the host that "
                              "profiled it")
-    reference = load_dataset(args.reference)
+    reference = load_data(args.reference)
     records = pick_records(reference, args.reference, args.records, args.max_ms)  # fail before the bar opens
     with record_bar(len(records), "profile-level") as progress:
         timings = retime(reference, records, progress)
