@@ -14,7 +14,10 @@ oracle-picked heuristic plan H* (the cheapest heuristic plan the run measured), 
 together in 3 interleaved rounds (``hardware.evaluator.evaluate_plans``, collectives from the run's comm
 fit). H* is re-timed here, so its ratio carries no oracle-pick bias. Prints per planner the geometric mean of
 plan / H* for the run's model and for OTHER, their ratio with a 95% bootstrap interval over the tasks, and
-the tasks where one is more than 1% below the other.
+the tasks where one is more than 1% below the other. Where a planner's two plans measure more than 2% apart,
+a line under the task says what each model priced them and H* at (the ensemble's mean step, ms;
+``--run-model``: the model the run planned with, default the shipped one), so a loss shows which model
+misranked which plans.
 
 Measured at stop 20 (AMD EPYC VM, 11 min): DLRM-20 (8) planned with the calibrated default (the run) against
 the default as shipped (OTHER): docs/benchmarks.md, "The same tasks, the same day".
@@ -31,6 +34,7 @@ import numpy as np
 import torch
 
 from autoshard.bench.summary import is_heuristic
+from autoshard.costs.base import plan_cost
 from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.loading import SHIPPED_COST_MODEL, load_cost_model
 from autoshard.costs.metrics import geomean_interval
@@ -62,12 +66,30 @@ def _other_model(args: argparse.Namespace):
     return CalibratedCostModel(load_cost_model(path, allow_other_hardware=True), calibration)
 
 
+def _disagreements(task: Task, plans: dict[str, Plan], ms: dict[str, float], algos: list[str],
+                   models: dict[str, object]) -> list[str]:
+    """For each planner whose two plans measured more than 2% apart: the measured step of H* and of both
+    plans, and each model's mean price of the three (which model ranked them as they measured)."""
+    lines = []
+    for a in algos:
+        names = ("H*", f"run:{a}", f"other:{a}")
+        if abs(ms[names[2]] / ms[names[1]] - 1.0) <= 0.02:
+            continue
+        priced = {m: [plan_cost(model, task, plans[n]).plan_ms for n in names] for m, model in models.items()}
+        measured = " / ".join(f"{ms[n]:.2f}" for n in names)
+        prices = "; ".join(f"{m} prices " + " / ".join(f"{x:.2f}" for x in p) for m, p in priced.items())
+        lines.append(f"  {a}: H* / run / other measured {measured} ms; {prices}")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("bench", help="an autoshard bench output directory")
     ap.add_argument("--model", help="the other planning cost model (with --calibration: the model it "
                                     "corrects, default the shipped one)")
     ap.add_argument("--calibration", help="a table calibration (autoshard calibrate-tables) of --model")
+    ap.add_argument("--run-model", default=str(SHIPPED_COST_MODEL),
+                    help="the model the run planned with (only to price disagreeing plans)")
     ap.add_argument("--policy", default="src/autoshard/data/default_policy.pt", help="policy for rl")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--allow-other-hardware", action="store_true",
@@ -84,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         comm = AlphaBeta.from_json(run["comm"])  # the run's whole fit, its row-wise terms included
         settings = MeasureSettings.from_json(run["measure_settings"])
         other = _other_model(args).with_comm(comm)
+        run_model = load_cost_model(args.run_model, allow_other_hardware=True).with_comm(comm)
     except AutoshardError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -111,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
             ratios[a]["other"].append(ms[f"other:{a}"] / ms["H*"])
         print(task.name, " ".join(f"{a} {ratios[a]['run'][-1]:.3f}/{ratios[a]['other'][-1]:.3f}"
                                   for a in algos), flush=True)
+        for line in _disagreements(task, plans, ms, algos, {"run's model": run_model, "other": other}):
+            print(line, flush=True)
     print("planner     run's model / H*   other / H*   run / other [95% interval]   tasks run better / worse")
     for a in LEARNED:
         r, o = np.array(ratios[a]["run"]), np.array(ratios[a]["other"])

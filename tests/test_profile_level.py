@@ -12,12 +12,13 @@ import logging
 from pathlib import Path
 
 import pytest
-from conftest import profile_small
+from conftest import QUICK_MEASURE, SMALL_BROAD_DESIGN, profile_small
 
 from autoshard.cli.main import main
 from autoshard.errors import AutoshardError
 from autoshard.hardware.profile_dataset import load_dataset, merge_datasets
 from autoshard.hardware.profile_level import LEVEL_FILE, ProfileLevel, profile_key, read_level, write_level
+from autoshard.hardware.profiler import ProfileConfig, profile
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -76,6 +77,24 @@ def test_a_merge_divides_the_leveled_profile_by_its_level_and_leaves_the_rest(pr
     assert "not merged with it" in caplog.text
     assert sorted(r.fwd_ms for r in alone.records if r.sample_id in {x.sample_id for x in raw.records}) == \
         sorted(r.fwd_ms for r in raw.records)
+
+
+def test_growing_a_leveled_profile_warns_that_its_level_predates_the_new_records(profiles, tmp_path, caplog):
+    reference, corner = profiles
+    grown = _copy(corner, tmp_path / "cpu" / "grown")
+    write_level(grown, ProfileLevel(profile_key(reference), 1.2, 1.1, {"why": "test"}))
+
+    def grow(samples: int) -> list:
+        config = ProfileConfig(samples=samples, seed=1, settings=QUICK_MEASURE, design=SMALL_BROAD_DESIGN)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="autoshard.hardware.profiler"):
+            return list(profile(None, grown, config))
+
+    assert grow(8) == [] and "profile-level" not in caplog.text  # nothing to add: the level still holds
+    assert len(grow(10)) == 2
+    assert "measured before these 2 samples" in caplog.text and "<cpu/reference>" in caplog.text
+    assert "re-run `autoshard profile-level" in caplog.text
+    assert len(load_dataset(grown).records) == 10 and read_level(grown).fwd == 1.2  # warned, not changed
 
 
 def test_profile_level_refuses_bad_input_in_one_line(profiles, tmp_path, capsys):

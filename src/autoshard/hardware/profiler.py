@@ -33,6 +33,7 @@ and none is measured twice.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections import deque
@@ -66,6 +67,7 @@ from autoshard.hardware.profile_design import (
     sample_shards,
     tables_strata,
 )
+from autoshard.hardware.profile_level import LEVEL_FILE, read_level
 from autoshard.hardware.profile_records import (
     MANIFEST_FILE,
     PACKED_FILE,
@@ -84,6 +86,8 @@ from autoshard.io import ARTEFACT_VERSION, read_json, write_json
 from autoshard.shards import ShardRef
 from autoshard.tables.table import Precision, TablePool
 from autoshard.tasks import DEFAULT_BATCH_SIZE, Task
+
+logger = logging.getLogger(__name__)
 
 __all__ = [  # the loop's own names, and (from the modules it was split into) those importers use here
     "DEFAULT_COLUMN_SHARE", "DEFAULT_MAX_TABLES", "DEVICE_AXES", "MANIFEST_FILE", "PACKED_FILE",
@@ -199,7 +203,19 @@ def profile(pool: TablePool | None, out_dir: str | Path, config: ProfileConfig, 
     prepare_dir(pool, out_dir, config)
     host = {**host_info(config.settings.device.value), "rank": rank, "world_size": world_size}
     check_same_hardware(out_dir, recorded_hosts(out_dir), host)
+    _warn_if_leveled(out_dir, config, rank, world_size)
     return _measure_pending(pool, out_dir, config, rank, world_size, host, prepare_workers)
+
+
+def _warn_if_leveled(out_dir: str | Path, config: ProfileConfig, rank: int, world_size: int) -> None:
+    """A level (``autoshard profile-level``) holds for the records timed when it was measured: records added
+    on another day, at another host speed, would be merged under it as if timed with them."""
+    level = read_level(out_dir)
+    pending = len(pending_samples(out_dir, config, rank, world_size))
+    if level is not None and pending:
+        logger.warning("%s has a %s measured before these %d samples; re-run `autoshard profile-level --data "
+                       "%s --reference <%s>` once they are profiled, or train-cost merges them at its level",
+                       out_dir, LEVEL_FILE, pending, out_dir, level.reference)
 
 
 @dataclass(frozen=True)
