@@ -17,7 +17,9 @@ plan / H* for the run's model and for OTHER, their ratio with a 95% bootstrap in
 the tasks where one is more than 1% below the other. Where a planner's two plans measure more than 2% apart,
 a line under the task says what each model priced them and H* at (the ensemble's mean step, ms;
 ``--run-model``: the model the run planned with, default the shipped one), so a loss shows which model
-misranked which plans.
+misranked which plans. ``--replan`` plans the run's side again here too, with ``--run-model`` and today's
+code, instead of reading the run's plans: the two sides then differ in the model alone (for an archived run
+planned by older code; ``zcat benchmarks/runs/X.json.gz > DIR/bench/results.json`` makes it a BENCH_DIR).
 
 Measured at stop 20 (AMD EPYC VM, 11 min): DLRM-20 (8) planned with the calibrated default (the run) against
 the default as shipped (OTHER): docs/benchmarks.md, "The same tasks, the same day".
@@ -89,7 +91,9 @@ def main(argv: list[str] | None = None) -> int:
                                     "corrects, default the shipped one)")
     ap.add_argument("--calibration", help="a table calibration (autoshard calibrate-tables) of --model")
     ap.add_argument("--run-model", default=str(SHIPPED_COST_MODEL),
-                    help="the model the run planned with (only to price disagreeing plans)")
+                    help="the run's model (prices disagreeing plans; with --replan, plans)")
+    ap.add_argument("--replan", action="store_true",
+                    help="plan the run's side again with --run-model instead of reading the run's plans")
     ap.add_argument("--policy", default="src/autoshard/data/default_policy.pt", help="policy for rl")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--allow-other-hardware", action="store_true",
@@ -123,8 +127,10 @@ def main(argv: list[str] | None = None) -> int:
         hstar = min(heuristics, key=lambda h: res[h]["measured"]["plan_ms"])
         plans = {"H*": Plan.from_json(res[hstar]["plan"])}
         options = PlannerOptions(cost_model=other, policy_path=args.policy, time_limit_s=limit)
+        again = PlannerOptions(cost_model=run_model, policy_path=args.policy, time_limit_s=limit)
         for a in algos:
-            plans[f"run:{a}"] = Plan.from_json(res[a]["plan"])
+            plans[f"run:{a}"] = (run_planner(make_planner(a, again), task) if args.replan
+                                 else Plan.from_json(res[a]["plan"]))
             plans[f"other:{a}"] = run_planner(make_planner(a, options), task)
         names = list(plans)
         ms = dict(zip(names, (c.plan_ms for c in evaluate_plans(task, list(plans.values()), settings, comm,
