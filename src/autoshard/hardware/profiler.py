@@ -211,8 +211,10 @@ def _warn_if_leveled(out_dir: str | Path, config: ProfileConfig, rank: int, worl
     """A level (``autoshard profile-level``) holds for the records timed when it was measured: records added
     on another day, at another host speed, would be merged under it as if timed with them."""
     level = read_level(out_dir)
+    if level is None:
+        return
     pending = len(pending_samples(out_dir, config, rank, world_size))
-    if level is not None and pending:
+    if pending:
         logger.warning("%s has a %s measured before these %d samples; re-run `autoshard profile-level --data "
                        "%s --reference <%s>` once they are profiled, or train-cost merges them at its level",
                        out_dir, LEVEL_FILE, pending, out_dir, level.reference)
