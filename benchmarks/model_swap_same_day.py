@@ -4,6 +4,7 @@ whose host runs at another speed.
 
 Run: .venv/bin/python benchmarks/model_swap_same_day.py BENCH_DIR --model OTHER.pt [--policy POLICY.pt]
      .venv/bin/python benchmarks/model_swap_same_day.py BENCH_DIR --calibration CAL.json [--model M.pt]
+     .venv/bin/python benchmarks/model_swap_same_day.py BENCH_DIR --replan --run-option KEY=VALUE
 
 With ``--calibration`` OTHER is ``--model`` (default the shipped model) corrected by that table calibration
 (``autoshard calibrate-tables``; ``costs.table_calibration``).
@@ -11,15 +12,19 @@ With ``--calibration`` OTHER is ``--model`` (default the shipped model) correcte
 BENCH_DIR is an ``autoshard bench`` output (its ``bench/results.json``). For every task, the run's
 oracle-picked heuristic plan H* (the cheapest heuristic plan the run measured), the run's learned plans and
 ``OTHER``'s (planned again here with the run's comm fit, the run's planning time limit and seed) are timed
-together in 3 interleaved rounds (``hardware.evaluator.evaluate_plans``, collectives from the run's comm
-fit). H* is re-timed here, so its ratio carries no oracle-pick bias. Prints per planner the geometric mean of
-plan / H* for the run's model and for OTHER, their ratio with a 95% bootstrap interval over the tasks, and
-the tasks where one is more than 1% below the other. Where a planner's two plans measure more than 2% apart,
-a line under the task says what each model priced them and H* at (the ensemble's mean step, ms;
-``--run-model``: the model the run planned with, default the shipped one), so a loss shows which model
-misranked which plans. ``--replan`` plans the run's side again here too, with ``--run-model`` and today's
-code, instead of reading the run's plans: the two sides then differ in the model alone (for an archived run
-planned by older code; ``zcat benchmarks/runs/X.json.gz > DIR/bench/results.json`` makes it a BENCH_DIR).
+together in 3 interleaved rounds (``hardware.evaluator.evaluate_plans``, collectives from the run's comm fit;
+plans with the same shards on the same devices are timed once and share the figure). H* is re-timed here, so
+its ratio carries no oracle-pick bias. Prints per planner the geometric mean of plan / H* for the run's model
+and for OTHER, their ratio with a 95% bootstrap interval over the tasks, and the tasks where one is more than
+1% below the other. Where a planner's two plans measure more than 2% apart, a line under the task says what
+each model priced them and H* at (the ensemble's mean step, ms; ``--run-model``: the model the run planned
+with, default the shipped one), so a loss shows which model misranked which plans. ``--replan`` plans the
+run's side again here too, with ``--run-model`` and today's code, instead of reading the run's plans: the two
+sides then differ in the model alone (for an archived run planned by older code; ``zcat
+benchmarks/runs/X.json.gz > DIR/bench/results.json`` makes it a BENCH_DIR). ``--run-option`` / ``--option
+KEY=VALUE`` (as ``autoshard plan --option``) set planner settings on the run's side (with ``--replan``) and on
+OTHER's; without ``--model``, OTHER is ``--run-model``: the same model planning with other settings (e.g.
+``--replan --run-option even_splits=false``: a search change, same day).
 
 Measured at stop 20 (AMD EPYC VM, 11 min): DLRM-20 (8) planned with the calibrated default (the run) against
 the default as shipped (OTHER): docs/benchmarks.md, "The same tasks, the same day".
@@ -36,6 +41,7 @@ import numpy as np
 import torch
 
 from autoshard.bench.summary import is_heuristic
+from autoshard.cli.plan import parse_options
 from autoshard.costs.base import plan_cost
 from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.loading import SHIPPED_COST_MODEL, load_cost_model
@@ -60,9 +66,10 @@ def _geomean(x: np.ndarray) -> float:
 def _other_model(args: argparse.Namespace):
     """``--model``, corrected by ``--calibration`` when given (which must be a calibration of that model)."""
     if not args.calibration:
-        if not args.model:
-            raise AutoshardError("give --model OTHER.pt, or --calibration CAL.json")
-        return load_cost_model(args.model, allow_other_hardware=args.allow_other_hardware)
+        if not args.model and not (args.option or args.run_option):
+            raise AutoshardError("give --model OTHER.pt, --calibration CAL.json, or planner settings "
+                                 "(--option / --run-option KEY=VALUE)")
+        return load_cost_model(args.model or args.run_model, allow_other_hardware=args.allow_other_hardware)
     path = args.model or str(SHIPPED_COST_MODEL)
     calibration = load_calibration(args.calibration, path)
     return CalibratedCostModel(load_cost_model(path, allow_other_hardware=True), calibration)
@@ -84,6 +91,20 @@ def _disagreements(task: Task, plans: dict[str, Plan], ms: dict[str, float], alg
     return lines
 
 
+def _measure(task: Task, plans: dict[str, Plan], settings: MeasureSettings, comm: AlphaBeta,
+             rounds: int) -> dict[str, float]:
+    """Each plan's measured step, every distinct plan timed once (plans that put the same shards on the same
+    devices share one figure: their ratio is exactly 1, not two draws of the noise)."""
+    distinct: dict[tuple, Plan] = {}
+    key_of = {}
+    for name, plan in plans.items():
+        key_of[name] = tuple(map(tuple, plan.device_shards(task)))
+        distinct.setdefault(key_of[name], plan)
+    timed = evaluate_plans(task, list(distinct.values()), settings, comm, rounds=rounds)
+    step = {key: c.plan_ms for key, c in zip(distinct, timed)}
+    return {name: step[key_of[name]] for name in plans}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("bench", help="an autoshard bench output directory")
@@ -94,6 +115,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="the run's model (prices disagreeing plans; with --replan, plans)")
     ap.add_argument("--replan", action="store_true",
                     help="plan the run's side again with --run-model instead of reading the run's plans")
+    ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                    help="a planner setting for OTHER's plans (repeatable)")
+    ap.add_argument("--run-option", action="append", default=[], metavar="KEY=VALUE",
+                    help="a planner setting for the run's side (with --replan; repeatable)")
     ap.add_argument("--policy", default="src/autoshard/data/default_policy.pt", help="policy for rl")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--allow-other-hardware", action="store_true",
@@ -107,15 +132,24 @@ def main(argv: list[str] | None = None) -> int:
         tasks = run.get("tasks") or []
         if not tasks or "comm" not in run or "measure_settings" not in run:
             raise AutoshardError(f"{path} has no measured tasks; let the bench finish first")
+        if args.run_option and not args.replan:
+            raise AutoshardError("--run-option sets how the run's side is planned: add --replan")
+        other_extra, run_extra = parse_options(args.option), parse_options(args.run_option)
         comm = AlphaBeta.from_json(run["comm"])  # the run's whole fit, its row-wise terms included
         settings = MeasureSettings.from_json(run["measure_settings"])
         other = _other_model(args).with_comm(comm)
         run_model = load_cost_model(args.run_model, allow_other_hardware=True).with_comm(comm)
+        limit = float((run.get("planner_extra") or {}).get("time_limit_s", 10.0))
+        options = PlannerOptions(cost_model=other, policy_path=args.policy, time_limit_s=limit,
+                                 extra=other_extra)
+        again = PlannerOptions(cost_model=run_model, policy_path=args.policy, time_limit_s=limit,
+                               extra=run_extra)
+        for a in LEARNED:  # a setting no planner knows: one line now, not a traceback at the first task
+            make_planner(a, options), make_planner(a, again)
     except AutoshardError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     torch.set_num_threads(1)
-    limit = float((run.get("planner_extra") or {}).get("time_limit_s", 10.0))
     ratios: dict[str, dict[str, list[float]]] = {a: {"run": [], "other": []} for a in LEARNED}
     for t in tasks:
         task = Task.from_json(t["task"])
@@ -126,15 +160,11 @@ def main(argv: list[str] | None = None) -> int:
             continue
         hstar = min(heuristics, key=lambda h: res[h]["measured"]["plan_ms"])
         plans = {"H*": Plan.from_json(res[hstar]["plan"])}
-        options = PlannerOptions(cost_model=other, policy_path=args.policy, time_limit_s=limit)
-        again = PlannerOptions(cost_model=run_model, policy_path=args.policy, time_limit_s=limit)
         for a in algos:
             plans[f"run:{a}"] = (run_planner(make_planner(a, again), task) if args.replan
                                  else Plan.from_json(res[a]["plan"]))
             plans[f"other:{a}"] = run_planner(make_planner(a, options), task)
-        names = list(plans)
-        ms = dict(zip(names, (c.plan_ms for c in evaluate_plans(task, list(plans.values()), settings, comm,
-                                                                  rounds=args.rounds))))
+        ms = _measure(task, plans, settings, comm, args.rounds)
         for a in algos:
             ratios[a]["run"].append(ms[f"run:{a}"] / ms["H*"])
             ratios[a]["other"].append(ms[f"other:{a}"] / ms["H*"])

@@ -20,6 +20,7 @@ from autoshard.planners.column_split import (
     halve,
     shard_memory,
     split_shard,
+    split_table,
     table_wise_layout,
     to_plan,
 )
@@ -99,6 +100,22 @@ def test_column_shards_add_up_and_memory_is_per_shard(case):
         tight[fullest] -= 1
         with pytest.raises(AutoshardError, match=f"device {fullest} uses"):
             validate(plan, Task(tables=tables, device_memory=tuple(tight)))
+
+
+@settings(max_examples=100, deadline=None)
+@given(case=split_plans(), pick=st.integers(0, 7))
+def test_splitting_a_table_halves_each_of_its_shards_in_place_and_leaves_the_rest(case, pick):
+    tables, _, layout, _ = case
+    table = pick % len(tables)
+    mine = [s.dim for s in layout if s.table == table]
+    if not all(d % 4 == 0 and d >= 8 for d in mine):
+        with pytest.raises(AutoshardError, match="cannot be halved"):
+            split_table(layout, table)
+        return
+    out = split_table(layout, table)
+    assert [d for s in out if s.table == table for d in [s.dim]] == [x for d in mine for x in halve(d)]
+    assert [s for s in out if s.table != table] == [s for s in layout if s.table != table]
+    assert [s.table for s in out] == sorted(s.table for s in out)  # still a layout: sorted by table
 
 
 def _needs_split() -> Task:

@@ -187,6 +187,41 @@ def test_extra_settings_are_used_and_unknown_ones_refused():
         make_planner("neuroshard", PlannerOptions(extra={"beam_width": "wide"}))
 
 
+def test_even_splits_is_a_setting_of_every_planner_that_searches_column_splits():
+    """``--option even_splits=false`` (the beam halving one shard at a time, as before stop 88) reaches the
+    split search of all four learned planners, not only neuroshard's own."""
+    off = PlannerOptions(extra={"even_splits": "false"})
+    assert make_planner("neuroshard", off).config.even_splits is False
+    assert make_planner("search", off).neuroshard.even_splits is False
+    assert make_planner("ilp", off).config.even_splits is False
+    assert make_planner("rl", off).even_splits is False
+    assert make_planner("neuroshard", PlannerOptions()).config.even_splits is True
+
+
+def test_an_even_split_child_reaches_the_four_way_split_a_one_at_a_time_beam_drops():
+    """Stop 88, DLRM-10 (8) test-4 (the s71 archive's task and comm fit), priced by the seed-1 wide
+    candidate: halving one shard at a time, the beam (width 3) never holds the hot table (pooling 106) in
+    8 + 4 + 4 columns, so it stops at 8 + 8 (25.48 ms by the model); the even-split child takes 8 + 8 to 4 x 4
+    in one step (24.09 ms), the layout the default model's beam found, whose plans measured 0.72-0.80 of H*
+    against the candidate's 0.85-0.86 (docs/benchmarks.md, "Stop 87")."""
+    from autoshard.costs.comm import AlphaBeta
+    from autoshard.costs.loading import load_cost_model, resolve_cost_model
+    from autoshard.io import read_json
+
+    run = read_json("benchmarks/runs/s71-amd-dlrm-10-8-torchrec.json.gz")
+    task = Task.from_json(next(t["task"] for t in run["tasks"] if t["task"]["name"] == "dlrm-10-8-test-4"))
+    model = load_cost_model("benchmarks/runs/s87-amd-seeds/cost-model-wide-seed1.pt",
+                            allow_other_hardware=True).with_comm(AlphaBeta.from_json(run["comm"]))
+    model = resolve_cost_model(model, 0.0)  # priced at the mean, as neuroshard plans (NEUROSHARD_RISK)
+    hot = max(range(task.num_tables), key=lambda i: task.tables[i].pooling_factor)
+    found = {}
+    for even in (False, True):
+        layout, _, cost = NeuroShardPlanner(model, NeuroShardConfig(even_splits=even)).search(task)
+        found[even] = (sorted(s.dim for s in layout if s.table == hot), round(cost, 2))
+    assert found[False] == ([8, 8], 25.48)
+    assert found[True] == ([4, 4, 4, 4], 24.09)
+
+
 def test_listed_by_the_cli(capsys):
     assert main(["plan", "--list-algos"]) == 0
     out = capsys.readouterr().out

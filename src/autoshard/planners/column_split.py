@@ -74,6 +74,16 @@ def split_shard(layout: Layout, position: int) -> Layout:
     return layout[:position] + (ShardRef(s.table, a), ShardRef(s.table, b)) + layout[position + 1:]
 
 
+def split_table(layout: Layout, table: int) -> Layout:
+    """The layout with every shard of ``table`` halved in place (2 column shards of 8 -> 4 of 4): one step
+    from an even split to the next even one, which halving one shard at a time reaches only through an
+    uneven layout (8 + 4 + 4) that a beam may drop."""
+    out: list[ShardRef] = []
+    for s in layout:
+        out.extend((ShardRef(s.table, a) for a in halve(s.dim)) if s.table == table else (s,))
+    return tuple(out)
+
+
 def shards_per_table(layout: Layout, num_tables: int) -> np.ndarray:
     """How many column shards each table has in ``layout``."""
     return np.bincount(np.fromiter((s.table for s in layout), dtype=np.int64, count=len(layout)),

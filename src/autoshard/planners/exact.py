@@ -233,6 +233,9 @@ class ExactConfig:
     split_search_s: float = 1.0
     """The most seconds NeuroShard's split search may take (within the time limit, which it shares with the
     two solves)."""
+    even_splits: bool = True
+    """That search's children also halve every shard of a split table at once
+    (``NeuroShardConfig.even_splits``)."""
     refine_share: float = 0.3
     """Share of the time limit kept for a descent on the model's own step cost from the solved placement
     (``descent.refine_placement``; the solves get the rest, the descent also what they leave). Why: the
@@ -456,7 +459,7 @@ class ExactPlanner:
         """The min-max placement of the column shards of NeuroShard's best layout, merged back into the
         task's tables (None: the search splits nothing, or the shards fit no placement in time)."""
         search_s = min(self.config.split_search_s, max(deadline - time.perf_counter(), 0.0) / 2)
-        layout = split_layout(task, self.cost_model, search_s)
+        layout = split_layout(task, self.cost_model, search_s, self.config.even_splits)
         if layout is None:
             return None
         shards = column_shard_task(task, layout)

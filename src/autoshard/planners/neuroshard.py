@@ -48,6 +48,7 @@ from autoshard.planners.column_split import (
     layout_key,
     shards_per_table,
     split_shard,
+    split_table,
     table_wise_layout,
     to_plan,
 )
@@ -94,6 +95,9 @@ class NeuroShardConfig:
     by default; autoshard's runtime runs them."""
     uncapped: bool = True
     """Also run the greedy with no dim-sum cap (memory only), so a tight grid never hides a feasible plan."""
+    even_splits: bool = True
+    """A state's children also halve every shard of one already split table at once (8 + 8 -> 4 x 4), so the
+    next even split is one level away, not behind an uneven layout (8 + 4 + 4) the beam may drop."""
 
     def __post_init__(self) -> None:
         for name in ("beam_width", "candidates", "cap_steps"):
@@ -202,23 +206,46 @@ class NeuroShardPlanner:
         top = set(np.argsort(-memory, kind="stable")[:n]) | set(np.argsort(-load, kind="stable")[:n])
         return sorted(ok[i] for i in top)
 
+    def _children(self, task: Task, layout: Layout, costs: ShardCosts) -> list[Layout]:
+        """The layouts one beam step away: one candidate shard halved (``_split_candidates``), then (with
+        ``even_splits``) every shard of one split table halved, where they all halve and fit the devices."""
+        children = [split_shard(layout, pos) for pos in self._split_candidates(task, layout, costs)]
+        if self.config.even_splits:
+            counts = shards_per_table(layout, task.num_tables)
+            for t in np.flatnonzero(counts > 1).tolist():
+                mine = [s.dim for s in layout if s.table == t]
+                if 2 * len(mine) <= task.num_devices and all(map(can_halve, mine)):
+                    children.append(split_table(layout, t))
+        return children
+
     def _evaluate(self, task: Task, layouts: list[Layout], costs: ShardCosts,
                   scales: np.ndarray) -> tuple[np.ndarray, list[np.ndarray | None], np.ndarray]:
         """Best plan cost, its ranks and the greedy's progress (most shards placed) of each layout."""
         costs.prime(s for lay in layouts for s in lay)
-        load = np.stack([costs.load(lay) for lay in layouts])
-        memory = np.stack([costs.memory(lay) for lay in layouts])
-        ranks, placed = greedy_place(task, layouts, load, memory, scales)
-        g, num_shards = len(scales), load.shape[1]
+        g = len(scales)
+        ranks: list[np.ndarray] = [np.zeros(0, dtype=np.int64)] * (len(layouts) * g)
+        placed = np.zeros(len(layouts) * g, dtype=np.int64)
+        # the greedy runs layouts of one shard count in lockstep (an even split's child has more shards)
+        for size in sorted({len(lay) for lay in layouts}):
+            group = [i for i, lay in enumerate(layouts) if len(lay) == size]
+            load = np.stack([costs.load(layouts[i]) for i in group])
+            memory = np.stack([costs.memory(layouts[i]) for i in group])
+            group_ranks, group_placed = greedy_place(task, [layouts[i] for i in group], load, memory, scales)
+            runs = (np.asarray(group)[:, None] * g + np.arange(g)).ravel()
+            placed[runs] = group_placed
+            for run, r in zip(runs.tolist(), group_ranks):
+                ranks[run] = r
         unique: dict[tuple[int, bytes], int] = {}  # many caps give the same placement: score it once
         candidates: list[tuple[Layout, np.ndarray]] = []
         run_of: list[tuple[int, int]] = []
-        for run in np.flatnonzero(placed == num_shards):
-            key = (int(run) // g, ranks[run].tobytes())
+        for run in range(len(placed)):
+            if placed[run] < len(layouts[run // g]):
+                continue
+            key = (run // g, ranks[run].tobytes())
             if key not in unique:
                 unique[key] = len(candidates)
                 candidates.append((layouts[key[0]], ranks[run]))
-            run_of.append((int(run), unique[key]))
+            run_of.append((run, unique[key]))
         scored = plan_costs(task, self.cost_model, candidates)
         best = np.full(len(layouts), np.inf)
         best_ranks: list[np.ndarray | None] = [None] * len(layouts)
@@ -281,8 +308,7 @@ class NeuroShardPlanner:
                     break
                 children = []
                 for state in beam:
-                    for pos in self._split_candidates(task, state, costs):
-                        child = split_shard(state, pos)
+                    for child in self._children(task, state, costs):
                         key = layout_key(child)
                         if key not in seen:
                             seen.add(key)
@@ -332,11 +358,11 @@ class NeuroShardPlanner:
         return plan
 
 
-def split_layout(task: Task, model: CostModel, seconds: float) -> Layout | None:
-    """The column-split layout NeuroShard's search picks within ``seconds`` (no sharding moves), for a
-    planner that places its shards itself (``rl``, ``ilp``); None when it splits nothing or no layout fits
-    memory."""
-    searcher = NeuroShardPlanner(model, NeuroShardConfig(sharding_moves=0))
+def split_layout(task: Task, model: CostModel, seconds: float, even_splits: bool = True) -> Layout | None:
+    """The column-split layout NeuroShard's search picks within ``seconds`` (no sharding moves; with or
+    without ``NeuroShardConfig.even_splits``), for a planner that places its shards itself (``rl``, ``ilp``);
+    None when it splits nothing or no layout fits memory."""
+    searcher = NeuroShardPlanner(model, NeuroShardConfig(sharding_moves=0, even_splits=even_splits))
     try:
         layout, _, _ = searcher.search(task, deadline=time.perf_counter() + seconds)
     except InfeasibleError:

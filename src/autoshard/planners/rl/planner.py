@@ -70,7 +70,7 @@ class RLPlanner:
     def __init__(self, policy: TrainedPolicy, cost_model: CostModel, samples: int = 0, seed: int = 0,
                  sharding_moves: int = 0, column_splits: str = "off", split_search_s: float = 1.0,
                  refine: str = "off", refine_s: float = 3.0, refine_kicks: int = 20,
-                 greedy_start: str = "off") -> None:
+                 greedy_start: str = "off", even_splits: bool = True) -> None:
         if samples < 0:
             raise AutoshardError(f"samples {samples} must be >= 0")
         if sharding_moves < 0:
@@ -79,7 +79,7 @@ class RLPlanner:
         self.sharding_moves = sharding_moves
         self.column_splits, self.split_search_s = column_splits, split_search_s
         self.refine, self.refine_s, self.refine_kicks = refine, refine_s, refine_kicks
-        self.greedy_start = greedy_start
+        self.greedy_start, self.even_splits = greedy_start, even_splits
         self.last_alternatives: tuple[tuple[str, Plan], ...] = ()
         """The finished plans the latest ``plan`` call did not return (whole tables, column shards or the
         capped greedy's, labelled), which the heuristic guard weighs too (``planners.guard``)."""
@@ -109,7 +109,7 @@ class RLPlanner:
     def _place_column_shards(self, task: Task) -> Plan | None:
         """The policy's placement of the column shards of NeuroShard's best layout (None: it splits nothing
         or no layout fits memory)."""
-        layout = split_layout(task, self.cost_model, self.split_search_s)
+        layout = split_layout(task, self.cost_model, self.split_search_s, self.even_splits)
         if layout is None:
             return None
         shards = column_shard_task(task, layout)
@@ -154,6 +154,9 @@ class RLPlanConfig:
     a second here (856 tables on 128 devices: 1.3 s without, 3.8 s with; docs/benchmarks.md, stop 19)."""
     split_search_s: float = 1.0
     """Seconds the split search may take (its table-wise level always runs; ``neuroshard``'s deadline)."""
+    even_splits: bool = True
+    """That search's children also halve every shard of a split table at once
+    (``NeuroShardConfig.even_splits``)."""
     refine: str = "auto"
     """"on": descend on the model's step from the policy's placement (moves, swaps, kicks: what ``search``
     runs after its start, ``descent.refine_placement``) and keep the result, never dearer by the model;
@@ -213,4 +216,4 @@ def rl_planner(options: PlannerOptions) -> RLPlanner:
                      sharding_moves=config.sharding_moves, column_splits=config.column_splits,
                      split_search_s=float(config.split_search_s), refine=config.refine,
                      refine_s=float(config.refine_s), refine_kicks=config.refine_kicks,
-                     greedy_start=config.greedy_start)
+                     greedy_start=config.greedy_start, even_splits=config.even_splits)
