@@ -13,18 +13,18 @@ BENCH_DIR is an ``autoshard bench`` output (its ``bench/results.json``). For eve
 oracle-picked heuristic plan H* (the cheapest heuristic plan the run measured), the run's learned plans and
 ``OTHER``'s (planned again here with the run's comm fit, the run's planning time limit and seed) are timed
 together in 3 interleaved rounds (``hardware.evaluator.evaluate_plans``, collectives from the run's comm fit;
-plans with the same shards on the same devices are timed once and share the figure). H* is re-timed here, so
-its ratio carries no oracle-pick bias. Prints per planner the geometric mean of plan / H* for the run's model
-and for OTHER, their ratio with a 95% bootstrap interval over the tasks, and the tasks where one is more than
-1% below the other. Where a planner's two plans measure more than 2% apart, a line under the task says what
-each model priced them and H* at (the ensemble's mean step, ms; ``--run-model``: the model the run planned
-with, default the shipped one), so a loss shows which model misranked which plans. ``--replan`` plans the
-run's side again here too, with ``--run-model`` and today's code, instead of reading the run's plans: the two
-sides then differ in the model alone (for an archived run planned by older code; ``zcat
-benchmarks/runs/X.json.gz > DIR/bench/results.json`` makes it a BENCH_DIR). ``--run-option`` / ``--option
-KEY=VALUE`` (as ``autoshard plan --option``) set planner settings on the run's side (with ``--replan``) and on
-OTHER's; without ``--model``, OTHER is ``--run-model``: the same model planning with other settings (e.g.
-``--replan --run-option even_splits=false``: a search change, same day).
+a device two plans share is timed once, so two equal plans measure the same). H* is re-timed here, so its
+ratio carries no oracle-pick bias. Prints per planner the geometric mean of plan / H* for the run's model and
+for OTHER, their ratio with a 95% bootstrap interval over the tasks, and the tasks where one is more than 1%
+below the other. Where a planner's two plans measure more than 2% apart, a line under the task says what each
+model priced them and H* at (the ensemble's mean step, ms; ``--run-model``: the model the run planned with,
+default the shipped one), so a loss shows which model misranked which plans. ``--replan`` plans the run's side
+again here too, with ``--run-model`` and today's code, instead of reading the run's plans: the two sides then
+differ in the model alone (for an archived run planned by older code; ``zcat benchmarks/runs/X.json.gz >
+DIR/bench/results.json`` makes it a BENCH_DIR). ``--run-option`` / ``--option KEY=VALUE`` (as ``autoshard plan
+--option``) set planner settings on the run's side (with ``--replan``) and on OTHER's; without ``--model``,
+OTHER is ``--run-model``: the same model planning with other settings (e.g. ``--replan --run-option
+even_splits=false``: a search change, same day).
 
 Measured at stop 20 (AMD EPYC VM, 11 min): DLRM-20 (8) planned with the calibrated default (the run) against
 the default as shipped (OTHER): docs/benchmarks.md, "The same tasks, the same day".
@@ -91,20 +91,6 @@ def _disagreements(task: Task, plans: dict[str, Plan], ms: dict[str, float], alg
     return lines
 
 
-def _measure(task: Task, plans: dict[str, Plan], settings: MeasureSettings, comm: AlphaBeta,
-             rounds: int) -> dict[str, float]:
-    """Each plan's measured step, every distinct plan timed once (plans that put the same shards on the same
-    devices share one figure: their ratio is exactly 1, not two draws of the noise)."""
-    distinct: dict[tuple, Plan] = {}
-    key_of = {}
-    for name, plan in plans.items():
-        key_of[name] = tuple(map(tuple, plan.device_shards(task)))
-        distinct.setdefault(key_of[name], plan)
-    timed = evaluate_plans(task, list(distinct.values()), settings, comm, rounds=rounds)
-    step = {key: c.plan_ms for key, c in zip(distinct, timed)}
-    return {name: step[key_of[name]] for name in plans}
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("bench", help="an autoshard bench output directory")
@@ -164,7 +150,9 @@ def main(argv: list[str] | None = None) -> int:
             plans[f"run:{a}"] = (run_planner(make_planner(a, again), task) if args.replan
                                  else Plan.from_json(res[a]["plan"]))
             plans[f"other:{a}"] = run_planner(make_planner(a, options), task)
-        ms = _measure(task, plans, settings, comm, args.rounds)
+        names = list(plans)
+        ms = dict(zip(names, (c.plan_ms for c in evaluate_plans(task, list(plans.values()), settings, comm,
+                                                                  rounds=args.rounds))))
         for a in algos:
             ratios[a]["run"].append(ms[f"run:{a}"] / ms["H*"])
             ratios[a]["other"].append(ms[f"other:{a}"] / ms["H*"])

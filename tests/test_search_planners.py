@@ -18,7 +18,7 @@ from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.plan import Plan, ShardingType, validate
 from autoshard.planners.base import PlannerOptions, available_planners, make_planner, run_planner
 from autoshard.planners.local_search import LocalSearchPlanner
-from autoshard.planners.neuroshard import NeuroShardConfig, NeuroShardPlanner
+from autoshard.planners.neuroshard import EVEN_SPLITS, NeuroShardConfig, NeuroShardPlanner
 from autoshard.planners.sharding_moves import improve
 from autoshard.tables import Table, TablePool
 from autoshard.tasks import Task
@@ -188,14 +188,14 @@ def test_extra_settings_are_used_and_unknown_ones_refused():
 
 
 def test_even_splits_is_a_setting_of_every_planner_that_searches_column_splits():
-    """``--option even_splits=false`` (the beam halving one shard at a time, as before stop 88) reaches the
-    split search of all four learned planners, not only neuroshard's own."""
-    off = PlannerOptions(extra={"even_splits": "false"})
-    assert make_planner("neuroshard", off).config.even_splits is False
-    assert make_planner("search", off).neuroshard.even_splits is False
-    assert make_planner("ilp", off).config.even_splits is False
-    assert make_planner("rl", off).even_splits is False
-    assert make_planner("neuroshard", PlannerOptions()).config.even_splits is True
+    """``--option even_splits=true`` reaches the split search of all four learned planners, not only
+    neuroshard's own; without it they halve one shard at a time, as before stop 88 (``EVEN_SPLITS``)."""
+    on = PlannerOptions(extra={"even_splits": "true"})
+    assert make_planner("neuroshard", on).config.even_splits is True
+    assert make_planner("search", on).neuroshard.even_splits is True
+    assert make_planner("ilp", on).config.even_splits is True
+    assert make_planner("rl", on).even_splits is True
+    assert make_planner("ilp", PlannerOptions()).config.even_splits is EVEN_SPLITS is False
 
 
 def test_an_even_split_child_reaches_the_four_way_split_a_one_at_a_time_beam_drops():

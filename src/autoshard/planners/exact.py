@@ -52,7 +52,7 @@ from autoshard.plan import COLUMN_SHARD_MULTIPLE, Plan
 from autoshard.planners.base import PlannerOptions, config_from_extra
 from autoshard.planners.column_split import column_shard_task, merge_column_shards, splits_wanted
 from autoshard.planners.finish import Descent, finish, whole_and_split
-from autoshard.planners.neuroshard import split_layout
+from autoshard.planners.neuroshard import EVEN_SPLITS, split_layout
 from autoshard.planners.pricing import device_overhead_ms, planner_settings, planning_model
 from autoshard.shards import ShardRef
 from autoshard.tasks import Task
@@ -233,7 +233,7 @@ class ExactConfig:
     split_search_s: float = 1.0
     """The most seconds NeuroShard's split search may take (within the time limit, which it shares with the
     two solves)."""
-    even_splits: bool = True
+    even_splits: bool = EVEN_SPLITS
     """That search's children also halve every shard of a split table at once
     (``NeuroShardConfig.even_splits``)."""
     refine_share: float = 0.3

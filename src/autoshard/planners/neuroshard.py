@@ -69,6 +69,17 @@ each of DLRM-20 (4), DLRM-10 (8), DLRM-50 (4) and DLRM-20 (8), its own plans at 
 guard still weighs the spread."""
 
 
+EVEN_SPLITS = False
+"""Whether the column-split beam's children also halve every shard of a split table at once
+(``NeuroShardConfig.even_splits``; ``ilp``'s and ``rl``'s split search too). Off by default: on DLRM-10 (8)
+(stop 71's tasks, the same day, docs/benchmarks.md "Stop 88") the shipped model planning with it measured
+0.992 [0.982, 0.999] of itself without for search (rl 0.994, neuroshard 0.994, ilp 1.001), the 4-way splits
+it reaches priced 2-3% cheaper and measured 2-4% dearer (the model under-prices the backward of devices
+holding 3-4 shards); the seed-1 wide candidate needs it (without, it missed the 4-way split of the hot table
+on 2 of 10 tasks and measured 0.964-0.975 of the default; with it, level: 1.002 for rl, neuroshard and
+search, 1.020 [0.998, 1.044] for ilp)."""
+
+
 @dataclass(frozen=True)
 class NeuroShardConfig:
     """NeuroShard's search settings; defaults are the reference implementation's (``shard(k=3, n=10,
@@ -95,9 +106,10 @@ class NeuroShardConfig:
     by default; autoshard's runtime runs them."""
     uncapped: bool = True
     """Also run the greedy with no dim-sum cap (memory only), so a tight grid never hides a feasible plan."""
-    even_splits: bool = True
+    even_splits: bool = EVEN_SPLITS
     """A state's children also halve every shard of one already split table at once (8 + 8 -> 4 x 4), so the
-    next even split is one level away, not behind an uneven layout (8 + 4 + 4) the beam may drop."""
+    next even split is one level away, not behind an uneven layout (8 + 4 + 4) the beam may drop; default
+    ``EVEN_SPLITS``."""
 
     def __post_init__(self) -> None:
         for name in ("beam_width", "candidates", "cap_steps"):
@@ -358,7 +370,8 @@ class NeuroShardPlanner:
         return plan
 
 
-def split_layout(task: Task, model: CostModel, seconds: float, even_splits: bool = True) -> Layout | None:
+def split_layout(task: Task, model: CostModel, seconds: float,
+                 even_splits: bool = EVEN_SPLITS) -> Layout | None:
     """The column-split layout NeuroShard's search picks within ``seconds`` (no sharding moves; with or
     without ``NeuroShardConfig.even_splits``), for a planner that places its shards itself (``rl``, ``ilp``);
     None when it splits nothing or no layout fits memory."""

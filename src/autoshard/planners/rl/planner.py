@@ -23,7 +23,7 @@ from autoshard.planners.column_split import (
     splits_wanted,
 )
 from autoshard.planners.finish import Descent, finish, whole_and_split
-from autoshard.planners.neuroshard import capped_greedy_plan, split_layout
+from autoshard.planners.neuroshard import EVEN_SPLITS, capped_greedy_plan, split_layout
 from autoshard.planners.pricing import RISK_OPTION, planner_settings
 from autoshard.planners.rl.env import PlacementEnv, TaskContext
 from autoshard.planners.rl.policy import TrainedPolicy, run_episodes
@@ -70,7 +70,7 @@ class RLPlanner:
     def __init__(self, policy: TrainedPolicy, cost_model: CostModel, samples: int = 0, seed: int = 0,
                  sharding_moves: int = 0, column_splits: str = "off", split_search_s: float = 1.0,
                  refine: str = "off", refine_s: float = 3.0, refine_kicks: int = 20,
-                 greedy_start: str = "off", even_splits: bool = True) -> None:
+                 greedy_start: str = "off", even_splits: bool = EVEN_SPLITS) -> None:
         if samples < 0:
             raise AutoshardError(f"samples {samples} must be >= 0")
         if sharding_moves < 0:
@@ -154,7 +154,7 @@ class RLPlanConfig:
     a second here (856 tables on 128 devices: 1.3 s without, 3.8 s with; docs/benchmarks.md, stop 19)."""
     split_search_s: float = 1.0
     """Seconds the split search may take (its table-wise level always runs; ``neuroshard``'s deadline)."""
-    even_splits: bool = True
+    even_splits: bool = EVEN_SPLITS
     """That search's children also halve every shard of a split table at once
     (``NeuroShardConfig.even_splits``)."""
     refine: str = "auto"
