@@ -1308,6 +1308,36 @@ def test_model_swap_devices_sizes_what_a_retrain_with_another_seed_moves(capsys)
         assert line in out, line
 
 
+def test_setting_prices_restates_what_even_splits_find_by_each_models_price(capsys):
+    """benchmarks/setting_prices.py (docs/benchmarks.md, "Stop 88"): on stop 71's DLRM-10 (8) tasks,
+    neuroshard with even-split children prices its plans 0.6% below its plans without for the shipped model
+    and 1.4% below for the seed-1 wide candidate, whose beam missed the hot table's 4-way split on test-1
+    and test-4 (least 0.945)."""
+    module = _script("setting_prices")
+    run = str(BENCHMARKS / "runs" / "s71-amd-dlrm-10-8-torchrec.json.gz")
+    models = [str(BENCHMARKS.parent / "src" / "autoshard" / "data" / "default_cost_model.pt"),
+              str(BENCHMARKS / "runs" / "s87-amd-seeds" / "cost-model-wide-seed1.pt")]
+    assert module.main([run, "--setting", "even_splits=false", "--setting", "even_splits=true",
+                        *(a for m in models for a in ("--model", m))]) == 0
+    out = capsys.readouterr().out
+    for name, figures in (("default_cost_model.pt", "0.9937 (least 0.969, 4 of 10 moved)"),
+                          ("cost-model-wide-seed1.pt", "0.9857 (least 0.945, 4 of 10 moved)")):
+        assert f"{name:32s} over even_splits=false: even_splits=true: {figures}" in out, out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--setting", "even_splits=true"], "at least two --setting lists"),
+    (["--setting", "-", "--setting", "beam_widht=4"], "unknown planner setting"),
+    (["--setting", "-", "--setting", "beam_width"], "is not KEY=VALUE"),
+])
+def test_setting_prices_refuses_bad_settings_in_one_line(capsys, args, message):
+    module = _script("setting_prices")
+    run = str(BENCHMARKS / "runs" / "s71-amd-dlrm-10-8-torchrec.json.gz")
+    assert module.main([run, *args]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and captured.err.count("\n") == 1 and not captured.out
+
+
 @pytest.mark.slow
 def test_working_set_error_restates_the_shipped_models_bias_on_the_wide_profile(capsys, tmp_path):
     """benchmarks/working_set_error.py on profiles/amd-epyc/wide-seed3 (stop 86: 600 devices of 1-6 wide,
