@@ -1338,6 +1338,36 @@ def test_setting_prices_refuses_bad_settings_in_one_line(capsys, args, message):
     assert message in captured.err and captured.err.count("\n") == 1 and not captured.out
 
 
+@pytest.mark.parametrize("name, planner, ratio, low, high", [
+    ("s71-amd-dlrm-10-8-torchrec-even", "search", 0.992, 0.982, 0.999),
+    ("s71-amd-dlrm-10-8-torchrec-cand-even", "ilp", 1.020, 0.998, 1.044),
+    ("s72-amd-dlrm-20-8-torchrec-cand-even", "rl", 1.019, 0.992, 1.063),
+    ("s73-amd-dlrm-50-8-torchrec-cand-even", "neuroshard", 1.018, 1.005, 1.037),
+])
+def test_same_day_outputs_summaries_follow_from_their_task_lines(name, planner, ratio, low, high):
+    """benchmarks/runs/s88-amd-same-day (docs/benchmarks.md, "Stop 88"): each archived
+    ``model_swap_same_day.py`` output's summary (run / other per planner, its 95% interval) is what its
+    per-task lines give (rounded to 3 places there, so within 0.002), and the docs quote it."""
+    import numpy as np
+
+    from autoshard.costs.metrics import geomean_interval
+
+    lines = (BENCHMARKS / "runs" / "s88-amd-same-day" / f"{name}.txt").read_text().splitlines()
+    per_task: dict[str, list[float]] = {}
+    for line in lines:
+        words = line.split()
+        if words and "-test-" in words[0]:
+            for algo, pair in zip(words[1::2], words[2::2]):
+                run, other = map(float, pair.split("/"))
+                per_task.setdefault(algo, []).append(run / other)
+    summary = next(line.split() for line in lines if line.startswith(f"{planner} "))
+    printed = (float(summary[3]), float(summary[4].strip("[,")), float(summary[5].strip("]")))
+    r = np.array(per_task[planner])
+    again = (float(np.exp(np.log(r).mean())), *geomean_interval(list(r)))
+    assert len(r) == 10 and np.allclose(again, printed, atol=0.002)
+    assert printed == (ratio, low, high)
+
+
 @pytest.mark.slow
 def test_working_set_error_restates_the_shipped_models_bias_on_the_wide_profile(capsys, tmp_path):
     """benchmarks/working_set_error.py on profiles/amd-epyc/wide-seed3 (stop 86: 600 devices of 1-6 wide,

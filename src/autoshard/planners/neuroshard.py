@@ -5,9 +5,9 @@ The search, top to bottom:
 
 1. **Beam search over column splits.** A state is a layout (``column_split``): every table whole, or some
    halved into column shards (dims multiples of 4). A state's children each halve one more shard, chosen among
-   its ``candidates`` largest shards by memory and its ``candidates`` costliest by predicted cost. Each level
-   keeps the ``beam_width`` cheapest layouts; the search stops after ``max_depth`` splits or when
-   nothing splits.
+   its ``candidates`` largest shards by memory and its ``candidates`` costliest by predicted cost (with
+   ``even_splits``, not the paper's, also every shard of one split table halved at once). Each level keeps
+   the ``beam_width`` cheapest layouts; the search stops after ``max_depth`` levels or when nothing splits.
 2. **Greedy placement under a grid of caps.** Each layout is placed by a greedy: shards in descending
    predicted cost, each onto the device with the lowest load among those that have memory room, hold no other
    shard of the same table (TorchRec column shards sit on distinct ranks), and stay under a per-device cap on
@@ -88,7 +88,8 @@ class NeuroShardConfig:
     beam_width: int = 3
     """Layouts kept per beam level (the paper's k)."""
     max_depth: int = 10
-    """Most column splits in a plan, i.e. beam levels after the table-wise one (the paper's max_length)."""
+    """Beam levels after the table-wise one (the paper's max_length): the most column splits in a plan (more
+    with ``even_splits``, whose children may halve several shards in one level)."""
     candidates: int = 10
     """A state's children halve one of its this-many largest shards by memory or costliest by cost (n)."""
     cap_start: float = 1.0
