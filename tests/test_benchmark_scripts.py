@@ -1343,6 +1343,9 @@ def test_setting_prices_refuses_bad_settings_in_one_line(capsys, args, message):
     ("s71-amd-dlrm-10-8-torchrec-cand-even", "ilp", 1.020, 0.998, 1.044),
     ("s72-amd-dlrm-20-8-torchrec-cand-even", "rl", 1.019, 0.992, 1.063),
     ("s73-amd-dlrm-50-8-torchrec-cand-even", "neuroshard", 1.018, 1.005, 1.037),
+    ("s71-amd-dlrm-10-4-torchrec-cand-even", "ilp", 1.022, 0.989, 1.063),
+    ("s72-amd-dlrm-20-4-torchrec-cand-even", "search", 1.015, 0.988, 1.046),
+    ("s72-amd-dlrm-50-4-torchrec-cand-even", "ilp", 0.991, 0.978, 1.005),
 ])
 def test_same_day_outputs_summaries_follow_from_their_task_lines(name, planner, ratio, low, high):
     """benchmarks/runs/s88-amd-same-day (docs/benchmarks.md, "Stop 88"): each archived
