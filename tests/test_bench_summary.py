@@ -334,6 +334,23 @@ def test_model_swap_same_day_refuses_a_missing_or_unfinished_run_in_one_line(tmp
         assert err.startswith("error:") and "\n" not in err
 
 
+@pytest.mark.parametrize("args, message", [
+    ([], "give --model OTHER.pt, --calibration CAL.json, or planner settings"),
+    (["--run-option", "even_splits=true"], "add --replan"),
+    (["--replan", "--option", "beam_widht=4"], "unknown planner setting"),
+    (["--replan", "--run-option", "even_splits"], "is not KEY=VALUE"),
+])
+def test_model_swap_same_day_refuses_bad_planner_settings_before_planning(tmp_path, capsys, args, message):
+    """``--option`` / ``--run-option`` (stop 88): a bad setting is one line before any planning or timing."""
+    module = _load_script(SCRIPT.parent / "model_swap_same_day.py")
+    (tmp_path / "bench").mkdir()
+    run = read_json(SCRIPT.parent / "runs" / "s82-amd-dlrm-10-2-r9-torchrec.json.gz")
+    (tmp_path / "bench" / "results.json").write_text(json.dumps(run))
+    assert module.main([str(tmp_path), *args]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and captured.err.count("\n") == 1 and not captured.out
+
+
 RUNS = sorted((SCRIPT.parent / "runs").glob("*.json.gz"))
 STOP19_MODEL = Path(__file__).resolve().parent / "data" / "stop19_cost_model.pt"
 """The shipped cost model of stops 19-29 (src/autoshard/data/DEFAULTS.md): the archived analyses' figures."""
