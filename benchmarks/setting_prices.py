@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from autoshard.cli.plan import parse_options
-from autoshard.costs.base import plan_cost
+from autoshard.costs.base import CostModel, plan_cost
 from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.loading import SHIPPED_COST_MODEL, load_cost_model, resolve_cost_model
 from autoshard.errors import AutoshardError
@@ -45,11 +45,10 @@ def settings_of(texts: list[str]) -> list[dict[str, str]]:
     return [{} if t.strip() == "-" else parse_options(t.split(",")) for t in texts]
 
 
-def prices(run: dict, model_path: str, algo: str, settings: list[dict[str, str]],
+def prices(run: dict, loaded: CostModel, algo: str, settings: list[dict[str, str]],
            policy: str | None) -> list[list[float]]:
     """For every task of ``run``: the mean-step price of ``algo``'s plan under each setting."""
-    comm = AlphaBeta.from_json(run["comm"])
-    model = load_cost_model(model_path, allow_other_hardware=True).with_comm(comm)
+    model = loaded.with_comm(AlphaBeta.from_json(run["comm"]))
     mean = resolve_cost_model(model, 0.0)
     limit = float((run.get("planner_extra") or {}).get("time_limit_s", 10.0))
     out = []
@@ -78,10 +77,10 @@ def main(argv: list[str] | None = None) -> int:
         if len(args.setting) < 2:
             raise AutoshardError("give at least two --setting lists: a reference and one to compare")
         settings = settings_of(args.setting)
+        loaded = {m: load_cost_model(m, allow_other_hardware=True) for m in models}  # each read once
         for extra in settings:  # an unknown key: one line now, before any planning
-            make_planner(args.algo, PlannerOptions(cost_model=load_cost_model(models[0],
-                                                                               allow_other_hardware=True),
-                                                   policy_path=args.policy, extra=dict(extra)))
+            make_planner(args.algo, PlannerOptions(cost_model=loaded[models[0]], policy_path=args.policy,
+                                                   extra=dict(extra)))
         runs = [(path, read_json(path, kind="autoshard.bench")) for path in args.results]
     except AutoshardError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -90,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     for path, run in runs:
         print(f"{Path(path).name}: {len(run.get('tasks') or [])} tasks, {args.algo}")
         for m in models:
-            table = np.array(prices(run, m, args.algo, settings, args.policy))
+            table = np.array(prices(run, loaded[m], args.algo, settings, args.policy))
             ratios = table[:, 1:] / table[:, :1]
             cells = []
             for k, text in enumerate(args.setting[1:]):
