@@ -3,6 +3,7 @@ side by side on the same day: what swapping the planning model changes, without 
 whose host runs at another speed.
 
 Run: .venv/bin/python benchmarks/model_swap_same_day.py BENCH_DIR --model OTHER.pt [--policy POLICY.pt]
+     [--replan --run-policy RUN_POLICY.pt]
      .venv/bin/python benchmarks/model_swap_same_day.py BENCH_DIR --calibration CAL.json [--model M.pt]
      .venv/bin/python benchmarks/model_swap_same_day.py BENCH_DIR --replan --run-option KEY=VALUE
 
@@ -44,7 +45,7 @@ from autoshard.bench.summary import is_heuristic
 from autoshard.cli.plan import parse_options
 from autoshard.costs.base import plan_cost
 from autoshard.costs.comm import AlphaBeta
-from autoshard.costs.loading import SHIPPED_COST_MODEL, load_cost_model
+from autoshard.costs.loading import SHIPPED_COST_MODEL, SHIPPED_POLICY, load_cost_model
 from autoshard.costs.metrics import geomean_interval
 from autoshard.costs.table_calibration import CalibratedCostModel
 from autoshard.errors import AutoshardError
@@ -105,7 +106,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="a planner setting for OTHER's plans (repeatable)")
     ap.add_argument("--run-option", action="append", default=[], metavar="KEY=VALUE",
                     help="a planner setting for the run's side (with --replan; repeatable)")
-    ap.add_argument("--policy", default="src/autoshard/data/default_policy.pt", help="policy for rl")
+    ap.add_argument("--policy", default=str(SHIPPED_POLICY), help="OTHER's policy for rl")
+    ap.add_argument("--run-policy", default=str(SHIPPED_POLICY),
+                    help="the run's side's policy for rl (with --replan)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--allow-other-hardware", action="store_true",
                     help="plan with a --model trained on other hardware anyway (as bench's flag)")
@@ -118,8 +121,9 @@ def main(argv: list[str] | None = None) -> int:
         tasks = run.get("tasks") or []
         if not tasks or "comm" not in run or "measure_settings" not in run:
             raise AutoshardError(f"{path} has no measured tasks; let the bench finish first")
-        if args.run_option and not args.replan:
-            raise AutoshardError("--run-option sets how the run's side is planned: add --replan")
+        if (args.run_option or args.run_policy != str(SHIPPED_POLICY)) and not args.replan:
+            raise AutoshardError("--run-option and --run-policy set how the run's side is planned: add "
+                                 "--replan")
         other_extra, run_extra = parse_options(args.option), parse_options(args.run_option)
         comm = AlphaBeta.from_json(run["comm"])  # the run's whole fit, its row-wise terms included
         settings = MeasureSettings.from_json(run["measure_settings"])
@@ -128,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         limit = float((run.get("planner_extra") or {}).get("time_limit_s", 10.0))
         options = PlannerOptions(cost_model=other, policy_path=args.policy, time_limit_s=limit,
                                  extra=other_extra)
-        again = PlannerOptions(cost_model=run_model, policy_path=args.policy, time_limit_s=limit,
+        again = PlannerOptions(cost_model=run_model, policy_path=args.run_policy, time_limit_s=limit,
                                extra=run_extra)
         for a in LEARNED:  # a setting no planner knows: one line now, not a traceback at the first task
             make_planner(a, options), make_planner(a, again)

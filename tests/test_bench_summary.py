@@ -337,6 +337,7 @@ def test_model_swap_same_day_refuses_a_missing_or_unfinished_run_in_one_line(tmp
 @pytest.mark.parametrize("args, message", [
     ([], "give --model OTHER.pt, --calibration CAL.json, or planner settings"),
     (["--run-option", "even_splits=true"], "add --replan"),
+    (["--option", "even_splits=true", "--run-policy", "other.pt"], "add --replan"),
     (["--replan", "--option", "beam_widht=4"], "unknown planner setting"),
     (["--replan", "--run-option", "even_splits"], "is not KEY=VALUE"),
 ])

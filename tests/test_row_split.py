@@ -121,3 +121,33 @@ def test_plan_cli_torchrec_rows(tmp_path, capsys):
                  "size_lookup_greedy", "--torchrec-rows", "-o", str(out)]) == 0
     plan = Plan.load(str(out))
     assert [s.rank for s in plan.placement("big0").shards] == [0, 1, 2, 3]
+
+
+def test_the_guard_weighs_the_merged_plans_priced_on_the_original_task():
+    """A piece carries a uniform share of its table's lookups, a merged row range its skew-aware share: the
+    guard compares the plans the planner returns (merged), not their derived-task forms."""
+    from autoshard.costs.base import plan_cost
+    from autoshard.planners.guard import GUARD_HEURISTICS, GuardedPlanner
+
+    task = _task()
+    pieces = split_oversize(task)
+    options = PlannerOptions(cost_model=MODEL, time_limit_s=1, seed=0)
+    merged = {h: run_planner(make_planner(h, options), task) for h in GUARD_HEURISTICS}
+    priced = {h: plan_cost(MODEL, task, p).plan_ms for h, p in merged.items()}
+    on_pieces = {h: plan_cost(MODEL, pieces.task, make_planner(h, options).plan(pieces.task)).plan_ms
+                 for h in GUARD_HEURISTICS}
+    assert all(abs(priced[h] - on_pieces[h]) > 1e-3 * priced[h] for h in priced)  # the two prices part
+    # a planner the guard must hold back: round_robin's plans ignore the costs
+    guarded = GuardedPlanner(make_planner("round_robin", options), options, 0.5,
+                             {h: make_planner(h, options) for h in GUARD_HEURISTICS})
+    plan = run_planner(guarded, task)
+    decision = guarded.last_decision
+    assert decision.heuristic_ms == pytest.approx(min(priced.values()))
+    assert plan_cost(MODEL, task, plan).plan_ms <= min(priced.values()) + 1e-9
+    for algo in ("search", "ilp"):
+        planner = make_planner(algo, options)
+        plan = run_planner(planner, task)
+        assert planner.last_decision.heuristic_ms == pytest.approx(min(priced.values()))
+        assert plan_cost(MODEL, task, plan).plan_ms == pytest.approx(planner.last_decision.planner_ms
+                                                                     if planner.last_decision.kept_planner
+                                                                     else min(priced.values()))

@@ -183,6 +183,8 @@ def run_planner(planner: Planner, task: Task, torchrec_rows: bool = False) -> Pl
         pieces = None if getattr(planner, "plans_rows", False) else split_oversize(task, torchrec_rows)
         if pieces is None:
             plan = planner.plan(task)
+        elif pieces.left_to_plan and isinstance(planner, GuardedPlanner):
+            plan = planner.plan_split(pieces)  # the guard weighs the merged plans
         else:
             plan = pieces.merge(planner.plan(pieces.task) if pieces.left_to_plan else None)
             plan = replace(plan, algorithm=plan.algorithm or planner.name)

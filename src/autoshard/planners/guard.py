@@ -53,6 +53,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -61,6 +62,7 @@ from autoshard.costs.learned.risk import RiskPricedModel, offers_spread, risk_pr
 from autoshard.costs.loading import resolve_cost_model
 from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.plan import Plan
+from autoshard.planners.row_split import RowPieces
 from autoshard.tasks import Task
 
 log = logging.getLogger(__name__)
@@ -213,15 +215,32 @@ class GuardedPlanner:
         return getattr(self.__dict__["inner"], name)
 
     def plan(self, task: Task) -> Plan:
-        plan = self.inner.plan(task)
+        return self._guarded(task, task, lambda plan: plan)
+
+    def plan_split(self, pieces: RowPieces) -> Plan:
+        """The plan of ``pieces.original``, whose tables larger than any device ``pieces`` cut into row
+        pieces: the inner planner and the heuristics plan the derived task, and the guard weighs their plans
+        merged (``RowPieces.merge``), priced on the original task.
+
+        Why not the derived task's plans: a piece carries a uniform share of its table's lookups, a merged
+        row range its own skew-aware share, so the two prices part by up to a quarter. At stop 90 on
+        oversize-22-8 test-0 rl's plan priced 4.28 ms below the cheapest heuristic's on the pieces, the guard
+        kept it, and merged it priced 3.02 ms above that heuristic's (size_lookup_greedy's) and measured
+        6.2% slower (docs/benchmarks.md, "Stop 90")."""
+        return self._guarded(pieces.task, pieces.original, pieces.merge)
+
+    def _guarded(self, planned: Task, task: Task, merge: Callable[[Plan], Plan]) -> Plan:
+        """Plan ``planned`` with the inner planner and the heuristics, and guard their plans of ``task``
+        (``merge`` maps a plan of ``planned`` to one of ``task``)."""
+        plan = merge(self.inner.plan(planned))
         heuristics: dict[str, Plan] = {}
         for name, planner in self.heuristics.items():
             try:
-                heuristics[name] = planner.plan(task)
+                heuristics[name] = merge(planner.plan(planned))
             except InfeasibleError:
                 continue
         plan = replace(plan, algorithm=plan.algorithm or self.name)
-        alternatives = tuple(getattr(self.inner, "last_alternatives", ()))
+        alternatives = tuple((label, merge(p)) for label, p in getattr(self.inner, "last_alternatives", ()))
         chosen, self.last_decision = guard_plan(task, plan, heuristics, mean_model(self.options.cost_model),
                                                 self.k, alternatives)
         if self.last_decision is not None:
