@@ -311,7 +311,7 @@ def test_guard_margin_prices_the_heuristic_pick_six_ways_on_an_archived_run(caps
     lookup_greedy (the suite's best fixed heuristic) measures 1.013; stop 49: the expected step under the
     devices' errors 1.028 at the ensemble's spread, 1.019 at 12%: re-derived from the archived run."""
     module = _load_script(SCRIPT.parent / "guard_margin.py")
-    model = str(Path(__file__).resolve().parent.parent / "src/autoshard/data/default_cost_model.pt")
+    model = str(Path(__file__).resolve().parent / "data" / "stop30" / "default_cost_model.pt")  # stop 36's
     run = str(SCRIPT.parent / "runs" / "s36-dlrm-100-8.json.gz")
     assert module.main([run, "--cost-model", model, "--k", "1", "--default-heuristic", "lookup_greedy"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -355,6 +355,8 @@ def test_model_swap_same_day_refuses_bad_planner_settings_before_planning(tmp_pa
 RUNS = sorted((SCRIPT.parent / "runs").glob("*.json.gz"))
 STOP19_MODEL = Path(__file__).resolve().parent / "data" / "stop19_cost_model.pt"
 """The shipped cost model of stops 19-29 (src/autoshard/data/DEFAULTS.md): the archived analyses' figures."""
+STOP30_MODEL = Path(__file__).resolve().parent / "data" / "stop30" / "default_cost_model.pt"
+"""The shipped cost model of stops 30-89."""
 
 
 @pytest.mark.parametrize("path", RUNS, ids=[p.name for p in RUNS])
@@ -579,8 +581,8 @@ def test_row_fine_tune_folds_turns_every_device_into_a_record_and_holds_out_one_
     argv = [str(runs / "s25-dlrm-100-2.json.gz"), str(runs / "s24-dlrm-50-2-r6b.json.gz"), "--epochs", "1"]
     # docs/benchmarks.md: the stop-19 default prices these row-wise devices low ("Stop 29"), the stop-30
     # default, pre-trained on row shards, about right ("Stop 30")
-    for model, before in ((STOP19_MODEL, "0.952"), (None, "1.016")):
-        assert module.main(argv + ([] if model is None else ["--model", str(model)])) == 0
+    for model, before in ((STOP19_MODEL, "0.952"), (STOP30_MODEL, "1.016")):
+        assert module.main(argv + ["--model", str(model)]) == 0
         out = capsys.readouterr().out.splitlines()
         assert out[0].startswith("240 devices of 2 suites")
         assert out[1].startswith("dlrm-100-2: 20 row-wise and 100 whole-table devices held out; row / table "

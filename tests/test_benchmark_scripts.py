@@ -18,6 +18,8 @@ import pytest
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 SCRIPTS = sorted(BENCHMARKS.glob("*.py"))
+STOP30_MODEL = BENCHMARKS.parent / "tests" / "data" / "stop30" / "default_cost_model.pt"
+"""The cost model shipped at stops 30-89 (``src/autoshard/data/DEFAULTS.md``): the archived figures' model."""
 
 
 def _is_main_guard(node: ast.stmt) -> bool:
@@ -1084,7 +1086,7 @@ def test_hot_width_error_reads_the_models_flat_width_on_the_hottest_tables(capsy
     module = _script("hot_width_error")
     run = str(BENCHMARKS / "runs" / "s73-amd-dlrm-50-8-torchrec.json.gz")
     old = str(BENCHMARKS / "runs" / "s56-amd-dlrm-10-2-descent.json.gz")
-    assert module.main([run, old]) == 0
+    assert module.main([run, old, "--cost-model", str(STOP30_MODEL)]) == 0  # the model shipped at stop 74
     captured = capsys.readouterr()
     assert ("| s73-amd-dlrm-50-8-torchrec | 2 | 1.28 | 1.04 | 0.71 | 2.59 / 1.44 | 28 | 1.00 | 1.02 | 1.02 | "
             "1.38 / 1.41 |") in captured.out
@@ -1121,7 +1123,7 @@ def test_wide_pooled_devices_reads_the_models_bias_on_devices_that_isolate_a_wid
     assert module.main([amd, "--dim", "512"]) == 0  # no production table is that wide: no such group
     assert "wide pooled, few" not in capsys.readouterr().out
     # the tables the run timed alone for its stage floor: the bias is the wide pooled tables' own
-    shipped = BENCHMARKS.parent / "src" / "autoshard" / "data" / "default_cost_model.pt"
+    shipped = STOP30_MODEL
     assert module.main([amd, "--cost-model", str(shipped)]) == 0
     out = capsys.readouterr().out
     assert "  alone: wide pooled    4 tables    measured / predicted fwd 1.67, bwd 1.63" in out
@@ -1189,7 +1191,7 @@ def test_cost_model_on_plans_scores_the_adapted_and_refreshed_models_of_stop_75(
     devices of 1-2 tables high against those of 6-9 (nothing measured)."""
     module = _script("cost_model_on_plans")
     runs = BENCHMARKS / "runs"
-    models = [str(BENCHMARKS.parent / "src" / "autoshard" / "data" / "default_cost_model.pt"),
+    models = [str(STOP30_MODEL),
               str(runs / "s75-intel-adapt" / "adapted-on-dlrm-50-8-test-0-4.pt"),
               str(runs / "s75-intel-adapt" / "refreshed-on-dlrm-50-8-train.pt")]
     run = str(runs / "s74-intel-dlrm-50-8-hot4-torchrec.json.gz")
@@ -1211,13 +1213,13 @@ def test_table_error_finds_the_models_error_between_a_tasks_devices_is_the_table
     amd = str(BENCHMARKS / "runs" / "s73-amd-dlrm-50-8-torchrec.json.gz")
     intel = str(BENCHMARKS / "runs" / "s74-intel-dlrm-50-8-hot4-torchrec.json.gz")
     devices = str(BENCHMARKS / "runs" / "s76-intel-calibration" / "devices")
-    assert module.main([amd]) == 0
+    assert module.main([amd, "--model", str(STOP30_MODEL)]) == 0  # the model shipped at stop 76
     out = capsys.readouterr().out
     for line in ("model                        0.031 | 0.084 | 0.899",
                  "by table, other tasks        0.040 | 0.056 | 0.960",
                  "by features, other tasks     0.038 | 0.077 | 0.907"):
         assert line in out, out
-    assert module.main([intel, "--calibration-from", devices]) == 0
+    assert module.main([intel, "--calibration-from", devices, "--model", str(STOP30_MODEL)]) == 0
     out = capsys.readouterr().out
     assert ("--calibration-from, tasks covered wholly (10): within-task sd 0.081 -> 0.071, Spearman 0.883 -> "
             "0.916") in out, out
@@ -1232,9 +1234,9 @@ def test_table_error_finds_the_models_error_between_a_tasks_devices_is_the_table
 
 def test_the_archived_table_calibration_is_the_fit_of_its_archived_devices():
     """benchmarks/runs/s76-intel-calibration: ``calibration-10-tasks.json`` (what the side-by-side swap
-    planned with) is ``autoshard calibrate-tables`` on the archived ``devices/`` against the shipped model."""
+    planned with) is ``autoshard calibrate-tables`` on the archived ``devices/`` against the model shipped
+    then (stop 30's)."""
     from autoshard.costs.learned import LearnedCostModel
-    from autoshard.costs.loading import SHIPPED_COST_MODEL
     from autoshard.costs.table_calibration import TableCalibration
     from autoshard.hardware.profile_dataset import load_dataset
     from autoshard.pipeline.cache import file_key
@@ -1242,8 +1244,8 @@ def test_the_archived_table_calibration_is_the_fit_of_its_archived_devices():
 
     archive = BENCHMARKS / "runs" / "s76-intel-calibration"
     archived = TableCalibration.load(str(archive / "calibration-10-tasks.json"))
-    assert archived.model_key == file_key(str(SHIPPED_COST_MODEL)) and archived.devices == 546
-    again = calibrate(LearnedCostModel.load(SHIPPED_COST_MODEL, allow_other_hardware=True),
+    assert archived.model_key == file_key(str(STOP30_MODEL)) and archived.devices == 546
+    again = calibrate(LearnedCostModel.load(STOP30_MODEL, allow_other_hardware=True),
                       load_dataset(archive / "devices"))
     # 1e-7, not 1e-9: the archive was fitted on the Intel Xeon VM, and the model's float32 kernels round
     # differently on the AMD VM (its level refitted there is 7e-9 off); a different fit is off by far more
@@ -1261,7 +1263,7 @@ def test_model_swap_devices_prices_one_runs_devices_by_two_models(capsys, tmp_pa
     1.30). Bad input is one error line (nothing measured)."""
     module = _script("model_swap_devices")
     amd = str(BENCHMARKS / "runs" / "s85-amd-production-40-8-torchrec.json.gz")
-    shipped = str(BENCHMARKS.parent / "src" / "autoshard" / "data" / "default_cost_model.pt")
+    shipped = str(STOP30_MODEL)
     wide = str(BENCHMARKS / "runs" / "s86-amd-wide" / "cost-model-wide-seed3.pt")
     assert module.main([amd, "--model", shipped, "--model", wide]) == 0
     out = capsys.readouterr().out
@@ -1291,7 +1293,7 @@ def test_model_swap_devices_sizes_what_a_retrain_with_another_seed_moves(capsys)
     seed-0 candidate ranked worse, the seed-1 one ranks better (rho 0.853 -> 0.894)."""
     module = _script("model_swap_devices")
     seeds = BENCHMARKS / "runs" / "s87-amd-seeds"
-    models = [str(BENCHMARKS.parent / "src" / "autoshard" / "data" / "default_cost_model.pt"),
+    models = [str(STOP30_MODEL),
               str(seeds / "cost-model-default-recipe-seed1.pt"),
               str(BENCHMARKS / "runs" / "s86-amd-wide" / "cost-model-wide-seed3.pt"),
               str(seeds / "cost-model-wide-seed1.pt")]
@@ -1315,7 +1317,7 @@ def test_setting_prices_restates_what_even_splits_find_by_each_models_price(caps
     and test-4 (least 0.945)."""
     module = _script("setting_prices")
     run = str(BENCHMARKS / "runs" / "s71-amd-dlrm-10-8-torchrec.json.gz")
-    models = [str(BENCHMARKS.parent / "src" / "autoshard" / "data" / "default_cost_model.pt"),
+    models = [str(STOP30_MODEL),
               str(BENCHMARKS / "runs" / "s87-amd-seeds" / "cost-model-wide-seed1.pt")]
     assert module.main([run, "--setting", "even_splits=false", "--setting", "even_splits=true",
                         *(a for m in models for a in ("--model", m))]) == 0
@@ -1338,24 +1340,51 @@ def test_setting_prices_refuses_bad_settings_in_one_line(capsys, args, message):
     assert message in captured.err and captured.err.count("\n") == 1 and not captured.out
 
 
-@pytest.mark.parametrize("name, planner, ratio, low, high", [
-    ("s88-amd-same-day/s71-amd-dlrm-10-8-torchrec-even", "search", 0.992, 0.982, 0.999),
-    ("s88-amd-same-day/s71-amd-dlrm-10-8-torchrec-cand-even", "ilp", 1.020, 0.998, 1.044),
-    ("s88-amd-same-day/s72-amd-dlrm-20-8-torchrec-cand-even", "rl", 1.019, 0.992, 1.063),
-    ("s88-amd-same-day/s73-amd-dlrm-50-8-torchrec-cand-even", "neuroshard", 1.018, 1.005, 1.037),
-    ("s88-amd-same-day/s71-amd-dlrm-10-4-torchrec-cand-even", "ilp", 1.022, 0.989, 1.063),
-    ("s88-amd-same-day/s72-amd-dlrm-20-4-torchrec-cand-even", "search", 1.015, 0.988, 1.046),
-    ("s88-amd-same-day/s72-amd-dlrm-50-4-torchrec-cand-even", "ilp", 0.991, 0.978, 1.005),
-    ("s89-amd-same-day/s72-amd-dlrm-100-4-torchrec-cand-even", "neuroshard", 1.011, 1.001, 1.026),
-    ("s89-amd-same-day/s73-amd-dlrm-100-8-torchrec-cand-even", "rl", 0.992, 0.978, 1.007),
-    ("s89-amd-same-day/s82-amd-dlrm-50-2-r6-torchrec-cand-even", "ilp", 0.997, 0.993, 1.000),
-    ("s89-amd-same-day/s82-amd-dlrm-100-2-r6-torchrec-cand-even", "search", 1.016, 1.002, 1.031),
-    ("s89-amd-same-day/s83-amd-oversize-22-8-torchrec-t1to5-cand-even", "neuroshard", 1.034, 1.008, 1.060),
-    ("s89-amd-same-day/s83-amd-oversize-22-8-torchrec-t1to5-even", "ilp", 0.964, 0.897, 1.007),
-    ("s89-amd-same-day/s83-amd-oversize-22-8-torchrec-rest-cand-even", "rl", 0.938, 0.872, 1.007),
+def test_row_pieces_prices_restates_what_the_guard_weighed_on_oversize_test_0(capsys, tmp_path):
+    """benchmarks/row_pieces_prices.py (docs/benchmarks.md, "Stop 90"): on stop 83's oversize-22-8 test-0 the
+    seed-1 wide model prices every guard heuristic's plan 13-30% dearer merged than as row pieces, and the
+    cheapest is dim_greedy's by the pieces' prices, size_lookup_greedy's merged (what the guard weighs since
+    stop 90). Bad input is one error line."""
+    module = _script("row_pieces_prices")
+    run = str(BENCHMARKS / "runs" / "s83-amd-oversize-22-8-torchrec.json.gz")
+    model = str(BENCHMARKS / "runs" / "s87-amd-seeds" / "cost-model-wide-seed1.pt")
+    assert module.main([run, "--task", "oversize-22-8-test-0", "--model", model]) == 0
+    out = capsys.readouterr().out
+    for line in ("  dim_greedy               48.52      62.90     1.296",
+                 "  size_lookup_greedy       51.46      59.02     1.147",
+                 "  H* by the pieces' prices: dim_greedy; by the merged prices: size_lookup_greedy"):
+        assert line in out, out
+    for argv, says in (([run, "--task", "nope", "--model", model], "no task 'nope'"),
+                       ([str(tmp_path / "none.json"), "--model", model], "none.json")):
+        assert module.main(argv) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err.startswith("error:") and says in captured.err
+        assert len(captured.err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("name, tasks, planner, ratio, low, high", [
+    ("s88-amd-same-day/s71-amd-dlrm-10-8-torchrec-even", 10, "search", 0.992, 0.982, 0.999),
+    ("s88-amd-same-day/s71-amd-dlrm-10-8-torchrec-cand-even", 10, "ilp", 1.020, 0.998, 1.044),
+    ("s88-amd-same-day/s72-amd-dlrm-20-8-torchrec-cand-even", 10, "rl", 1.019, 0.992, 1.063),
+    ("s88-amd-same-day/s73-amd-dlrm-50-8-torchrec-cand-even", 10, "neuroshard", 1.018, 1.005, 1.037),
+    ("s88-amd-same-day/s71-amd-dlrm-10-4-torchrec-cand-even", 10, "ilp", 1.022, 0.989, 1.063),
+    ("s88-amd-same-day/s72-amd-dlrm-20-4-torchrec-cand-even", 10, "search", 1.015, 0.988, 1.046),
+    ("s88-amd-same-day/s72-amd-dlrm-50-4-torchrec-cand-even", 10, "ilp", 0.991, 0.978, 1.005),
+    ("s89-amd-same-day/s72-amd-dlrm-100-4-torchrec-cand-even", 10, "neuroshard", 1.011, 1.001, 1.026),
+    ("s89-amd-same-day/s73-amd-dlrm-100-8-torchrec-cand-even", 10, "rl", 0.992, 0.978, 1.007),
+    ("s89-amd-same-day/s82-amd-dlrm-50-2-r6-torchrec-cand-even", 10, "ilp", 0.997, 0.993, 1.000),
+    ("s89-amd-same-day/s82-amd-dlrm-100-2-r6-torchrec-cand-even", 10, "search", 1.016, 1.002, 1.031),
+    ("s89-amd-same-day/s83-amd-oversize-22-8-torchrec-t1to5-cand-even", 5, "neuroshard", 1.034, 1.008, 1.060),
+    ("s89-amd-same-day/s83-amd-oversize-22-8-torchrec-t1to5-even", 5, "ilp", 0.964, 0.897, 1.007),
+    ("s89-amd-same-day/s83-amd-oversize-22-8-torchrec-rest-cand-even", 5, "rl", 0.938, 0.872, 1.007),
+    ("s90-amd-same-day/s83-amd-oversize-22-8-torchrec-t0t9-cand-even-newpol", 2, "ilp", 1.110, 1.088, 1.132),
+    ("s90-amd-same-day/s72-amd-dlrm-20-4-torchrec-cand-even-newpol", 10, "rl", 0.990, 0.975, 1.004),
+    ("s90-amd-same-day/s72-amd-dlrm-20-4-torchrec-policy-ab", 10, "rl", 1.005, 0.996, 1.016),
+    ("s90-amd-same-day/s71-amd-dlrm-10-8-torchrec-cand-even-newpol", 10, "ilp", 1.020, 0.998, 1.048),
+    ("s90-amd-same-day/s83-amd-oversize-22-8-torchrec-t1to8-cand-even-newpol", 8, "ilp", 1.041, 0.999, 1.100),
 ])
-def test_same_day_outputs_summaries_follow_from_their_task_lines(name, planner, ratio, low, high):
-    """benchmarks/runs/s88-amd-same-day and s89-amd-same-day (docs/benchmarks.md, "Stop 88", "Stop 89"):
+def test_same_day_outputs_summaries_follow_from_their_task_lines(name, tasks, planner, ratio, low, high):
+    """benchmarks/runs/s88-amd-same-day to s90-amd-same-day (docs/benchmarks.md, "Stop 88" to "Stop 90"):
     each archived ``model_swap_same_day.py`` output's summary (run / other per planner, its 95% interval)
     is what its per-task lines give (rounded to 3 places there, so within 0.002), and the docs quote it."""
     import numpy as np
@@ -1374,7 +1403,7 @@ def test_same_day_outputs_summaries_follow_from_their_task_lines(name, planner, 
     printed = (float(summary[3]), float(summary[4].strip("[,")), float(summary[5].strip("]")))
     r = np.array(per_task[planner])
     again = (float(np.exp(np.log(r).mean())), *geomean_interval(list(r)))
-    assert len(r) == (5 if "oversize" in name else 10) and np.allclose(again, printed, atol=0.002)
+    assert len(r) == tasks and np.allclose(again, printed, atol=0.002)
     assert printed == (ratio, low, high)
 
 
@@ -1385,7 +1414,7 @@ def test_working_set_error_restates_the_shipped_models_bias_on_the_wide_profile(
     1.41x low on devices of <= 3 shards touching 32-128 MB a batch, 1.76x at 128-512 MB, 2.39x beyond; its
     backward 1.18-1.33x. About a minute (600 devices priced one at a time)."""
     module = _script("working_set_error")
-    shipped = str(BENCHMARKS.parent / "src" / "autoshard" / "data" / "default_cost_model.pt")
+    shipped = str(STOP30_MODEL)
     profile = str(BENCHMARKS.parent / "profiles" / "amd-epyc" / "wide-seed3")
     assert module.main(["--cost-model", shipped, "--data", profile]) == 0
     out = capsys.readouterr().out

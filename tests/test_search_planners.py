@@ -188,14 +188,17 @@ def test_extra_settings_are_used_and_unknown_ones_refused():
 
 
 def test_even_splits_is_a_setting_of_every_planner_that_searches_column_splits():
-    """``--option even_splits=true`` reaches the split search of all four learned planners, not only
-    neuroshard's own; without it they halve one shard at a time, as before stop 88 (``EVEN_SPLITS``)."""
-    on = PlannerOptions(extra={"even_splits": "true"})
-    assert make_planner("neuroshard", on).config.even_splits is True
-    assert make_planner("search", on).neuroshard.even_splits is True
-    assert make_planner("ilp", on).config.even_splits is True
-    assert make_planner("rl", on).even_splits is True
-    assert make_planner("ilp", PlannerOptions()).config.even_splits is EVEN_SPLITS is False
+    """``--option even_splits=false`` reaches the split search of all four learned planners, not only
+    neuroshard's own: they then halve one shard at a time, as before stop 88; on by default since stop 90
+    (``EVEN_SPLITS``)."""
+    for text, value in (("false", False), ("true", True)):
+        given = PlannerOptions(extra={"even_splits": text})
+        assert make_planner("neuroshard", given).config.even_splits is value
+        assert make_planner("search", given).neuroshard.even_splits is value
+        assert make_planner("ilp", given).config.even_splits is value
+        assert make_planner("rl", given).even_splits is value
+    assert make_planner("ilp", PlannerOptions()).config.even_splits is EVEN_SPLITS is True
+    assert make_planner("rl", PlannerOptions()).even_splits is True
 
 
 def test_an_even_split_child_reaches_the_four_way_split_a_one_at_a_time_beam_drops():

@@ -23,10 +23,11 @@ log = logging.getLogger(__name__)
 
 SHIPPED_DIR = Path(__file__).resolve().parent.parent / "data"
 SHIPPED_COST_MODEL = SHIPPED_DIR / "default_cost_model.pt"
-"""Learned cost model (an ensemble of 5) trained on the committed AMD EPYC broad profile
-(``profiles/amd-epyc/broad-seed0``; the command is in DEFAULTS.md)."""
+"""Learned cost model (an ensemble of 5) trained on the committed AMD EPYC profiles (``profiles/amd-epyc``:
+the broad, row-cut and wide-table ones; the command is in DEFAULTS.md)."""
 SHIPPED_POLICY = SHIPPED_DIR / "default_policy.pt"
-"""RL policy trained against SHIPPED_COST_MODEL on DLRM-20 (4) train tasks (DEFAULTS.md)."""
+"""RL policy trained against SHIPPED_COST_MODEL on DLRM-20 (4) and production-40-8 train tasks
+(DEFAULTS.md)."""
 
 
 def load_cost_model(spec: str, allow_other_hardware: bool = False) -> CostModel:

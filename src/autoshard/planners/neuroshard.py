@@ -69,10 +69,12 @@ each of DLRM-20 (4), DLRM-10 (8), DLRM-50 (4) and DLRM-20 (8), its own plans at 
 guard still weighs the spread."""
 
 
-EVEN_SPLITS = False
+EVEN_SPLITS = True
 """Whether the column-split beam's children also halve every shard of a split table at once
-(``NeuroShardConfig.even_splits``; ``ilp``'s and ``rl``'s split search too). Off by default: on DLRM-10 (8)
-(stop 71's tasks, the same day, docs/benchmarks.md "Stop 88") the shipped model planning with it measured
+(``NeuroShardConfig.even_splits``; ``ilp``'s and ``rl``'s split search too). On since stop 90, with the
+shipped model it was chosen with (the seed-1 wide model, ``autoshard/data/DEFAULTS.md``). The stop-30 model,
+shipped until then, planned better without it: on DLRM-10 (8)
+(stop 71's tasks, the same day, docs/benchmarks.md "Stop 88") the stop-30 model planning with it measured
 0.992 [0.982, 0.999] of itself without for search (rl 0.994, neuroshard 0.994, ilp 1.001), the 4-way splits
 it reaches priced 2-3% cheaper and measured 2-4% dearer (the model under-prices the backward of devices
 holding 3-4 shards); the seed-1 wide candidate needs it (without, it missed the 4-way split of the hot table

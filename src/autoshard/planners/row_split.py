@@ -7,7 +7,9 @@ rows, looked up ``1 / k`` of the pooling (the uniform share: pieces must stay in
 merged plan is then priced with each range's real, skew-aware share, ``Task.lookup_share``, and search's
 sharding moves may re-cut a skewed table by lookups). The planner places the pieces like any
 table, under the same memory constraint, so every planner (heuristics, search, ilp, rl) handles such tables
-alike and none needs to know about row sharding. Afterwards the pieces on each rank are merged into one
+alike and none needs to know about row sharding. The guard (``planners.guard``) weighs the merged plans,
+priced on the original task, not the pieces' (``GuardedPlanner.plan_split``: the heuristics' two prices part
+by 15-30% on oversize-22-8 test-0, stop 90). Afterwards the pieces on each rank are merged into one
 contiguous row range (pieces are interchangeable, so any assignment of pieces to ranks is one of contiguous
 ranges: ranks in ascending order take consecutive pieces) and the table becomes a ``row_wise`` placement
 with even or uneven ranges. Pieces are never column-split (``Task.meta['row_pieces']`` marks them).
