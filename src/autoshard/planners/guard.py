@@ -223,10 +223,11 @@ class GuardedPlanner:
         merged (``RowPieces.merge``), priced on the original task.
 
         Why not the derived task's plans: a piece carries a uniform share of its table's lookups, a merged
-        row range its own skew-aware share, so the two prices part by up to a quarter. At stop 90 on
-        oversize-22-8 test-0 rl's plan priced 4.28 ms below the cheapest heuristic's on the pieces, the guard
-        kept it, and merged it priced 3.02 ms above that heuristic's (size_lookup_greedy's) and measured
-        6.2% slower (docs/benchmarks.md, "Stop 90")."""
+        row range its own skew-aware share: on oversize-22-8 test-0 the heuristics' plans price 15-30%
+        dearer merged, and the cheapest is another heuristic's (``benchmarks/row_pieces_prices.py``). There
+        rl's plan priced 4.28 ms below the cheapest heuristic's as pieces, the guard kept it, and merged it
+        priced 3.02 ms above size_lookup_greedy's and measured 6.2% slower (docs/benchmarks.md, "Stop 89",
+        "Stop 90")."""
         return self._guarded(pieces.task, pieces.original, pieces.merge)
 
     def _guarded(self, planned: Task, task: Task, merge: Callable[[Plan], Plan]) -> Plan:
