@@ -107,8 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run-option", action="append", default=[], metavar="KEY=VALUE",
                     help="a planner setting for the run's side (with --replan; repeatable)")
     ap.add_argument("--policy", default=str(SHIPPED_POLICY), help="OTHER's policy for rl")
-    ap.add_argument("--run-policy", default=str(SHIPPED_POLICY),
-                    help="the run's side's policy for rl (with --replan)")
+    ap.add_argument("--run-policy", help="the run's side's policy for rl (with --replan; default the "
+                                         "shipped one)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--allow-other-hardware", action="store_true",
                     help="plan with a --model trained on other hardware anyway (as bench's flag)")
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         tasks = run.get("tasks") or []
         if not tasks or "comm" not in run or "measure_settings" not in run:
             raise AutoshardError(f"{path} has no measured tasks; let the bench finish first")
-        if (args.run_option or args.run_policy != str(SHIPPED_POLICY)) and not args.replan:
+        if (args.run_option or args.run_policy) and not args.replan:
             raise AutoshardError("--run-option and --run-policy set how the run's side is planned: add "
                                  "--replan")
         other_extra, run_extra = parse_options(args.option), parse_options(args.run_option)
@@ -132,8 +132,8 @@ def main(argv: list[str] | None = None) -> int:
         limit = float((run.get("planner_extra") or {}).get("time_limit_s", 10.0))
         options = PlannerOptions(cost_model=other, policy_path=args.policy, time_limit_s=limit,
                                  extra=other_extra)
-        again = PlannerOptions(cost_model=run_model, policy_path=args.run_policy, time_limit_s=limit,
-                               extra=run_extra)
+        again = PlannerOptions(cost_model=run_model, policy_path=args.run_policy or str(SHIPPED_POLICY),
+                               time_limit_s=limit, extra=run_extra)
         for a in LEARNED:  # a setting no planner knows: one line now, not a traceback at the first task
             make_planner(a, options), make_planner(a, again)
     except AutoshardError as e:

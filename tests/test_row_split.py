@@ -147,7 +147,7 @@ def test_the_guard_weighs_the_merged_plans_priced_on_the_original_task():
     for algo in ("search", "ilp"):
         planner = make_planner(algo, options)
         plan = run_planner(planner, task)
-        assert planner.last_decision.heuristic_ms == pytest.approx(min(priced.values()))
-        assert plan_cost(MODEL, task, plan).plan_ms == pytest.approx(planner.last_decision.planner_ms
-                                                                     if planner.last_decision.kept_planner
-                                                                     else min(priced.values()))
+        decision = planner.last_decision
+        assert decision.heuristic_ms == pytest.approx(min(priced.values()))
+        returned_ms = decision.planner_ms if decision.kept_planner else decision.heuristic_ms
+        assert plan_cost(MODEL, task, plan).plan_ms == pytest.approx(returned_ms)
