@@ -6,6 +6,7 @@ Run: .venv/bin/python benchmarks/model_swap_same_day.py BENCH_DIR --model OTHER.
      [--replan --run-policy RUN_POLICY.pt]
      .venv/bin/python benchmarks/model_swap_same_day.py BENCH_DIR --calibration CAL.json [--model M.pt]
      .venv/bin/python benchmarks/model_swap_same_day.py BENCH_DIR --replan --run-option KEY=VALUE
+     [--task NAME ...]
 
 With ``--calibration`` OTHER is ``--model`` (default the shipped model) corrected by that table calibration
 (``autoshard calibrate-tables``; ``costs.table_calibration``).
@@ -25,7 +26,8 @@ differ in the model alone (for an archived run planned by older code; ``zcat ben
 DIR/bench/results.json`` makes it a BENCH_DIR). ``--run-option`` / ``--option KEY=VALUE`` (as ``autoshard plan
 --option``) set planner settings on the run's side (with ``--replan``) and on OTHER's; without ``--model``,
 OTHER is ``--run-model``: the same model planning with other settings (e.g. ``--replan --run-option
-even_splits=false``: a search change, same day).
+even_splits=false``: a search change, same day). ``--task NAME`` (repeatable) times only those tasks of the
+run (a long suite in parts, or one task again).
 
 Measured at stop 20 (AMD EPYC VM, 11 min): DLRM-20 (8) planned with the calibrated default (the run) against
 the default as shipped (OTHER): docs/benchmarks.md, "The same tasks, the same day".
@@ -109,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--policy", default=str(SHIPPED_POLICY), help="OTHER's policy for rl")
     ap.add_argument("--run-policy", help="the run's side's policy for rl (with --replan; default the "
                                          "shipped one)")
+    ap.add_argument("--task", action="append", default=[], metavar="NAME",
+                    help="only this task of the run (repeatable; default all)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--allow-other-hardware", action="store_true",
                     help="plan with a --model trained on other hardware anyway (as bench's flag)")
@@ -121,6 +125,11 @@ def main(argv: list[str] | None = None) -> int:
         tasks = run.get("tasks") or []
         if not tasks or "comm" not in run or "measure_settings" not in run:
             raise AutoshardError(f"{path} has no measured tasks; let the bench finish first")
+        unknown = sorted(set(args.task) - {t["task"]["name"] for t in tasks})
+        if unknown:
+            raise AutoshardError(f"no task {unknown[0]!r} in {path}; its tasks are "
+                                 f"{', '.join(t['task']['name'] for t in tasks)}")
+        tasks = [t for t in tasks if not args.task or t["task"]["name"] in args.task]
         if (args.run_option or args.run_policy) and not args.replan:
             raise AutoshardError("--run-option and --run-policy set how the run's side is planned: add "
                                  "--replan")

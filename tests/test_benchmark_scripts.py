@@ -1362,6 +1362,30 @@ def test_row_pieces_prices_restates_what_the_guard_weighed_on_oversize_test_0(ca
         assert len(captured.err.strip().splitlines()) == 1
 
 
+def test_row_order_prices_restates_what_the_rank_order_of_merged_ranges_is_worth(capsys, tmp_path):
+    """benchmarks/row_order_prices.py (docs/benchmarks.md, "Stop 91"): on stop 83's oversize-22-8 the best
+    rank order of a plan's row ranges prices its plan at most 2.8% below ascending order (test-5's neuroshard
+    and search plans), most plans not at all; the archived output restates task by task. Bad input is one
+    error line."""
+    module = _script("row_order_prices")
+    run = str(BENCHMARKS / "runs" / "s83-amd-oversize-22-8-torchrec.json.gz")
+    model = str(BENCHMARKS / "runs" / "s87-amd-seeds" / "cost-model-wide-seed1.pt")
+    archived = (BENCHMARKS / "runs" / "s91-amd-row-order" / "s83-amd-oversize-22-8-torchrec.txt").read_text()
+    assert "72 plans: least ratio 0.972, geometric mean 0.998" in archived
+    assert module.main([run, "--task", "oversize-22-8-test-5", "--model", model]) == 0
+    out = capsys.readouterr().out.splitlines()
+    task_lines = [line for line in out if line.startswith("oversize-22-8-test-5 ")]
+    assert task_lines and all(line in archived.splitlines() for line in task_lines)
+    neuroshard = next(line for line in task_lines if line.split()[1] == "neuroshard")
+    assert neuroshard.split()[2:] == ["74.74", "72.67", "0.972", "84"]
+    for argv, says in (([run, "--task", "nope", "--model", model], "no task 'nope'"),
+                       ([str(tmp_path / "none.json"), "--model", model], "none.json")):
+        assert module.main(argv) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err.startswith("error:") and says in captured.err
+        assert len(captured.err.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize("name, tasks, planner, ratio, low, high", [
     ("s88-amd-same-day/s71-amd-dlrm-10-8-torchrec-even", 10, "search", 0.992, 0.982, 0.999),
     ("s88-amd-same-day/s71-amd-dlrm-10-8-torchrec-cand-even", 10, "ilp", 1.020, 0.998, 1.044),
