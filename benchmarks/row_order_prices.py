@@ -19,22 +19,19 @@ since stop 90), 72 plans: geometric mean 0.998, least 0.972 (docs/benchmarks.md,
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import math
 import sys
 from dataclasses import replace
-
-import torch
+from pathlib import Path
 
 from autoshard.costs.base import CostModel, plan_cost
-from autoshard.costs.comm import AlphaBeta
-from autoshard.costs.loading import SHIPPED_COST_MODEL, load_cost_model, resolve_cost_model
-from autoshard.errors import AutoshardError
-from autoshard.io import read_json
 from autoshard.plan import Plan, ShardingType
 from autoshard.shards import Shard
 from autoshard.tasks import Task
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # row_pieces_prices.py, beside this script
+from row_pieces_prices import run_and_model
 
 SKIPPED = ("random", "round_robin")
 """Plans not worth pricing (no planner a user would keep)."""
@@ -76,25 +73,10 @@ def best_order(model: CostModel, task: Task, plan: Plan) -> tuple[Plan, float, i
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("results", help="an autoshard bench results file")
-    ap.add_argument("--task", action="append", default=[], help="only this task (repeatable)")
-    ap.add_argument("--model", default=str(SHIPPED_COST_MODEL), help="the pricing model")
-    args = ap.parse_args(argv)
-    try:
-        run = read_json(args.results)
-        if not isinstance(run, dict) or not run.get("tasks") or "comm" not in run:
-            raise AutoshardError(f"{args.results} is not a finished bench's results file")
-        names = {t["task"]["name"] for t in run["tasks"]}
-        unknown = sorted(set(args.task) - names)
-        if unknown:
-            raise AutoshardError(f"no task {unknown[0]!r} in {args.results}")
-        model = load_cost_model(args.model, allow_other_hardware=True)
-    except (AutoshardError, OSError, KeyError, TypeError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
+    read = run_and_model(__doc__, argv)
+    if read is None:
         return 2
-    torch.set_num_threads(1)
-    mean = resolve_cost_model(model.with_comm(AlphaBeta.from_json(run["comm"])), 0.0)
+    args, run, mean = read
     ratios = []
     print("task                      plan                 as planned   best order   ratio   prices tried")
     for entry in run["tasks"]:

@@ -22,7 +22,7 @@ import sys
 
 import torch
 
-from autoshard.costs.base import plan_cost
+from autoshard.costs.base import CostModel, plan_cost
 from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.loading import SHIPPED_COST_MODEL, load_cost_model, resolve_cost_model
 from autoshard.errors import AutoshardError
@@ -33,8 +33,10 @@ from autoshard.planners.row_split import split_oversize
 from autoshard.tasks import Task
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def run_and_model(doc: str, argv: list[str] | None) -> tuple[argparse.Namespace, dict, CostModel] | None:
+    """Parse ``RESULTS [--task NAME ...] [--model M.pt]`` and read the run and the model's mean with the
+    run's comm fit (shared with ``row_order_prices.py``); None after one ``error:`` line on bad input."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("results", help="an autoshard bench results file")
     ap.add_argument("--task", action="append", default=[], help="only this task (repeatable)")
     ap.add_argument("--model", default=str(SHIPPED_COST_MODEL), help="the pricing model")
@@ -43,16 +45,23 @@ def main(argv: list[str] | None = None) -> int:
         run = read_json(args.results)
         if not isinstance(run, dict) or not run.get("tasks") or "comm" not in run:
             raise AutoshardError(f"{args.results} is not a finished bench's results file")
-        tasks = [Task.from_json(t["task"]) for t in run["tasks"]]
-        unknown = sorted(set(args.task) - {t.name for t in tasks})
+        unknown = sorted(set(args.task) - {t["task"]["name"] for t in run["tasks"]})
         if unknown:
             raise AutoshardError(f"no task {unknown[0]!r} in {args.results}")
         model = load_cost_model(args.model, allow_other_hardware=True)
     except (AutoshardError, OSError, KeyError, TypeError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
+        return None
     torch.set_num_threads(1)
-    mean = resolve_cost_model(model.with_comm(AlphaBeta.from_json(run["comm"])), 0.0)
+    return args, run, resolve_cost_model(model.with_comm(AlphaBeta.from_json(run["comm"])), 0.0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    read = run_and_model(__doc__, argv)
+    if read is None:
+        return 2
+    args, run, mean = read
+    tasks = [Task.from_json(t["task"]) for t in run["tasks"]]
     heuristics = {h: make_planner(h, PlannerOptions()) for h in GUARD_HEURISTICS}
     for task in tasks:
         if args.task and task.name not in args.task:
