@@ -76,11 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     read = run_and_model(__doc__, argv)
     if read is None:
         return 2
-    args, run, mean = read
+    args, run, tasks, mean = read
     ratios = []
     print("task                      plan                 as planned   best order   ratio   prices tried")
-    for entry in run["tasks"]:
-        task = Task.from_json(entry["task"])
+    for entry, task in zip(run["tasks"], tasks, strict=True):
         if args.task and task.name not in args.task:
             continue
         for result in entry["results"]:

@@ -33,9 +33,11 @@ from autoshard.planners.row_split import split_oversize
 from autoshard.tasks import Task
 
 
-def run_and_model(doc: str, argv: list[str] | None) -> tuple[argparse.Namespace, dict, CostModel] | None:
-    """Parse ``RESULTS [--task NAME ...] [--model M.pt]`` and read the run and the model's mean with the
-    run's comm fit (shared with ``row_order_prices.py``); None after one ``error:`` line on bad input."""
+def run_and_model(doc: str, argv: list[str] | None
+                  ) -> tuple[argparse.Namespace, dict, list[Task], CostModel] | None:
+    """Parse ``RESULTS [--task NAME ...] [--model M.pt]`` and read the run, its tasks and the model's mean
+    with the run's comm fit (shared with ``row_order_prices.py``); None after one ``error:`` line on bad
+    input."""
     ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("results", help="an autoshard bench results file")
     ap.add_argument("--task", action="append", default=[], help="only this task (repeatable)")
@@ -45,7 +47,8 @@ def run_and_model(doc: str, argv: list[str] | None) -> tuple[argparse.Namespace,
         run = read_json(args.results)
         if not isinstance(run, dict) or not run.get("tasks") or "comm" not in run:
             raise AutoshardError(f"{args.results} is not a finished bench's results file")
-        unknown = sorted(set(args.task) - {t["task"]["name"] for t in run["tasks"]})
+        tasks = [Task.from_json(t["task"]) for t in run["tasks"]]
+        unknown = sorted(set(args.task) - {t.name for t in tasks})
         if unknown:
             raise AutoshardError(f"no task {unknown[0]!r} in {args.results}")
         model = load_cost_model(args.model, allow_other_hardware=True)
@@ -53,15 +56,14 @@ def run_and_model(doc: str, argv: list[str] | None) -> tuple[argparse.Namespace,
         print(f"error: {e}", file=sys.stderr)
         return None
     torch.set_num_threads(1)
-    return args, run, resolve_cost_model(model.with_comm(AlphaBeta.from_json(run["comm"])), 0.0)
+    return args, run, tasks, resolve_cost_model(model.with_comm(AlphaBeta.from_json(run["comm"])), 0.0)
 
 
 def main(argv: list[str] | None = None) -> int:
     read = run_and_model(__doc__, argv)
     if read is None:
         return 2
-    args, run, mean = read
-    tasks = [Task.from_json(t["task"]) for t in run["tasks"]]
+    args, _, tasks, mean = read
     heuristics = {h: make_planner(h, PlannerOptions()) for h in GUARD_HEURISTICS}
     for task in tasks:
         if args.task and task.name not in args.task:
