@@ -1653,7 +1653,8 @@ def test_stop_86s_production_run_planned_with_the_wide_profile_model(capsys, row
 
 
 _STOP91_RUNS = {"s91-amd-dlrm-50-8-torchrec": ((0, 1, 2, 5, 6, 7, 9), (0, 7)),
-                "s91-amd-dlrm-100-4-torchrec": ((2, 6), (0, 0))}
+                "s91-amd-dlrm-100-4-torchrec": ((2, 6), (0, 0)),
+                "s91-amd-dlrm-10-8-torchrec": ((1, 4), (2, 1))}
 """Stop 91's runs of the stop-90 defaults (AMD EPYC VM, 3 rounds): their tasks with >= 10% room and
 TorchRec's planner's clear wins and losses."""
 
@@ -1675,6 +1676,14 @@ TorchRec's planner's clear wins and losses."""
      "1.008 [0.986, 1.035] no clear difference", 0, 0.935, 0.936, 6),
     ("s91-amd-dlrm-100-4-torchrec", "ilp", "0.980 [0.945, 1.002] no clear difference",
      "1.002 [0.978, 1.031] no clear difference", 1, 0.933, 0.946, 5),
+    ("s91-amd-dlrm-10-8-torchrec", "rl", "0.934 [0.860, 0.994] better", "0.933 [0.857, 0.996] better", 5,
+     0.934, 0.752, 10),
+    ("s91-amd-dlrm-10-8-torchrec", "neuroshard", "0.938 [0.864, 1.000] no clear difference",
+     "0.936 [0.860, 0.998] better", 5, 0.938, 0.760, 10),
+    ("s91-amd-dlrm-10-8-torchrec", "search", "0.941 [0.871, 1.000] no clear difference",
+     "0.940 [0.868, 0.999] better", 5, 0.941, 0.775, 10),
+    ("s91-amd-dlrm-10-8-torchrec", "ilp", "0.936 [0.860, 0.997] better", "0.939 [0.866, 0.999] better", 6,
+     0.937, 0.752, 10),
 ])
 def test_stop_91s_runs_of_the_stop_90_defaults(capsys, run, row, fixed, cross_fitted, wins, vs_torchrec,
                                                on_roomy, kept):
@@ -1683,8 +1692,10 @@ def test_stop_91s_runs_of_the_stop_90_defaults(capsys, run, row, fixed, cross_fi
     (size_lookup_greedy), search resolved, all four resolved cross-fitted; 2-3% on the 7 roomy tasks;
     18-19% below TorchRec's planner, which is clearly worse than the best heuristic on 7. DLRM-100 (4):
     1.5-2.0% below lookup_greedy, none resolved, level cross-fitted (rl 1.025 [1.000, 1.055]); **5.3-6.5% on
-    its 2 roomy tasks**; 6.2-6.7% below TorchRec's planner, resolved. No task clearly worse on either
-    (nothing measured)."""
+    its 2 roomy tasks**; 6.2-6.7% below TorchRec's planner, resolved. DLRM-10 (8) (stop 71's tasks): 5.9-6.6%
+    below size_lookup_greedy (rl and ilp resolved, all four cross-fitted), 22.5-24.8% on its 2 roomy tasks,
+    5.9-6.6% below TorchRec's planner (level with size_lookup_greedy), clearly better on 5-6 tasks each and
+    their own plan kept on all 10. No task clearly worse on any of the three (nothing measured)."""
     bench, results, summary = _restated_run(capsys, run, row, fixed, cross_fitted)
     roomy, torchrec_verdicts = _STOP91_RUNS[run]
     assert bench["host"]["cpu"] == "AMD EPYC" and bench["rounds"] == 3
