@@ -26,6 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from autoshard.costs.base import CostModel, plan_cost
+from autoshard.errors import AutoshardError
 from autoshard.plan import Plan, ShardingType
 from autoshard.shards import Shard
 from autoshard.tasks import Task
@@ -77,22 +78,25 @@ def main(argv: list[str] | None = None) -> int:
     if read is None:
         return 2
     args, run, tasks, mean = read
+    try:  # every plan read before any pricing: a malformed one is one error line, not a traceback
+        plans = [(task, result["algorithm"], Plan.from_json(result["plan"]))
+                 for entry, task in zip(run["tasks"], tasks, strict=True)
+                 if not args.task or task.name in args.task
+                 for result in entry["results"]
+                 if result.get("ok") and result.get("plan") and result["algorithm"] not in SKIPPED]
+    except (AutoshardError, KeyError, TypeError, ValueError) as e:
+        print(f"error: {args.results}: {e}", file=sys.stderr)
+        return 2
     ratios = []
     print("task                      plan                 as planned   best order   ratio   prices tried")
-    for entry, task in zip(run["tasks"], tasks, strict=True):
-        if args.task and task.name not in args.task:
+    for task, algorithm, plan in plans:
+        if not any(p.sharding_type == ShardingType.ROW_WISE for p in plan.placements):
             continue
-        for result in entry["results"]:
-            if not result.get("ok") or not result.get("plan") or result["algorithm"] in SKIPPED:
-                continue
-            plan = Plan.from_json(result["plan"])
-            if not any(p.sharding_type == ShardingType.ROW_WISE for p in plan.placements):
-                continue
-            planned = plan_cost(mean, task, plan).plan_ms
-            _, best, tried = best_order(mean, task, plan)
-            ratios.append(best / planned)
-            print(f"{task.name:<25} {result['algorithm']:<20} {planned:10.2f} {best:12.2f} "
-                  f"{best / planned:7.3f} {tried:14d}")
+        planned = plan_cost(mean, task, plan).plan_ms
+        _, best, tried = best_order(mean, task, plan)
+        ratios.append(best / planned)
+        print(f"{task.name:<25} {algorithm:<20} {planned:10.2f} {best:12.2f} {best / planned:7.3f} "
+              f"{tried:14d}")
     if not ratios:
         print("no plan splits a table by rows")
         return 0

@@ -1378,8 +1378,14 @@ def test_row_order_prices_restates_what_the_rank_order_of_merged_ranges_is_worth
     assert task_lines and all(line in archived.splitlines() for line in task_lines)
     neuroshard = next(line for line in task_lines if line.split()[1] == "neuroshard")
     assert neuroshard.split()[2:] == ["74.74", "72.67", "0.972", "84"]
+    from autoshard.io import read_json
+
+    bad = read_json(run)
+    bad["tasks"][0]["results"][3]["plan"] = {"kind": "autoshard.plan", "tables": 5}
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
     for argv, says in (([run, "--task", "nope", "--model", model], "no task 'nope'"),
-                       ([str(tmp_path / "none.json"), "--model", model], "none.json")):
+                       ([str(tmp_path / "none.json"), "--model", model], "none.json"),
+                       ([str(tmp_path / "bad.json"), "--model", model], "no 'tables' mapping")):
         assert module.main(argv) == 2
         captured = capsys.readouterr()
         assert captured.out == "" and captured.err.startswith("error:") and says in captured.err
