@@ -1392,6 +1392,32 @@ def test_row_order_prices_restates_what_the_rank_order_of_merged_ranges_is_worth
         assert len(captured.err.strip().splitlines()) == 1
 
 
+def test_hot_device_error_restates_the_hottest_devices_backward(capsys, tmp_path):
+    """benchmarks/hot_device_error.py (docs/benchmarks.md, "Stop 92"): on stop 92's DLRM-100 (8) run of the
+    stop-90 defaults the devices holding a table of pooling >= 90 measured 1.343x their predicted backward,
+    the others 1.16-1.23x; the forward is over-priced in every band. Bad input is one error line."""
+    module = _script("hot_device_error")
+    run = str(BENCHMARKS / "runs" / "s92-amd-dlrm-100-8-torchrec.json.gz")
+    assert module.main([run]) == 0
+    out = capsys.readouterr().out.splitlines()
+    for line in ("| [0, 30) | 60 | 0.928 | 1.230 |", "| [70, 90) | 208 | 0.842 | 1.161 |",
+                 "| >= 90 | 79 | 0.861 | 1.343 |"):
+        assert line in out, out
+    assert module.main([run, "--bands", "90"]) == 0
+    assert "| >= 90 | 79 | 0.861 | 1.343 |" in capsys.readouterr().out
+    from autoshard.io import read_json
+
+    bad = read_json(run)
+    bad["tasks"][0]["results"][3]["plan"] = {"kind": "autoshard.plan", "tables": 5}
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    for argv, says in (([str(tmp_path / "none.json")], "none.json"),
+                       ([run, str(tmp_path / "bad.json")], "no 'tables' mapping")):
+        assert module.main(argv) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err.startswith("error:") and says in captured.err
+        assert len(captured.err.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize("name, tasks, planner, ratio, low, high", [
     ("s88-amd-same-day/s71-amd-dlrm-10-8-torchrec-even", 10, "search", 0.992, 0.982, 0.999),
     ("s88-amd-same-day/s71-amd-dlrm-10-8-torchrec-cand-even", 10, "ilp", 1.020, 0.998, 1.044),
