@@ -1723,7 +1723,7 @@ def test_the_stop_90_defaults_end_to_end(capsys, run, row, fixed, cross_fitted, 
     its 2 roomy tasks**; 6.2-6.7% below TorchRec's planner, resolved. DLRM-10 (8) (stop 71's tasks): 5.9-6.6%
     below size_lookup_greedy (rl and ilp resolved, all four cross-fitted), 22.5-24.8% on its 2 roomy tasks,
     5.9-6.6% below TorchRec's planner (level with size_lookup_greedy), clearly better on 5-6 tasks each and
-    their own plan kept on all 10. DLRM-100 (8) (stop 67's tasks): 1.9-2.0% below lookup_greedy, none
+    their own plan kept on all 10. DLRM-100 (8) (stop 67's tasks): 1.8-2.0% below lookup_greedy, none
     resolved (nor cross-fitted); 3.6-4.6% on its 6 roomy tasks; 14.7-14.9% below TorchRec's planner; **each
     clearly worse on one task** (test-1, both timings), where the stop-30 model kept lookup_greedy's plan.
     DLRM-20 (8) (stop 72's tasks): 3.2-4.9% below lookup_greedy, all four resolved (and cross-fitted);
