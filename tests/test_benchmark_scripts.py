@@ -1362,6 +1362,16 @@ def test_row_pieces_prices_restates_what_the_guard_weighed_on_oversize_test_0(ca
         assert len(captured.err.strip().splitlines()) == 1
 
 
+def _write_run_with_malformed_plan(run: str, path: Path) -> None:
+    """Write ``run`` (a bench results file) to ``path`` with one plan whose tables are not a mapping: the bad
+    input the scripts that read plans from a run must answer with one error line."""
+    from autoshard.io import read_json
+
+    bad = read_json(run)
+    bad["tasks"][0]["results"][3]["plan"] = {"kind": "autoshard.plan", "tables": 5}
+    path.write_text(json.dumps(bad))
+
+
 def test_row_order_prices_restates_what_the_rank_order_of_merged_ranges_is_worth(capsys, tmp_path):
     """benchmarks/row_order_prices.py (docs/benchmarks.md, "Stop 91"): on stop 83's oversize-22-8 the best
     rank order of a plan's row ranges prices its plan at most 2.8% below ascending order (test-5's neuroshard
@@ -1378,11 +1388,7 @@ def test_row_order_prices_restates_what_the_rank_order_of_merged_ranges_is_worth
     assert task_lines and all(line in archived.splitlines() for line in task_lines)
     neuroshard = next(line for line in task_lines if line.split()[1] == "neuroshard")
     assert neuroshard.split()[2:] == ["74.74", "72.67", "0.972", "84"]
-    from autoshard.io import read_json
-
-    bad = read_json(run)
-    bad["tasks"][0]["results"][3]["plan"] = {"kind": "autoshard.plan", "tables": 5}
-    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    _write_run_with_malformed_plan(run, tmp_path / "bad.json")
     for argv, says in (([run, "--task", "nope", "--model", model], "no task 'nope'"),
                        ([str(tmp_path / "none.json"), "--model", model], "none.json"),
                        ([str(tmp_path / "bad.json"), "--model", model], "no 'tables' mapping")):
@@ -1405,11 +1411,7 @@ def test_hot_device_error_restates_the_hottest_devices_backward(capsys, tmp_path
         assert line in out, out
     assert module.main([run, "--bands", "90"]) == 0
     assert "| >= 90 | 79 | 0.861 | 1.343 |" in capsys.readouterr().out
-    from autoshard.io import read_json
-
-    bad = read_json(run)
-    bad["tasks"][0]["results"][3]["plan"] = {"kind": "autoshard.plan", "tables": 5}
-    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    _write_run_with_malformed_plan(run, tmp_path / "bad.json")
     for argv, says in (([str(tmp_path / "none.json")], "none.json"),
                        ([run, str(tmp_path / "bad.json")], "no 'tables' mapping")):
         assert module.main(argv) == 2
