@@ -3,12 +3,13 @@ alone for its stage floor (``StageFloor.alone``: the tables that could set the f
 column cut, the least of the run's rounds), against the shipped model's price of each alone.
 
     .venv/bin/python benchmarks/hot_width_error.py benchmarks/runs/s73-amd-dlrm-50-8-torchrec.json.gz ... \
-        [--top 2] [--cost-model src/autoshard/data/default_cost_model.pt]
+        [--top 2] [--cost-model src/autoshard/data/default_cost_model.pt] [--each]
 
 Printed per run: the distinct tables timed (each once, its first task's timings), and for the ``--top``
 tables that timed dearest whole (backward) and for the rest: the geometric mean of measured / predicted
 backward of the table whole, of its half and of its narrowest cut, and the measured and predicted ratio of
-whole to narrowest (how much a cut spreads). Nothing is planned or measured.
+whole to narrowest (how much a cut spreads); with ``--each``, then each of those tables' measured and
+predicted backward whole. Nothing is planned or measured.
 
 Why (docs/benchmarks.md, "Stop 74"): on DLRM-50 (8)'s roomy tasks the device holding the hottest table set
 the step in every plan; the model prices that table's backward too low whole and too high cut, so no planner
@@ -80,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="tables that timed dearest whole, read apart (default 2)")
     p.add_argument("--cost-model", default=DEFAULT_MODEL,
                    help=f"the planning model (default {DEFAULT_MODEL})")
+    p.add_argument("--each", action="store_true",
+                   help="also print each of the --top tables: its measured and predicted backward whole")
     args = p.parse_args(argv)
     if args.top < 1:
         print(f"hot_width_error: error: --top {args.top} must be 1 or more", file=sys.stderr)
@@ -88,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         from autoshard.costs.learned.model import LearnedCostModel
 
         model = LearnedCostModel.load(args.cost_model, allow_other_hardware=True)
-        rows = []
+        rows, each = [], []
         for path in args.runs:
             widths = table_widths(task_results_of(read_json(path, kind="autoshard.bench"), path), model)
             widths = {n: w for n, w in widths.items() if 1.0 in w}
@@ -101,6 +104,10 @@ def main(argv: list[str] | None = None) -> int:
             rest = summarise(widths, order[args.top:]) if order[args.top:] else ["0", "-", "-", "-", "-"]
             hottest = summarise(widths, order[:args.top])
             rows.append(f"| {name} | {' | '.join(hottest)} | {' | '.join(rest)} |")
+            if args.each:
+                each.extend(f"{name}: {n} whole bwd measured {widths[n][1.0][0]:.2f} ms, predicted "
+                            f"{widths[n][1.0][1]:.2f} ms ({widths[n][1.0][0] / widths[n][1.0][1]:.2f})"
+                            for n in order[:args.top])
     except AutoshardError as e:
         print(f"hot_width_error: error: {e}", file=sys.stderr)
         return 2
@@ -113,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| run | hottest {cells} | other {cells} |")
     print("|---|" + "---|" * 10)
     print("\n".join(rows))
+    if each:
+        print("\n".join(each))
     return 0
 
 

@@ -1082,7 +1082,8 @@ def test_hot_width_error_reads_the_models_flat_width_on_the_hottest_tables(capsy
     """benchmarks/hot_width_error.py (docs/benchmarks.md, "Stop 74"): on DLRM-50 (8) at stop 73 the two
     tables that timed dearest whole spread 2.59x from whole to their narrowest cut by measurement, 1.44x by
     the shipped model, which prices them low whole (1.28) and high cut (0.71), while it is right on the other
-    28 tables' spread (1.38 / 1.41); a run before stop 57 is skipped with a line, bad input is one line."""
+    28 tables' spread (1.38 / 1.41); a run before stop 57 is skipped with a line, bad input is one line.
+    ``--each`` (stop 93) prints the hottest tables one by one."""
     module = _script("hot_width_error")
     run = str(BENCHMARKS / "runs" / "s73-amd-dlrm-50-8-torchrec.json.gz")
     old = str(BENCHMARKS / "runs" / "s56-amd-dlrm-10-2-descent.json.gz")
@@ -1091,6 +1092,16 @@ def test_hot_width_error_reads_the_models_flat_width_on_the_hottest_tables(capsy
     assert ("| s73-amd-dlrm-50-8-torchrec | 2 | 1.28 | 1.04 | 0.71 | 2.59 / 1.44 | 28 | 1.00 | 1.02 | 1.02 | "
             "1.38 / 1.41 |") in captured.out
     assert "s56-amd-dlrm-10-2-descent: no shards timed alone" in captured.err
+    # stop 93: each of the hottest tables apart; on DLRM-100 (8) synth0_399 (the table test-1 waited for)
+    # measured 1.65x the shipped model's backward alone, the other hot tables 1.18-1.35x
+    s92 = str(BENCHMARKS / "runs" / "s92-amd-dlrm-100-8-torchrec.json.gz")
+    stop90 = BENCHMARKS / "runs" / "s87-amd-seeds" / "cost-model-wide-seed1.pt"  # the stop-90 model
+    assert module.main([s92, "--top", "6", "--each", "--cost-model", str(stop90)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert ("s92-amd-dlrm-100-8-torchrec: synth0_399 whole bwd measured 12.12 ms, predicted 7.35 ms (1.65)"
+            in lines)
+    each = [float(line.rsplit("(", 1)[1].rstrip(")")) for line in lines if " whole bwd measured " in line]
+    assert len(each) == 6 and max(each) == 1.65 and sorted(each)[-2] == 1.35
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
     for argv, says in (([run, str(bad)], "bad.json"), ([run, "--top", "0"], "--top"), ([old], "no run had")):
@@ -1486,3 +1497,40 @@ def test_working_set_error_restates_the_shipped_models_bias_on_the_wide_profile(
         captured = capsys.readouterr()
         assert captured.out == "" and captured.err.startswith("error:") and says in captured.err
         assert len(captured.err.strip().splitlines()) == 1
+
+
+def test_table_bytes_cliff_times_a_runs_table_beside_its_clones(capsys, tmp_path):
+    """benchmarks/table_bytes_cliff.py (docs/benchmarks.md, "Stop 93"): a run's table timed alone beside a
+    clone of another lookup seed (every stated feature the same) and a clone of another size (its rows
+    giving the asked MiB, its vocabulary the same share of them), each priced by the model; the JSON holds
+    what was printed. Bad input is one error line, nothing timed or written."""
+    module = _script("table_bytes_cliff")
+    run = str(BENCHMARKS / "runs" / "s92-amd-dlrm-100-8-torchrec.json.gz")
+    out = tmp_path / "cliff.json"
+    argv = [run, "--table", "synth0_399", "--seeds", "1", "--mb", "2", "--rounds", "1",
+            "--model", str(STOP30_MODEL), "-o", str(out)]
+    assert module.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("synth0_399 (dim 16, pooling 92.3166, skew 0.2293, batch 2048) alone, 1 rounds")
+    saved = json.loads(out.read_text())
+    assert [r["variant"] for r in saved["rows"]][0::2] == ["as run", "2 MiB"]
+    assert saved["rows"][1]["variant"].startswith("seed ")
+    as_run, clone, small = saved["rows"]
+    assert as_run["rows"] == clone["rows"] == 903686 and small["rows"] == 2 * (1 << 20) // 64
+    assert abs(small["mib"] - 2.0) < 1e-3
+    for row in saved["rows"]:
+        assert row["fwd_ms"] > 0 and row["bwd_ms"] > 0
+        fwd, bwd = row["predicted"]["default_cost_model.pt"]
+        assert fwd > 0 and bwd > 0
+        assert f"| {row['variant']} | {row['rows']} | {row['mib']:.1f} | {row['fwd_ms']:.2f} |" in printed
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    for argv, says in (([run, "--table", "nope"], "no task holds"), ([str(bad), "--table", "x"], "bad.json"),
+                       ([run, "--table", "synth0_399", "--rounds", "0"], "--rounds"),
+                       ([run, "--table", "synth0_399", "-o", str(tmp_path / "no.json"),
+                         "--model", str(tmp_path / "missing.pt")], "missing.pt")):
+        assert module.main(argv) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err.strip().startswith("table_bytes_cliff: error:")
+        assert says in captured.err
+    assert not (tmp_path / "no.json").exists()
