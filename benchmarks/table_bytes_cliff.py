@@ -13,7 +13,7 @@ kept the same share of its rows). Each is one device of its own, timed with the 
 (``hardware.evaluator.MeasuredCostModel``: the run's kernel backend, batch, row cap and cache flush) in
 ``--rounds`` rounds, a fresh evaluator and a rotated order each, the median kept. Printed per variant:
 table MiB, measured forward and backward (ms) and measured / predicted for each model. ``-o`` writes the
-same as JSON (atomically).
+same as JSON (atomically), with this host and the run's.
 
 Why (docs/benchmarks.md, "Stop 93"): on DLRM-100 (8) the stop-90 defaults lost test-1 to lookup_greedy on
 the device holding synth0_399 (pooling 92, 904K rows of dim 16), whose backward measured 1.6x the shipped
@@ -35,6 +35,7 @@ from autoshard.costs.learned import LearnedCostModel
 from autoshard.errors import AutoshardError
 from autoshard.hardware.evaluator import MeasuredCostModel
 from autoshard.hardware.kernel import MeasureSettings
+from autoshard.host import host_info
 from autoshard.io import read_json, write_json
 from autoshard.pipeline.results import task_results_of
 from autoshard.shards import ShardRef
@@ -147,7 +148,9 @@ def main(argv: list[str] | None = None) -> int:
                      "predicted": {n: [float(p[i, 0]), float(p[i, 1])] for n, p in zip(names, predicted)}})
     if args.output:
         write_json(args.output, {"kind": "autoshard.table_bytes_cliff", "version": 1, "results": args.results,
-                                 "table": args.table, "rounds": args.rounds, "host": run.get("host"),
+                                 "table": args.table, "rounds": args.rounds,
+                                 "host": host_info(str(getattr(settings.device, "value", settings.device))),
+                                 "run_host": run.get("host"),
                                  "rows": rows})
     return 0
 
