@@ -9,7 +9,8 @@ RESULTS: a bench results file (``DIR/bench/results.json`` or gzipped in ``benchm
 hold ``--table``. Variants: the table as the run had it; ``--seeds`` clones with other lookup seeds (every
 stated feature the same; the access bins counted again from the new draw, as ``tables synth`` does); one
 clone per ``--mb`` whose rows make the table that many MiB at its dim and precision (its active vocabulary
-kept the same share of its rows). Each is one device of its own, timed with the run's measure settings
+kept the same share of its rows; a clone above the run's rows cap is timed at the cap, as the bench times
+it). Each is one device of its own, timed with the run's measure settings
 (``hardware.evaluator.MeasuredCostModel``: the run's kernel backend, batch, row cap and cache flush) in
 ``--rounds`` rounds, a fresh evaluator and a rotated order each, the median kept. Printed per variant:
 table MiB, measured forward and backward (ms) and measured / predicted for each model. ``-o`` writes the
@@ -41,7 +42,7 @@ from autoshard.pipeline.results import task_results_of
 from autoshard.shards import ShardRef
 from autoshard.tables.lookups import access_bins, sample_lookups
 from autoshard.tables.synth import STATS_SEED
-from autoshard.tables.table import Table
+from autoshard.tables.table import LookupKind, Table
 from autoshard.tasks import Task
 
 DEFAULT_MODEL = "src/autoshard/data/default_cost_model.pt"
@@ -54,7 +55,11 @@ def _rebinned(table: Table) -> Table:
 
 
 def variants(table: Table, seeds: int, mib: list[float], element_bytes: int) -> list[tuple[str, Table]]:
-    """(label, table) for the table itself, its seed clones and its size clones."""
+    """(label, table) for the table itself, its seed clones and its size clones; a table whose lookups come
+    from a trace is refused (a clone of it would replay the same ids, not another draw)."""
+    if table.lookups.kind is not LookupKind.POWER_LAW:
+        raise AutoshardError(f"table {table.name} replays a trace ({table.lookups.kind.value}); clones "
+                             "need a synthetic (power-law) table: pick another --table")
     out = [("as run", table)]
     for k in range(1, seeds + 1):
         seed = (table.lookups.seed + 7919 * k) % (2**31)

@@ -1535,6 +1535,18 @@ def test_table_bytes_cliff_times_a_runs_table_beside_its_clones(capsys, tmp_path
         assert captured.out == "" and captured.err.strip().startswith("table_bytes_cliff: error:")
         assert says in captured.err
     assert not (tmp_path / "no.json").exists()
+    # a table that replays a trace has no other draw to clone: refused before anything is timed
+    from dataclasses import replace
+
+    from autoshard.errors import AutoshardError
+    from autoshard.tables.table import LookupKind, LookupSpec, Table
+
+    traced = Table("t", 16, 1000, 2.0,
+                   lookups=LookupSpec(kind=LookupKind.TRACE, trace_path="x.bin", trace_table=0))
+    with pytest.raises(AutoshardError, match="replays a trace"):
+        module.variants(traced, 1, [1.0], 4)
+    drawn = replace(traced, lookups=LookupSpec(kind=LookupKind.POWER_LAW))
+    assert [label for label, _ in module.variants(drawn, 0, [], 4)] == ["as run"]
 
 
 def test_the_narrow_profile_candidate_ranks_dlrm_100_8s_devices_neither_way(capsys):
