@@ -11,10 +11,10 @@ stated feature the same; the access bins counted again from the new draw, as ``t
 clone per ``--mb`` whose rows make the table that many MiB at its dim and precision (its active vocabulary
 kept the same share of its rows; a clone above the run's rows cap is timed at the cap, as the bench times
 it). Each is one device of its own, timed with the run's measure settings
-(``hardware.evaluator.MeasuredCostModel``: the run's kernel backend, batch, row cap and cache flush) in
-``--rounds`` rounds, a fresh evaluator and a rotated order each, the median kept. Printed per variant:
-table MiB, measured forward and backward (ms) and measured / predicted for each model. ``-o`` writes the
-same as JSON (atomically), with this host and the run's.
+(the run's kernel backend, batch, row cap and cache flush) in ``--rounds`` rounds, a fresh evaluator and a
+rotated order each (``hardware.evaluator.time_in_rounds``, the bench's protocol), the median kept.
+Printed per variant: table MiB, measured forward and backward (ms) and measured / predicted for each
+model. ``-o`` writes the same as JSON (atomically), with this host and the run's.
 
 Why (docs/benchmarks.md, "Stop 93"): on DLRM-100 (8) the stop-90 defaults lost test-1 to lookup_greedy on
 the device holding synth0_399 (pooling 92, 904K rows of dim 16), whose backward measured 1.6x the shipped
@@ -34,16 +34,15 @@ import numpy as np
 from autoshard.costs.comm import AlphaBeta
 from autoshard.costs.learned import LearnedCostModel
 from autoshard.errors import AutoshardError
-from autoshard.hardware.evaluator import MeasuredCostModel
+from autoshard.hardware.evaluator import combine_rounds, time_in_rounds
 from autoshard.hardware.kernel import MeasureSettings
 from autoshard.host import host_info
 from autoshard.io import read_json, write_json
 from autoshard.pipeline.results import task_results_of
 from autoshard.shards import ShardRef
 from autoshard.tables.lookups import access_bins, sample_lookups
-from autoshard.tables.synth import STATS_SEED
+from autoshard.tables.synth import STATS_BATCH_SIZE, STATS_SEED
 from autoshard.tables.table import LookupKind, Table
-from autoshard.tasks import Task
 
 DEFAULT_MODEL = "src/autoshard/data/default_cost_model.pt"
 MIB = 1 << 20
@@ -51,7 +50,8 @@ MIB = 1 << 20
 
 def _rebinned(table: Table) -> Table:
     """``table`` with its access bins counted from its own draw (what a generated table records)."""
-    return replace(table, access_bins=access_bins(sample_lookups(table, 65536, seed=STATS_SEED).indices))
+    drawn = sample_lookups(table, STATS_BATCH_SIZE, seed=STATS_SEED)
+    return replace(table, access_bins=access_bins(drawn.indices))
 
 
 def variants(table: Table, seeds: int, mib: list[float], element_bytes: int) -> list[tuple[str, Table]]:
@@ -73,20 +73,6 @@ def variants(table: Table, seeds: int, mib: list[float], element_bytes: int) -> 
                         lookups=replace(table.lookups, vocab=vocab))
         out.append((f"{m:g} MiB", _rebinned(clone)))
     return out
-
-
-def measure(task: Task, settings: MeasureSettings, comm: AlphaBeta, rounds: int) -> np.ndarray:
-    """(fwd, bwd) ms of every table of ``task`` alone on a device: the median of ``rounds`` rotated rounds."""
-    refs = [[ShardRef(i, t.dim)] for i, t in enumerate(task.tables)]
-    per_round = []
-    for r in range(rounds):
-        order = [(i + r) % len(refs) for i in range(len(refs))]
-        got = np.asarray(MeasuredCostModel(settings, comm).device_costs(task, [refs[i] for i in order]),
-                         dtype=np.float64)[:, :2]
-        back = np.empty_like(got)
-        back[order] = got
-        per_round.append(back)
-    return np.median(np.stack(per_round), axis=0)
 
 
 def _mib_list(text: str) -> list[float]:
@@ -116,11 +102,10 @@ def main(argv: list[str] | None = None) -> int:
     paths = args.model or [DEFAULT_MODEL]
     try:  # everything read and checked before a kernel is timed
         run = read_json(args.results, kind="autoshard.bench")
-        holding = [tr.task for tr in task_results_of(run, args.results)
-                   if any(t.name == args.table for t in tr.task.tables)]
-        if not holding:
+        base = next((tr.task for tr in task_results_of(run, args.results)
+                     if any(t.name == args.table for t in tr.task.tables)), None)
+        if base is None:
             raise AutoshardError(f"{args.results}: no task holds a table named {args.table!r}")
-        base = holding[0]
         table = next(t for t in base.tables if t.name == args.table)
         settings = MeasureSettings.from_json(run["measure_settings"])
         comm = AlphaBeta.from_json(run["comm"])
@@ -136,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, KeyError, ValueError, TypeError) as e:
         print(f"table_bytes_cliff: error: {args.results}: not a bench results file ({e})", file=sys.stderr)
         return 2
-    measured = measure(task, settings, comm, args.rounds)
+    measured = combine_rounds(time_in_rounds(task, refs, settings, comm, args.rounds), "median")
     names = [Path(p).name for p in paths]
     print(f"{args.table} (dim {table.dim}, pooling {table.pooling_factor:g}, skew {table.lookups.alpha:g}, "
           f"batch {task.batch_size}) alone, {args.rounds} rounds; measured / predicted by {', '.join(names)}")
@@ -154,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.output:
         write_json(args.output, {"kind": "autoshard.table_bytes_cliff", "version": 1, "results": args.results,
                                  "table": args.table, "rounds": args.rounds,
-                                 "host": host_info(str(getattr(settings.device, "value", settings.device))),
+                                 "host": host_info(settings.device.value),
                                  "run_host": run.get("host"),
                                  "rows": rows})
     return 0
