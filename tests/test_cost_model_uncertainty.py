@@ -220,6 +220,31 @@ def test_a_working_set_network_round_trips_and_prices_batches_by_their_working_s
     np.testing.assert_array_equal(x[:, -2:], reuse_features(raw, 64.0, 4.0))
 
 
+def test_a_density_network_round_trips_and_prices_with_its_records_rows_cap(dataset, tmp_path):
+    """A ``density`` network (stop 94) is given each shard's spread over the rows it is timed with, the rows
+    cap of its training records applied at prediction as in training; it saves and loads as it is."""
+    from autoshard.costs.learned.features import density_features
+
+    config = replace(FAST.config, reuse=True, density=True)
+    model = LearnedCostModel.fit(dataset, replace(FAST, ensemble=2, max_epochs=3, refit=False, config=config))
+    assert model.net.encoder[0].in_features == config.input_width
+    cap = dataset.records[0].settings.get("rows_cap")
+    assert model.timed_rows_cap == (None if cap is None else float(cap))
+    path = tmp_path / "density.pt"
+    model.save(path)
+    loaded = LearnedCostModel.load(path)
+    assert loaded.config.density and loaded.timed_rows_cap == model.timed_rows_cap
+    task = _task(dataset, batch=64)
+    np.testing.assert_array_equal(loaded.device_costs(task, _devices(task)),
+                                  model.device_costs(task, _devices(task)))
+    raw, idx = task_raw_features(task.tables), np.arange(task.num_tables)
+    dims = np.array([t.dim for t in task.tables])
+    x = shard_features(raw, idx, dims, model.normalizer, reuse_at=(64.0, 4.0),
+                       density_at=(64.0, 4.0, model.timed_rows_cap))
+    np.testing.assert_array_equal(x[:, -2:], density_features(raw, 64.0, 4.0, model.timed_rows_cap))
+    assert x.shape == (task.num_tables, config.input_width - 2)  # no context given here
+
+
 # -- support and fallback ------------------------------------------------------------------------------------
 def test_support_is_the_training_records_ranges(ensemble, dataset):
     s = ensemble.support

@@ -70,3 +70,47 @@ def test_working_set_needs_the_device_context():
     assert wide == CostNetConfig(context=True).input_width + len(REUSE_FEATURE_NAMES)
     assert CostNetConfig.from_json({k: v for k, v in CostNetConfig(context=True).to_json().items()
                                     if k != "reuse"}).reuse is False  # checkpoints before the option
+
+
+def test_density_features_spread_a_batch_over_the_rows_it_is_timed_with():
+    """``density_features`` (stop 94): the share of the timed rows a batch touches falls as the table grows
+    (the same batch spread more thinly) and stops falling at the rows cap, where the table is timed with the
+    cap's rows whatever its size; the bytes are those timed rows' at the shard's dim and element size."""
+    from autoshard.costs.learned.features import (
+        DENSITY_FEATURE_NAMES,
+        DENSITY_LOC,
+        DENSITY_SCALE,
+        density_features,
+        timed_rows,
+    )
+
+    sizes = (100_000, 1_000_000, 4_000_000, 40_000_000)
+    raw = np.stack([replace(_table(1, *CASES[1]), rows=n).raw_features() for n in sizes])
+    feats = density_features(raw, 2048.0, 4.0, 1_000_000)
+    assert feats.shape == (len(sizes), len(DENSITY_FEATURE_NAMES))
+    share = feats[:, 0] * DENSITY_SCALE[0] + DENSITY_LOC[0]
+    log_bytes = feats[:, 1] * DENSITY_SCALE[1] + DENSITY_LOC[1]
+    assert np.all((share > 0) & (share <= 1)) and share[0] > share[1]
+    np.testing.assert_allclose(timed_rows(raw, 1_000_000), [100_000, 1_000_000, 1_000_000, 1_000_000])
+    np.testing.assert_allclose(log_bytes, np.log10(np.array([100_000, 1e6, 1e6, 1e6]) * 16 * 4))
+    distinct = distinct_rows_per_batch(raw, 2048.0)
+    full = 10.0 ** raw[:, 1]
+    np.testing.assert_allclose(share[:2], distinct[:2] / full[:2])  # under the cap: the share touched
+    np.testing.assert_allclose(share[3], -np.expm1(-distinct[3] / 1e6), rtol=0.02)  # far above: folded
+    assert share[1] > share[2] > share[3] * 0.5
+    uncapped = density_features(raw, 2048.0, 4.0, None)
+    assert uncapped[3, 0] < uncapped[2, 0] < feats[2, 0] and uncapped[0] == pytest.approx(feats[0])
+    half = density_features(raw, 2048.0, 2.0, 1_000_000)  # fp16: same share, half the bytes
+    np.testing.assert_allclose(half[:, 0], feats[:, 0])
+    np.testing.assert_allclose((feats[:, 1] - half[:, 1]) * DENSITY_SCALE[1], np.log10(2.0))
+
+
+def test_density_needs_the_working_set():
+    from autoshard.costs.learned.features import DENSITY_FEATURE_NAMES
+
+    with pytest.raises(AutoshardError, match="need the working-set features"):
+        CostNetConfig(context=True, density=True)
+    both = CostNetConfig(context=True, reuse=True, density=True).input_width
+    assert both == CostNetConfig(context=True, reuse=True).input_width + len(DENSITY_FEATURE_NAMES)
+    assert CostNetConfig.from_json({k: v for k, v in CostNetConfig(context=True, reuse=True).to_json().items()
+                                    if k != "density"}).density is False  # checkpoints before the option

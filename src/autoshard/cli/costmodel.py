@@ -59,6 +59,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--working-set", choices=["auto", "on", "off"], default="auto",
                    help="also give a context network each shard's working set at its batch (distinct rows "
                         "touched and their bytes, from the access bins; auto: on with --context)")
+    p.add_argument("--density", choices=["on", "off"], default="off",
+                   help="also give a working-set network how thinly each shard's batch is spread over the "
+                        "rows it is timed with (the share touched and their bytes; default off, as in the "
+                        "shipped model)")
     p.add_argument("--kernel-groups", choices=["auto", "on", "off"], default="auto",
                    help="add a learned cost per distinct shard dim on a device, which the torch backend runs "
                         "as its own kernels (auto: on when the records were timed with --backend torch)")
@@ -191,7 +195,7 @@ def run_train(args: argparse.Namespace) -> int:
                            interaction=args.interaction, additive=additive,
                            table_mlp=not args.linear_table_cost, context=context,
                            reuse=context if args.working_set == "auto" else args.working_set == "on",
-                           kernel_groups=kernel_groups)
+                           density=args.density == "on", kernel_groups=kernel_groups)
     given = {"max_epochs": args.epochs, "patience": args.patience, "lr": args.lr,
              "weight_decay": args.weight_decay}
     options = TrainOptions(seed=args.seed, test_fraction=args.test_fraction, refit=not args.no_refit,

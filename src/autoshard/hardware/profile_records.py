@@ -20,7 +20,7 @@ from autoshard.errors import AutoshardError
 from autoshard.hardware.jsonl import read_jsonl, write_jsonl_gz
 from autoshard.host import hardware_difference
 from autoshard.shards import ShardRef
-from autoshard.tables.table import Table
+from autoshard.tables.table import Precision, Table
 
 TABLES_FILE = "tables.json"
 MANIFEST_FILE = "profile.json"
@@ -72,6 +72,13 @@ class CostRecord:
         ranges = self.row_ranges or ((0, None),) * len(self.tables)
         return [ShardRef(int(p), int(d), int(r0), None if r1 is None else int(r1))
                 for p, d, (r0, r1) in zip(pos, self.dims, ranges)]
+
+    @property
+    def timed_bytes(self) -> int:
+        """Bytes of the tables the device was timed with: each table's kept ``rows`` x its dim x the record's
+        element bytes (0 for a record made before ``rows`` was recorded)."""
+        elem = Precision(self.settings.get("precision", "fp32")).bytes
+        return sum(int(r) * int(d) for r, d in zip(self.rows, self.dims)) * elem
 
     def to_json(self) -> dict[str, Any]:
         d = {"sample_id": self.sample_id, "tables": list(self.tables), "dims": list(self.dims),

@@ -131,7 +131,7 @@ def evaluate(model: Any, pool: TablePool, records: Sequence[Any], seed: int = 0)
     if len(kinds) == 1:
         bs, precision = kinds.pop()
         data = record_tensors(pool, records, model.normalizer, model.config.context,
-                              model.config.reuse)
+                              model.config.reuse, model.config.density)
         groups = _random_groups(np.random.default_rng(seed), np.arange(len(records)), EVAL_PLAN_DEVICES)
         c = model.comm.device_comm_ms(data.dim_sum[groups], bs, EVAL_PLAN_DEVICES, precision.bytes)
         measured_plan = (data.ms[groups].sum(axis=-1) + c).max(axis=1)

@@ -14,9 +14,20 @@ from typing import Any
 import numpy as np
 import torch
 
-from autoshard.costs.learned.network import NUM_CONTEXT_FEATURES, NUM_REUSE_FEATURES, Target
+from autoshard.costs.learned.network import (
+    NUM_CONTEXT_FEATURES,
+    NUM_DENSITY_FEATURES,
+    NUM_REUSE_FEATURES,
+    Target,
+)
 from autoshard.errors import AutoshardError
-from autoshard.tables.table import FeatureNormalizer, Table, distinct_rows_per_batch, shard_raw_features
+from autoshard.tables.table import (
+    FEATURE_NAMES,
+    FeatureNormalizer,
+    Table,
+    distinct_rows_per_batch,
+    shard_raw_features,
+)
 
 HEADS = ("fwd", "bwd", "plan")
 """Outputs with their own target scaling: forward and backward compute per device, and the plan cost."""
@@ -61,6 +72,56 @@ def reuse_features(raw_shards: np.ndarray, batch_size: float | np.ndarray,
     return (out - np.asarray(REUSE_LOC)) / np.asarray(REUSE_SCALE)
 
 
+_LOG_ROWS = FEATURE_NAMES.index("log10_rows")
+
+DENSITY_FEATURE_NAMES = ("touched_share", "log10_timed_bytes")
+"""A ``density`` network's per-shard spread of its batch over the rows it is timed with: the share of those
+rows a batch touches, and their bytes at the shard's dim and element size."""
+DENSITY_LOC = (0.3, 7.0)
+DENSITY_SCALE = (0.3, 1.0)
+"""Fixed normalisation of the density features (a share in 0-1; 1e4 - 1e10 bytes), for the reason the
+context's is fixed."""
+assert len(DENSITY_FEATURE_NAMES) == NUM_DENSITY_FEATURES
+
+
+def timed_rows(raw_shards: np.ndarray, rows_cap: float | np.ndarray | None) -> np.ndarray:
+    """(N,) rows shards of these raw features are timed with: their rows, at most ``rows_cap`` (None: no
+    cap), the per-shard part of ``hardware.kernel.effective_rows`` (a shard above the cap keeps ``rows_cap``
+    rows and its lookups fold onto them); its device-wide lowering of the cap for devices above
+    ``max_shard_bytes`` (2 GiB by default) is not seen by a shard's features."""
+    rows = 10.0 ** np.atleast_2d(np.asarray(raw_shards, dtype=np.float64))[:, _LOG_ROWS]
+    if rows_cap is None:
+        return rows
+    return np.minimum(rows, np.broadcast_to(np.asarray(rows_cap, dtype=np.float64), rows.shape))
+
+
+def touched_share(raw_shards: np.ndarray, batch_size: float | np.ndarray,
+                  rows_cap: float | np.ndarray | None) -> np.ndarray:
+    """(N,) share of the rows it is timed with that one batch touches, per shard of these raw features:
+    the batch touches d of the shard's R rows (``distinct_rows_per_batch``); timed with K = min(R, cap) rows
+    (``timed_rows``), each kept row stands for R / K of them (lookups fold ``mod K``) and is untouched when
+    all of those are, so 1 - (1 - d / R) ^ (R / K): d / R for a shard under the cap, about 1 - exp(-d / K)
+    far above it. The one place of this formula."""
+    x = np.atleast_2d(np.asarray(raw_shards, dtype=np.float64))
+    full = np.maximum(10.0 ** x[:, _LOG_ROWS], 1.0)
+    rows = np.maximum(timed_rows(x, rows_cap), 1.0)
+    touched = np.clip(distinct_rows_per_batch(x, batch_size) / full, 0.0, 1.0)
+    with np.errstate(divide="ignore"):
+        return -np.expm1(full / rows * np.log1p(-touched))
+
+
+def density_features(raw_shards: np.ndarray, batch_size: float | np.ndarray, elem_bytes: float | np.ndarray,
+                     rows_cap: float | np.ndarray | None) -> np.ndarray:
+    """(N, 2) normalised density features of shards with these raw (shard) features on devices of
+    ``batch_size`` and ``elem_bytes``, timed with at most ``rows_cap`` rows (one value for all, or one per
+    shard): ``touched_share`` and the timed rows' bytes (log10)."""
+    x = np.atleast_2d(np.asarray(raw_shards, dtype=np.float64))
+    rows = np.maximum(timed_rows(x, rows_cap), 1.0)
+    nbytes = rows * x[:, 0] * np.broadcast_to(np.asarray(elem_bytes, dtype=np.float64), rows.shape)
+    out = np.stack([touched_share(x, batch_size, rows_cap), np.log10(np.maximum(nbytes, 1.0))], axis=-1)
+    return (out - np.asarray(DENSITY_LOC)) / np.asarray(DENSITY_SCALE)
+
+
 def task_raw_features(tables: tuple[Table, ...] | list[Table]) -> np.ndarray:
     """(T, NUM_FEATURES) raw features of every table at its full dim."""
     return np.stack([t.raw_features() for t in tables])
@@ -70,13 +131,15 @@ def shard_features(raw: np.ndarray, table_idx: np.ndarray, dims: np.ndarray,
                    normalizer: FeatureNormalizer, row_fraction: np.ndarray | None = None,
                    lookup_share: np.ndarray | None = None, context: np.ndarray | None = None,
                    adjust: Callable[[np.ndarray], np.ndarray] | None = None,
-                   reuse_at: tuple[Any, Any] | None = None) -> np.ndarray:
+                   reuse_at: tuple[Any, Any] | None = None,
+                   density_at: tuple[Any, Any, Any] | None = None) -> np.ndarray:
     """Normalised features of shards (table index into ``raw``, shard dim, share of the table's rows), by
     ``autoshard.tables.table.shard_raw_features``, the formula ``Table.raw_features`` uses too, passed through
     ``adjust`` (raw features -> raw features, e.g. ``Support.nearest_features``) if given; then the
     normalised ``context`` (``context_features``: one row for all shards, or one per shard) if given; then
     the working-set features (``reuse_features``) at ``reuse_at`` = (batch size, element bytes), each one
-    value or one per shard, if given."""
+    value or one per shard, if given; then the density features (``density_features``) at ``density_at`` =
+    (batch size, element bytes, rows cap), if given."""
     frac = np.ones(len(table_idx)) if row_fraction is None else row_fraction
     x = shard_raw_features(raw[table_idx], dims, frac, lookup_share)
     if adjust is not None:
@@ -86,6 +149,8 @@ def shard_features(raw: np.ndarray, table_idx: np.ndarray, dims: np.ndarray,
         parts.append(np.broadcast_to(np.asarray(context, dtype=np.float64), (len(x), NUM_CONTEXT_FEATURES)))
     if reuse_at is not None:
         parts.append(reuse_features(x, *reuse_at))
+    if density_at is not None:
+        parts.append(density_features(x, *density_at))
     return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
 
 

@@ -363,6 +363,13 @@ class LearnedCostModel:
                          "their cost (fine-tune it on such devices to lift that)")
         return "; ".join(parts)
 
+    @property
+    def timed_rows_cap(self) -> float | None:
+        """The most rows a table kept when the training records were timed (their ``rows_cap``; None: no
+        cap): what a ``density`` network's features assume a table is timed with."""
+        cap = self.trained_on.get("settings", {}).get("rows_cap")
+        return None if cap is None else float(cap)
+
     # -- prediction ------------------------------------------------------------------------------------------
     def _device_context(self, task: Task) -> tuple[float, float] | None:
         """(batch size, element bytes) the networks are given for ``task``'s devices (None: no context)."""
@@ -399,9 +406,10 @@ class LearnedCostModel:
                 lookup_share: np.ndarray | None = None) -> torch.Tensor:
         adjust = self.support.nearest_features if self._graded and self.support is not None else None
         device = self._device_context(task)
+        density_at = (*device, self.timed_rows_cap) if device is not None and self.config.density else None
         x = shard_features(raw, table_idx, dims, self.normalizer, row_fraction, lookup_share,
                            None if device is None else context_features(*device), adjust,
-                           device if self.config.reuse else None)
+                           device if self.config.reuse else None, density_at)
         feats = torch.tensor(x, dtype=torch.float32)
         if adjust is not None and self.support is not None:
             dims = self.support.nearest("dim", np.asarray(dims, dtype=np.float64))

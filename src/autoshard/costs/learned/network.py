@@ -44,6 +44,10 @@ NUM_REUSE_FEATURES = 2
 """Per-shard working-set features of a ``reuse`` network: log10 distinct rows a batch touches and their bytes
 (``features.reuse_features``)."""
 
+NUM_DENSITY_FEATURES = 2
+"""Per-shard features of a ``density`` network: the share of the rows it is timed with that a batch touches,
+and those rows' bytes (``features.density_features``)."""
+
 NUM_COMPUTE_HEADS = 2
 """Per-device learned heads: forward and backward compute (comm comes from the measured alpha-beta fit)."""
 
@@ -109,6 +113,15 @@ class CostNetConfig:
     """``context`` networks only: also give every shard its batch's working set (``features.reuse_features``:
     the distinct rows the device's batch touches, estimated from the access bins, and their bytes). Off in
     checkpoints before stop 19."""
+    density: bool = False
+    """``reuse`` networks only: also give every shard how thinly its batch is spread over the rows it is
+    timed with (``features.density_features``: the share of those rows a batch touches, and their bytes, the
+    rows cap of the training records applied). Why: at dim 16 the backward of one heavily pooled table rises
+    2.8x from an 8 MiB to a 64 MiB table while the shipped model's price rises 1.6x (docs/benchmarks.md,
+    "Stop 93"), and the working set and the table's full rows do not say how scattered its updates are.
+    Measured at stop 94: a model trained with them ranks the measured devices of 14 of 24 archived runs
+    better (DLRM-100 (8): within-task rho 0.861 -> 0.896) but prices that step no better; not in the shipped
+    model. Off in checkpoints before stop 94."""
     kernel_groups: bool = False
     """Additive head only: also add a learned cost per kernel group, a device's distinct shard dims
     (``KERNEL_GROUP_CHANNELS``). Why: the torch backend (``hardware.torch_backend``) runs one embedding bag,
@@ -129,16 +142,18 @@ class CostNetConfig:
                                  "use --target log or drop --additive")
         if self.reuse and not self.context:
             raise AutoshardError("working-set features need the device context; use --context on")
+        if self.density and not self.reuse:
+            raise AutoshardError("density features need the working-set features; use --working-set on")
         if self.kernel_groups and not self.additive:
             raise AutoshardError("the kernel-group cost is a term of the additive head; "
                                  "drop --no-additive or use --kernel-groups off")
 
     @property
     def input_width(self) -> int:
-        """Width of a shard's feature vector: table features, then the context and working-set features if
-        any."""
+        """Width of a shard's feature vector: table features, then the context, working-set and density
+        features if any."""
         return (self.num_features + (NUM_CONTEXT_FEATURES if self.context else 0)
-                + (NUM_REUSE_FEATURES if self.reuse else 0))
+                + (NUM_REUSE_FEATURES if self.reuse else 0) + (NUM_DENSITY_FEATURES if self.density else 0))
 
     @property
     def acc_width(self) -> int:

@@ -160,10 +160,11 @@ class RecordTensors:
 
 
 def record_tensors(pool: TablePool, records: Sequence[Any], normalizer: Any,
-                   context: bool = False, reuse: bool = False) -> RecordTensors:
+                   context: bool = False, reuse: bool = False, density: bool = False) -> RecordTensors:
     """The records' shards as tensors; ``context``: each shard's features end with its record's batch and
     precision (``features.context_features``); ``reuse``: then with its working set at that batch
-    (``features.reuse_features``)."""
+    (``features.reuse_features``); ``density``: then with its spread over the rows it was timed with (its
+    record's rows cap; ``features.density_features``)."""
     index = {t.name: i for i, t in enumerate(pool.tables)}
     used = sorted({index[n] for rec in records for n in rec.tables if n in index})
     raw = np.zeros((len(pool.tables), NUM_FEATURES))
@@ -193,8 +194,13 @@ def record_tensors(pool: TablePool, records: Sequence[Any], normalizer: Any,
     elem = np.array([record_precision(rec).bytes for rec in records], dtype=np.float64)
     ctx = np.repeat(context_features(batch, elem), counts, axis=0) if context else None
     reuse_at = (np.repeat(batch, counts), np.repeat(elem, counts)) if reuse else None
+    density_at = None
+    if density:
+        caps = np.array([float(rec.settings.get("rows_cap") or np.inf) for rec in records], dtype=np.float64)
+        density_at = (np.repeat(batch, counts), np.repeat(elem, counts), np.repeat(caps, counts))
     feats = shard_features(raw, np.array(table_idx, dtype=np.int64), np.array(dims), normalizer,
-                           np.array(frac), np.array(share), context=ctx, reuse_at=reuse_at)
+                           np.array(frac), np.array(share), context=ctx, reuse_at=reuse_at,
+                           density_at=density_at)
     ms = np.array([[float(rec.fwd_ms), float(rec.bwd_ms)] for rec in records],
                   dtype=np.float64).reshape(-1, 2)
     if not np.all(np.isfinite(ms)) or np.any(ms <= 0):
@@ -391,7 +397,7 @@ def _train(pool: TablePool, records: Sequence[Any], comm: AlphaBeta, batch_size:
     if member is not None:  # a bootstrap resample: each member sees its own draw of the training records
         fit_ids = np.sort(rng.choice(fit_ids, size=len(fit_ids), replace=True))
     data = record_tensors(pool, records, normalizer or pool.normalizer, options.config.context,
-                          options.config.reuse)
+                          options.config.reuse, options.config.density)
     if options.config.context or batch_size is None or precision is None:
         bs: Any = data.batch
         eb: Any = data.elem_bytes
