@@ -73,9 +73,11 @@ def test_working_set_needs_the_device_context():
 
 
 def test_density_features_spread_a_batch_over_the_rows_it_is_timed_with():
-    """``density_features`` (stop 94): the share of the timed rows a batch touches falls as the table grows
-    (the same batch spread more thinly) and stops falling at the rows cap, where the table is timed with the
-    cap's rows whatever its size; the bytes are those timed rows' at the shard's dim and element size."""
+    """``density_features`` (stop 94): under the rows cap the share of the timed rows a batch touches is
+    its distinct rows over the table's and falls as the table grows (the same batch spread more thinly);
+    above it the table is timed with the cap's rows and the share is that of the cap's rows its distinct rows
+    fold onto (higher than the uncapped share); the bytes are the timed rows' at the shard's dim and element
+    size."""
     from autoshard.costs.learned.features import (
         DENSITY_FEATURE_NAMES,
         DENSITY_LOC,
