@@ -1597,7 +1597,7 @@ def test_profile_remeasure_picks_by_table_bytes_and_bands_the_ratios(capsys, tmp
     one table of those dims, ``--spread-by table-bytes`` spreads the picks over the bytes they were timed
     with, and the ratios are printed per band of those bytes; re-timed here on a small real case (two
     records of the narrow profile), and paired without timing (``--against``) on the AMD and Intel broad
-    profiles' shared samples. Bad input is one error line, nothing written."""
+    profiles' shared samples. Bad input is one error line and exit 2 (a bad ``--dims``: argparse's)."""
     module = _script("profile_remeasure")
     profile = str(BENCHMARKS.parent / "profiles" / "amd-epyc" / "narrow-seed4")
     out = tmp_path / "re.json"
