@@ -58,9 +58,9 @@ def working_set_bytes(task, shards) -> float:
 
 def device_touched_share(task, shards, rec) -> float:
     """``features.touched_share`` of the device's most looked-up shard, at the rows cap it was timed with."""
-    raw = np.array([task.tables[s.table].raw_features(s.dim) for s in shards])
-    i = int(np.argmax([task.tables[s.table].pooling_factor for s in shards]))
-    return float(touched_share(raw[i:i + 1], task.batch_size, rec.settings.get("rows_cap"))[0])
+    hot = max(shards, key=lambda s: task.tables[s.table].pooling_factor)
+    raw = task.tables[hot.table].raw_features(hot.dim)[None]
+    return float(touched_share(raw, task.batch_size, rec.settings.get("rows_cap"))[0])
 
 
 def band_value(by: str, task, shards, rec) -> float:

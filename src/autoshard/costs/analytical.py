@@ -157,13 +157,10 @@ class AnalyticalCostModel:
         """(len(records), 3) shards, lookups and lookup bytes of profiled records (whole tables, column
         shards at the record's dims, row shards at its row ranges): ``shard_terms`` of the record's
         device."""
-        from autoshard.tables.table import Precision
-
         tables = dataset.pool.by_name()
         out = np.zeros((len(records), 3))
         for i, r in enumerate(records):
-            precision = Precision(str(r.settings.get("precision", "fp32")))
-            task = Task(tuple(tables[n] for n in r.tables), (2**62,), precision=precision,
+            task = Task(tuple(tables[n] for n in r.tables), (2**62,), precision=r.precision,
                         batch_size=int(r.batch_size), name="record")
             terms = AnalyticalCostModel.shard_terms(task, r.shard_refs())
             out[i] = (len(r.tables), terms[:, 0].sum(), terms[:, 1].sum())

@@ -49,8 +49,7 @@ class CostDataset:
 
     def task_of(self, record: CostRecord) -> tuple[Task, list[ShardRef]]:
         """The one-device task and shards a record was measured as (to re-measure or featurise it)."""
-        task, _ = sample_task(self.pool, record.tables, record.dims, record.batch_size,
-                              Precision(record.settings.get("precision", "fp32")))
+        task, _ = sample_task(self.pool, record.tables, record.dims, record.batch_size, record.precision)
         return task, record.shard_refs()
 
     def spread(self, count: int, max_ms: float = float("inf")) -> list[CostRecord]:

@@ -74,11 +74,19 @@ class CostRecord:
                 for p, d, (r0, r1) in zip(pos, self.dims, ranges)]
 
     @property
+    def precision(self) -> Precision:
+        """The weights' precision the device was timed at (``settings['precision']``, fp32 when absent)."""
+        try:
+            return Precision(str(self.settings.get("precision", "fp32")))
+        except ValueError:
+            raise AutoshardError(f"record {self.sample_id}: "
+                                 f"precision {self.settings.get('precision')!r} unknown") from None
+
+    @property
     def timed_bytes(self) -> int:
         """Bytes of the tables the device was timed with: each table's kept ``rows`` x its dim x the record's
         element bytes (0 for a record made before ``rows`` was recorded)."""
-        elem = Precision(self.settings.get("precision", "fp32")).bytes
-        return sum(int(r) * int(d) for r, d in zip(self.rows, self.dims)) * elem
+        return sum(int(r) * int(d) for r, d in zip(self.rows, self.dims)) * self.precision.bytes
 
     def to_json(self) -> dict[str, Any]:
         d = {"sample_id": self.sample_id, "tables": list(self.tables), "dims": list(self.dims),

@@ -124,11 +124,8 @@ class TrainOptions:
 
 # -- records -> tensors --------------------------------------------------------------------------------------
 def record_precision(record: Any) -> Precision:
-    try:
-        return Precision(str(record.settings.get("precision", "fp32")))
-    except ValueError:
-        raise AutoshardError(f"record {record.sample_id}: "
-                             f"precision {record.settings.get('precision')!r} unknown") from None
+    """The precision a record was timed at (``CostRecord.precision``)."""
+    return record.precision
 
 
 @dataclass(frozen=True)
