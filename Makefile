@@ -26,11 +26,13 @@ quickstart: install
 # per hardware, profiles/<cpu>/broad-seed0 (intel-xeon, amd-epyc): this machine kind comes with either CPU and
 # they time one shard 0.6-2.3x apart, so `autoshard profile` refuses to mix them. Resumable: stop it any time
 # (then run `autoshard profile-pack` on the directory); the next run measures only the samples not there yet.
+# --sobol-axes aligned: the committed profiles were begun before stop 95's joint axes, and a profile resumes
+# only with the design it was begun with.
 PROFILE_SAMPLES ?= 3200
 PROFILE_DIR = profiles/$(shell $(PY) -c 'from autoshard.host import hardware_slug; print(hardware_slug())')/broad-seed0
 profile-broad: install
 	$(VENV)/bin/autoshard profile --design broad --samples $(PROFILE_SAMPLES) --seed 0 --time-budget-ms 2000 \
-		-o $(PROFILE_DIR)
+		--sobol-axes aligned -o $(PROFILE_DIR)
 	$(VENV)/bin/autoshard profile-pack $(PROFILE_DIR)
 
 # Plan a generated 50-table DLRM-like task on 4 devices with a heuristic and print the per-device table.

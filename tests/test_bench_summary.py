@@ -1563,7 +1563,8 @@ def test_stop_82s_stop_83s_stop_84s_stop_85s_amd_runs_with_the_three_pass_comm_f
     assert bench["host"]["cpu"] == "AMD EPYC" and bench["rounds"] == rounds
     losses = _AMD_THREE_PASS_LOSSES.get((run, row), 0)
     assert (summary[row].clear_wins, summary[row].clear_losses) == (wins, losses)
-    assert summary[row].vs_torchrec.verdict == "better"
+    assert summary[row].vs_torchrec.verdict == ("no clear difference" if run in _LEVEL_WITH_TORCHREC
+                                                else "better")
     assert summary[row].vs_torchrec.ratio == pytest.approx(vs_torchrec, abs=5e-4)
     assert (summary["torchrec"].clear_wins, summary["torchrec"].clear_losses) == torchrec_verdicts
     room = room_summary(results, [row], bench["comm"]["alpha_ms"])
@@ -1662,9 +1663,13 @@ _STOP90_DEFAULTS_RUNS = {"s91-amd-dlrm-50-8-torchrec": ((0, 1, 2, 5, 6, 7, 9), (
                          "s93-amd-dlrm-50-4-torchrec": ((2, 3, 5, 6, 8, 9), (0, 4)),
                          "s93-amd-dlrm-10-2-r9-torchrec": ((3, 7), (0, 2)),
                          "s94-amd-dlrm-20-2-r6-torchrec": ((0, 1, 2, 3, 4, 6, 7, 8, 9), (0, 0)),
-                         "s94-amd-dlrm-50-2-r6-torchrec": ((0, 2, 6, 8), (0, 1))}
-"""The stop-90 defaults' end-to-end runs (stops 91-94, AMD EPYC VM, 3 rounds unless the name says ``-rN-``):
+                         "s94-amd-dlrm-50-2-r6-torchrec": ((0, 2, 6, 8), (0, 1)),
+                         "s95-amd-dlrm-100-2-r6-torchrec": ((2, 8, 9), (0, 0))}
+"""The stop-90 defaults' end-to-end runs (stops 91-95, AMD EPYC VM, 3 rounds unless the name says ``-rN-``):
 their tasks with >= 10% room and TorchRec's planner's clear wins and losses."""
+
+_LEVEL_WITH_TORCHREC = {"s95-amd-dlrm-100-2-r6-torchrec"}
+"""The runs where the learned planners are level with TorchRec's planner (elsewhere clearly below it)."""
 
 
 @pytest.mark.parametrize(("run", "row", "fixed", "cross_fitted", "wins_losses", "vs_torchrec", "on_roomy",
@@ -1757,10 +1762,13 @@ their tasks with >= 10% room and TorchRec's planner's clear wins and losses."""
      "1.002 [0.978, 1.026] no clear difference", (0, 0), 0.943, 0.914, 1),
     ("s94-amd-dlrm-50-2-r6-torchrec", "ilp", "0.965 [0.932, 0.997] better",
      "0.993 [0.967, 1.018] no clear difference", (0, 0), 0.944, 0.916, 1),
+    *((("s95-amd-dlrm-100-2-r6-torchrec", row, "0.989 [0.960, 1.043] no clear difference",
+        "0.974 [0.944, 1.010] no clear difference", (0, 0), 0.990, 0.935, 0))
+      for row in ("rl", "neuroshard", "search", "ilp")),
 ])
 def test_the_stop_90_defaults_end_to_end(capsys, run, row, fixed, cross_fitted, wins_losses, vs_torchrec,
                                          on_roomy, kept):
-    """docs/benchmarks.md, "Stop 91", "Stop 92" and "Stop 93": the shipped model and policy of stop 90 end
+    """docs/benchmarks.md, "Stop 91" to "Stop 95": the shipped model and policy of stop 90 end
     to end on the AMD EPYC VM, 3 rounds, the tasks of the archived stop-30 runs. DLRM-50 (8): 1.1-2.4%
     below the best fixed heuristic (size_lookup_greedy), search resolved, all four resolved cross-fitted;
     2-3% on the 7 roomy tasks; 18-19% below TorchRec's planner, which is clearly worse than the best
@@ -1787,14 +1795,18 @@ def test_the_stop_90_defaults_end_to_end(capsys, run, row, fixed, cross_fitted, 
     either way (the run's per-round noise 25.5%). DLRM-50 (2), 6 rounds (stop 66's and 74's tasks):
     3.5-3.8% below lookup_greedy (rl, neuroshard and ilp resolved), level cross-fitted; 8.3-9.1% on its 4
     roomy tasks; 5.6-5.9% below TorchRec's planner; no task clearly either way (a heuristic's plan kept on 9
-    of 10; noise 20.8%). Nothing measured."""
+    of 10; noise 20.8%). Stop 95, DLRM-100 (2), 6 rounds (stop 68's and 78's tasks): all four return a
+    heuristic's plan on every task, 1.1% below lookup_greedy, not resolved, level cross-fitted; 6.5% on its 3
+    roomy tasks; level with TorchRec's planner (0.990), which is level with lookup_greedy; no task clearly
+    either way (noise 25.7%). Nothing measured."""
     bench, results, summary = _restated_run(capsys, run, row, fixed, cross_fitted)
     roomy, torchrec_verdicts = _STOP90_DEFAULTS_RUNS[run]
     rounds = re.search(r"-r(\d+)-", run)
     assert bench["host"]["cpu"] == "AMD EPYC" and bench["rounds"] == (int(rounds.group(1)) if rounds else 3)
     assert bench["cost_model"].startswith("learned (src/autoshard/data/default_cost_model.pt")
     assert (summary[row].clear_wins, summary[row].clear_losses) == wins_losses
-    assert summary[row].vs_torchrec.verdict == "better"
+    assert summary[row].vs_torchrec.verdict == ("no clear difference" if run in _LEVEL_WITH_TORCHREC
+                                                else "better")
     assert summary[row].vs_torchrec.ratio == pytest.approx(vs_torchrec, abs=5e-4)
     assert (summary["torchrec"].clear_wins, summary["torchrec"].clear_losses) == torchrec_verdicts
     room = room_summary(results, [row], bench["comm"]["alpha_ms"])

@@ -1725,3 +1725,27 @@ def test_working_set_error_bands_narrow_one_table_devices_by_timed_table_bytes(c
     assert module.main(["--cost-model", model, "--data", profile, "--dims", "8"]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.startswith("error: --dims '8'")
+
+
+def test_design_cells_restates_the_coupled_one_table_samples(capsys):
+    """benchmarks/design_cells.py (docs/benchmarks.md, "Stop 95"): the committed narrow profile of the
+    aligned axes holds its one-table records in 2 of the 4 cells of (precision, pooling half) and of
+    (batch half, rows half), none fp32 in DLRM-100 (8)'s corner; stop 95's profile of the joint axes fills
+    all four, and holds such records. A directory that is not a broad profile is one line, exit 2."""
+    module = _script("design_cells")
+    profiles = BENCHMARKS.parent / "profiles" / "amd-epyc"
+    old = module.cells(str(profiles / "narrow-seed4"), 40.0, 16.0)
+    assert old["sobol_axes"] == "aligned" and old["one_table"] == 160
+    assert old["precision_pooling"] == {"fp16 high pooling": 80, "fp32 low pooling": 80}
+    assert len(old["batch_rows"]) == 2 and old["corner"] == 0
+    new = module.cells(str(profiles / "narrow-joint-seed5"), 40.0, 16.0)
+    assert new["sobol_axes"] == "joint" and new["one_table"] == 150
+    for counts in (new["precision_pooling"], new["batch_rows"]):
+        assert len(counts) == 4 and min(counts.values()) >= 25, counts
+    assert new["corner"] >= 5
+    assert module.main([str(profiles / "narrow-seed4"), str(profiles / "narrow-joint-seed5")]) == 0
+    assert "narrow-joint-seed5 (joint axes): 150 one-table records" in capsys.readouterr().out
+    pool = BENCHMARKS.parent / "tests" / "data"
+    assert module.main([str(pool)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err

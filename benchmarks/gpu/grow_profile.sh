@@ -22,10 +22,10 @@ source benchmarks/gpu/host_setup.sh  # PYTHONPATH, $RESULT, what the host has
 WORK=/tmp/grow-profile  # outside the checkout: nothing the next call's copy of the tree could replace
 rm -rf "$WORK" && mkdir -p "$WORK"
 cp -r "${SOURCE:-profiles/nvidia-h100/broad-s31-b16384}" "$WORK/broad"  # SOURCE: a dry run's own
-profile() {  # the stop-31 command, with the prefetch
+profile() {  # the stop-31 command (its axes: it was begun before stop 95), with the prefetch
   timeout -s INT "$1" python3 -m autoshard.cli.main profile --design broad --samples 3000 \
     --dims 32:256 --pooling 0:150 --tables-per-device 1:16 --batch-sizes 16384 --precisions fp32 \
-    --row-share 0.3 --time-budget-ms 300 --device "$DEVICE" --backend torch --seed 0 \
+    --row-share 0.3 --time-budget-ms 300 --device "$DEVICE" --backend torch --seed 0 --sobol-axes aligned \
     --prepare-workers "$WORKERS" -o "$2" > "$RESULT/profile.log" 2>&1
 }
 start=$SECONDS

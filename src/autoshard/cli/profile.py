@@ -109,6 +109,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="probability a table of a sample is cut to a row shard (default 0: whole tables)")
     b.add_argument("--row-parts", default="2:64",
                    help="row ranges a cut table is split into, log-uniform (default 2:64)")
+    b.add_argument("--sobol-axes", choices=["joint", "aligned"], default="joint",
+                   help="joint (default): a sample's composition and its tables draw disjoint Sobol "
+                        "dimensions; aligned: as every profile before stop 95, whose one-table samples "
+                        "couple precision to pooling and batch to rows (to resume such a profile)")
     p.add_argument("--rank", type=int, default=None, help="this process's share (default $RANK or 0)")
     p.add_argument("--world-size", type=int, default=None,
                    help="processes sharing the work ($WORLD_SIZE or 1)")
@@ -250,7 +254,7 @@ def broad_design(args: argparse.Namespace) -> Any:
                        batch_sizes=_int_span(args.batch_sizes, "batch-sizes"), precisions=precisions,
                        column_share=DEFAULT_COLUMN_SHARE if args.column_share is None else args.column_share,
                        stats_batch=args.stats_batch, row_share=args.row_share,
-                       row_parts=_int_span(args.row_parts, "row-parts"))
+                       row_parts=_int_span(args.row_parts, "row-parts"), sobol_axes=args.sobol_axes)
 
 
 def run_profile(args: argparse.Namespace) -> int:

@@ -11,7 +11,9 @@
   stratum ``i % S``, so any S consecutive samples cover every stratum) and, within a stratum, space-filling:
   a scrambled Sobol sequence (``scipy.stats.qmc``, seeded by ``(seed, stratum)``) over the device's
   composition (tables, batch, precision) and another over table features, the k-th sample of a stratum taking
-  the next ``tables`` points of it, so the tables of one device are spread over the feature space too.
+  the next ``tables`` points of it, so the tables of one device are spread over the feature space too. The
+  composition takes Sobol dimensions the table features do not (``BroadDesign.sobol_axes``), so a one-table
+  sample is one point of an 11-dimensional sequence, not two coupled ones.
   With ``row_share`` > 0 (stop 30) a table is also cut, with that probability, to one of 2-64 row ranges
   (even rows or equal lookup shares), so the cost model sees row shards as planners and TorchRec make them.
 """
@@ -45,6 +47,8 @@ DEVICE_AXES = ("tables", "batch", "precision")
 """Sobol axes of a broad sample's composition (one point per sample)."""
 TABLE_AXES = ("dim", "rows", "pooling", "pooling_cv", "alpha", "vocab", "column_cut", "column_dim")
 """Sobol axes of a broad sample's tables (one point per table)."""
+SOBOL_AXES = ("joint", "aligned")
+"""How a broad sample's composition takes its Sobol dimensions (``BroadDesign.sobol_axes``)."""
 
 
 def tables_strata(lo: int, hi: int) -> tuple[tuple[int, int], ...]:
@@ -113,7 +117,22 @@ class BroadDesign:
     dims, while 57 log-uniform values give a sample nearly one dim a table; the torch backend runs one
     kernel group per distinct dim, which a GPU model must learn (docs/benchmarks.md, "Stop 41")."""
 
+    sobol_axes: str = "joint"
+    """"joint" (since stop 95): the composition (``DEVICE_AXES``) takes the Sobol dimensions after the table
+    axes' (``TABLE_AXES``), so a one-table sample's composition and table are one point of an
+    11-dimensional scrambled Sobol sequence. "aligned" (every profile before stop 95, read so from a manifest
+    without the key): the composition takes the first three dimensions of its own sequence. Why it changed:
+    the k-th one-table sample took the k-th point of both sequences, whose same dimensions differ only by
+    their scrambling, so its precision was a function of its table's pooling and its batch of its rows: every
+    committed profile's one-table records lie in 2 of the 4 cells of (precision, pooling above or below the
+    range's middle) and of (batch, rows) (docs/benchmarks.md, "Stop 95"; broad-seed0's 188 fp32 ones all
+    pooled below 13.2, the middle of 0-200 in log(1 + pooling), where DLRM-100 (8)'s mispriced table is fp32
+    and pooled 92)."""
+
     def __post_init__(self) -> None:
+        if self.sobol_axes not in SOBOL_AXES:
+            raise AutoshardError(f"broad design sobol axes {self.sobol_axes!r} unknown; use one of "
+                                 f"{', '.join(SOBOL_AXES)}")
         choices = tuple(sorted(int(x) for x in self.dim_choices))
         if choices:
             if len(set(choices)) != len(choices):
@@ -173,11 +192,14 @@ class BroadDesign:
                 # only where used: the manifests of profiles made before row cuts stay as they were
                 **({"row_share": self.row_share, "row_parts": list(self.row_parts)}
                    if self.row_share else {}),
-                **({"dim_choices": list(self.dim_choices)} if self.dim_choices else {})}
+                **({"dim_choices": list(self.dim_choices)} if self.dim_choices else {}),
+                **({"sobol_axes": self.sobol_axes} if self.sobol_axes != "aligned" else {})}
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> BroadDesign:
         known = set(BroadDesign.__dataclass_fields__)
+        # a manifest without the key was written before stop 95: its samples are the aligned axes' ones
+        d = {"sobol_axes": "aligned", **d}
         try:
             return BroadDesign(**{k: tuple(v) if isinstance(v, list) else v
                                   for k, v in d.items() if k in known})
@@ -234,7 +256,9 @@ class _BroadSampler:
     def __init__(self, design: BroadDesign, seed: int) -> None:
         self.design, self.seed = design, seed
         n = len(design.strata)
-        self.devices = [_SobolStream(len(DEVICE_AXES), [seed, s, 1]) for s in range(n)]
+        # "joint": the composition's coordinates are the dimensions after the table axes' (see sobol_axes)
+        self.skip = len(TABLE_AXES) if design.sobol_axes == "joint" else 0
+        self.devices = [_SobolStream(self.skip + len(DEVICE_AXES), [seed, s, 1]) for s in range(n)]
         self.tables = [_SobolStream(len(TABLE_AXES), [seed, s, 2]) for s in range(n)]
         self.offsets: list[list[int]] = [[0] for _ in range(n)]
 
@@ -248,7 +272,7 @@ class _BroadSampler:
 
     def _point(self, stratum: int, k: int) -> tuple[int, int, Precision]:
         d = self.design
-        u = self.devices[stratum].take(k, 1)[0]
+        u = self.devices[stratum].take(k, 1)[0][self.skip:]
         lo, hi = d.strata[stratum]
         n = min(hi, lo + int(u[0] * (hi - lo + 1)))
         b0, b1 = d.batch_sizes

@@ -163,13 +163,26 @@ def prepare_dir(pool: TablePool | None, out_dir: str | Path, config: ProfileConf
         old = read_json(manifest, kind="autoshard.profile")
         if isinstance(old.get("settings"), dict):  # settings added since (backend) read as their defaults
             old["settings"] = MeasureSettings.from_json(old["settings"]).to_json()
-        if old != config.manifest():
-            diff = sorted(k for k in set(old) | set(config.manifest())
-                          if old.get(k) != config.manifest().get(k))
+        new = config.manifest()
+        if old != new:
+            diff = sorted(_differences(old, new))
             raise AutoshardError(f"{out} was profiled with other settings ({', '.join(diff)}); pass the same "
                                  "options to resume, or use a new -o directory")
     else:
         write_json(manifest, config.manifest())
+
+
+def _differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:
+    """The keys where two manifests differ, a nested dict's as 'design.sobol_axes' (so the error names the
+    option to pass)."""
+    out = []
+    for k in set(old) | set(new):
+        a, b = old.get(k), new.get(k)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += _differences(a, b, f"{prefix}{k}.")
+        elif a != b:
+            out.append(f"{prefix}{k}")
+    return out
 
 
 def pending_samples(out_dir: str | Path, config: ProfileConfig, rank: int = 0,
