@@ -1707,7 +1707,8 @@ def test_one_member_trained_with_the_joint_corner_profile_ranks_devices_better(c
     DLRM-100 (8) devices its within-task rho is 0.874 (the shipped five: 0.861), on DLRM-20 (4)'s 0.946
     (0.922); on synth0_399 timed alone (today's host ~1.25x slower on the backward than the profiles')
     1.56-1.82x low on the backward against the shipped model's 1.82-2.13x, and from an 8 MiB to a 64 MiB
-    table its price rises 2.00x (the shipped model's 1.57x) where the backward rose 3.00x. Nothing measured."""
+    table its price rises 2.00x (the shipped model's 1.57x) where the backward rose 3.00x. Nothing
+    measured."""
     module = _script("model_swap_devices")
     archive = BENCHMARKS / "runs" / "s95-amd-joint"
     models = [str(BENCHMARKS / "runs" / "s87-amd-seeds" / "cost-model-wide-seed1.pt"),  # the stop-90 model
