@@ -1687,18 +1687,31 @@ def test_the_density_candidate_ranks_dlrm_100_8s_devices_better_and_prices_the_s
     for line in ("cost-model-wide-seed1.pt     level 1.124, within sd 0.053 (4.0%), rho 0.861",
                  "cost-model-density-seed1.pt  level 1.148, within sd 0.053 (4.1%), rho 0.896"):
         assert line in out, line
-    saved = json.loads((BENCHMARKS / "runs" / "s94-amd-density" / "cliff-399-density.json").read_text())
+    cliff = _archived_cliff(BENCHMARKS / "runs" / "s94-amd-density" / "cliff-399-density.json",
+                            "cost-model-density-seed1.pt")
+    assert cliff == {"low": {"candidate": (1.47, 1.52), "shipped": (1.60, 1.66)}, "measured_rise": 2.84,
+                     "price_rise": {"candidate": 1.61, "shipped": 1.57}}
+
+
+def _archived_cliff(path: Path, candidate: str) -> dict:
+    """An archived ``table_bytes_cliff.py`` run of synth0_399 (3 rounds, AMD EPYC) read back: per model (the
+    ``candidate`` and the shipped one) the range of measured / predicted backward over the table and its
+    three seed clones, and from the 8 MiB to the 64 MiB variant the measured backward's rise and each price's,
+    rounded to 2 places."""
+    saved = json.loads(path.read_text())
     assert saved["host"]["cpu"] == "AMD EPYC" and saved["table"] == "synth0_399" and saved["rounds"] == 3
     rows = {r["variant"]: r for r in saved["rows"]}
-    candidate, shipped = "cost-model-density-seed1.pt", "default_cost_model.pt"
     same = [r for v, r in rows.items() if v == "as run" or v.startswith("seed ")]
     assert len(same) == 4
-    for model, low, high in ((candidate, 1.47, 1.52), (shipped, 1.60, 1.66)):
+    models = {"candidate": candidate, "shipped": "default_cost_model.pt"}
+    low = {}
+    for key, model in models.items():
         ratios = [round(r["bwd_ms"] / r["predicted"][model][1], 2) for r in same]
-        assert min(ratios) == low and max(ratios) == high
+        low[key] = (min(ratios), max(ratios))
     small, large = rows["8 MiB"], rows["64 MiB"]
-    assert round(large["bwd_ms"] / small["bwd_ms"], 2) == 2.84
-    assert round(large["predicted"][candidate][1] / small["predicted"][candidate][1], 2) == 1.61
+    return {"low": low, "measured_rise": round(large["bwd_ms"] / small["bwd_ms"], 2),
+            "price_rise": {key: round(large["predicted"][m][1] / small["predicted"][m][1], 2)
+                           for key, m in models.items()}}
 
 
 def test_one_member_trained_with_the_joint_corner_profile_ranks_devices_better(capsys):
@@ -1723,19 +1736,9 @@ def test_one_member_trained_with_the_joint_corner_profile_ranks_devices_better(c
         assert line in out, line
     archived = (archive / "model-swap-devices.txt").read_text()
     assert archived.count("devices, ") == 26 and "rho 0.874" in archived
-    saved = json.loads((archive / "cliff-399-joint.json").read_text())
-    assert saved["host"]["cpu"] == "AMD EPYC" and saved["table"] == "synth0_399" and saved["rounds"] == 3
-    rows = {r["variant"]: r for r in saved["rows"]}
-    candidate, shipped = "cost-model-joint-seed1-m1.pt", "default_cost_model.pt"
-    same = [r for v, r in rows.items() if v == "as run" or v.startswith("seed ")]
-    assert len(same) == 4
-    for model, low, high in ((candidate, 1.56, 1.82), (shipped, 1.82, 2.13)):
-        ratios = [round(r["bwd_ms"] / r["predicted"][model][1], 2) for r in same]
-        assert min(ratios) == low and max(ratios) == high
-    small, large = rows["8 MiB"], rows["64 MiB"]
-    assert round(large["bwd_ms"] / small["bwd_ms"], 2) == 3.00
-    assert round(large["predicted"][candidate][1] / small["predicted"][candidate][1], 2) == 2.00
-    assert round(large["predicted"][shipped][1] / small["predicted"][shipped][1], 2) == 1.57
+    cliff = _archived_cliff(archive / "cliff-399-joint.json", "cost-model-joint-seed1-m1.pt")
+    assert cliff == {"low": {"candidate": (1.56, 1.82), "shipped": (1.82, 2.13)}, "measured_rise": 3.00,
+                     "price_rise": {"candidate": 2.00, "shipped": 1.57}}
 
 
 @pytest.mark.slow
