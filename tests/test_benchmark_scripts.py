@@ -1549,18 +1549,24 @@ def test_table_bytes_cliff_times_a_runs_table_beside_its_clones(capsys, tmp_path
     assert [label for label, _ in module.variants(drawn, 0, [], 4)] == ["as run"]
 
 
+def _against_the_shipped_model(capsys, runs: list[str], candidate: Path) -> str:
+    """``model_swap_devices.py``'s output for archived ``runs`` (names under benchmarks/runs, without
+    .json.gz), the stop-90 model (``s87-amd-seeds/cost-model-wide-seed1.pt``, the shipped one byte for byte)
+    against ``candidate``."""
+    module = _script("model_swap_devices")
+    models = [BENCHMARKS / "runs" / "s87-amd-seeds" / "cost-model-wide-seed1.pt", candidate]
+    paths = [str(BENCHMARKS / "runs" / f"{n}.json.gz") for n in runs]
+    assert module.main([*paths, *(a for m in models for a in ("--model", str(m)))]) == 0
+    return capsys.readouterr().out
+
+
 def test_the_narrow_profile_candidate_ranks_dlrm_100_8s_devices_neither_way(capsys):
     """docs/benchmarks.md, "Stop 93": the stop-90 recipe trained with the narrow-table profile beside its
     three (benchmarks/runs/s93-amd-narrow) on DLRM-100 (8)'s measured devices: within-task rho 0.894 ->
     0.884 on stop 73's run, 0.861 -> 0.876 on stop 92's (what a retrain with another seed moves by itself),
     the within-task sd 0.001-0.002 higher. Nothing measured."""
-    module = _script("model_swap_devices")
-    runs = [str(BENCHMARKS / "runs" / f"{n}.json.gz")
-            for n in ("s73-amd-dlrm-100-8-torchrec", "s92-amd-dlrm-100-8-torchrec")]
-    models = [str(BENCHMARKS / "runs" / "s87-amd-seeds" / "cost-model-wide-seed1.pt"),  # the stop-90 model
-              str(BENCHMARKS / "runs" / "s93-amd-narrow" / "cost-model-narrow-seed1.pt")]
-    assert module.main([*runs, *(a for m in models for a in ("--model", m))]) == 0
-    out = capsys.readouterr().out
+    out = _against_the_shipped_model(capsys, ["s73-amd-dlrm-100-8-torchrec", "s92-amd-dlrm-100-8-torchrec"],
+                                     BENCHMARKS / "runs" / "s93-amd-narrow" / "cost-model-narrow-seed1.pt")
     for line in ("cost-model-wide-seed1.pt     level 1.022, within sd 0.055 (4.2%), rho 0.894",
                  "cost-model-narrow-seed1.pt   level 1.094, within sd 0.056 (4.4%), rho 0.884",
                  "cost-model-wide-seed1.pt     level 1.124, within sd 0.053 (4.0%), rho 0.861",
@@ -1678,12 +1684,8 @@ def test_the_density_candidate_ranks_dlrm_100_8s_devices_better_and_prices_the_s
     another seed moves it about 0.015 by itself); on synth0_399 timed alone it is still 1.47-1.52x low on the
     backward (the shipped model 1.60-1.66x), and from an 8 MiB to a 64 MiB table of its features its price
     rises 1.61x (the shipped model's 1.57x) where the backward rose 2.84x. Nothing measured."""
-    module = _script("model_swap_devices")
-    run = str(BENCHMARKS / "runs" / "s92-amd-dlrm-100-8-torchrec.json.gz")
-    models = [str(BENCHMARKS / "runs" / "s87-amd-seeds" / "cost-model-wide-seed1.pt"),  # the stop-90 model
-              str(BENCHMARKS / "runs" / "s94-amd-density" / "cost-model-density-seed1.pt")]
-    assert module.main([run, *(a for m in models for a in ("--model", m))]) == 0
-    out = capsys.readouterr().out
+    out = _against_the_shipped_model(capsys, ["s92-amd-dlrm-100-8-torchrec"],
+                                     BENCHMARKS / "runs" / "s94-amd-density" / "cost-model-density-seed1.pt")
     for line in ("cost-model-wide-seed1.pt     level 1.124, within sd 0.053 (4.0%), rho 0.861",
                  "cost-model-density-seed1.pt  level 1.148, within sd 0.053 (4.1%), rho 0.896"):
         assert line in out, line
@@ -1722,13 +1724,9 @@ def test_one_member_trained_with_the_joint_corner_profile_ranks_devices_better(c
     1.56-1.82x low on the backward against the shipped model's 1.82-2.13x, and from an 8 MiB to a 64 MiB
     table its price rises 2.00x (the shipped model's 1.57x) where the backward rose 3.00x. Nothing
     measured."""
-    module = _script("model_swap_devices")
     archive = BENCHMARKS / "runs" / "s95-amd-joint"
-    models = [str(BENCHMARKS / "runs" / "s87-amd-seeds" / "cost-model-wide-seed1.pt"),  # the stop-90 model
-              str(archive / "cost-model-joint-seed1-m1.pt")]
-    runs = [str(BENCHMARKS / "runs" / f"s92-amd-{s}-torchrec.json.gz") for s in ("dlrm-100-8", "dlrm-20-4")]
-    assert module.main([*runs, *(a for m in models for a in ("--model", m))]) == 0
-    out = capsys.readouterr().out
+    out = _against_the_shipped_model(capsys, ["s92-amd-dlrm-100-8-torchrec", "s92-amd-dlrm-20-4-torchrec"],
+                                     archive / "cost-model-joint-seed1-m1.pt")
     for line in ("cost-model-wide-seed1.pt     level 1.124, within sd 0.053 (4.0%), rho 0.861",
                  "cost-model-joint-seed1-m1.pt level 1.073, within sd 0.053 (4.1%), rho 0.874",
                  "cost-model-wide-seed1.pt     level 1.155, within sd 0.088 (6.6%), rho 0.922",
