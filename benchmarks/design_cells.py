@@ -25,24 +25,31 @@ from autoshard.hardware.profile_dataset import load_dataset
 from autoshard.hardware.profile_design import BroadDesign
 
 
+def cell_keys(design: BroadDesign, precision: str, pooling: float, batch: int, rows: int) -> tuple[str, str]:
+    """A one-table device's cells: (precision, its pooling above or below the middle of the design's range in
+    log(1 + pooling)) and (batch, rows above or below their ranges' log-middles), as the axes are drawn."""
+    p_mid = math.expm1(sum(math.log1p(p) for p in design.pooling) / 2)
+    b_mid, r_mid = math.sqrt(math.prod(design.batch_sizes)), math.sqrt(math.prod(design.rows))
+    return (f"{precision} {'high' if pooling > p_mid else 'low'} pooling",
+            f"{'large' if batch > b_mid else 'small'} batch, {'many' if rows > r_mid else 'few'} rows")
+
+
 def cells(path: str, corner_pooling: float, corner_mib: float) -> dict[str, Any]:
     """The one-table cells of the broad profile at ``path`` (see the module docstring)."""
     data = load_dataset(path)
     if data.design != "broad":
         raise AutoshardError(f"{path} is not a broad-design profile; its tables are a pool's, not drawn")
     design = BroadDesign.from_json(data.settings["design"])
-    p_mid = math.expm1(sum(math.log1p(p) for p in design.pooling) / 2)
-    b_mid, r_mid = math.sqrt(math.prod(design.batch_sizes)), math.sqrt(math.prod(design.rows))
     prec: Counter[str] = Counter()
     size: Counter[str] = Counter()
     corner = 0
     ones = [r for r in data.records if len(r.tables) == 1 and r.table_specs]
     for rec in ones:
         table = rec.own_tables()[0]
-        high = table.pooling_factor > p_mid
-        prec[f"{rec.precision.value} {'high' if high else 'low'} pooling"] += 1
-        size[f"{'large' if rec.batch_size > b_mid else 'small'} batch, "
-             f"{'many' if table.rows > r_mid else 'few'} rows"] += 1
+        by_precision, by_size = cell_keys(design, rec.precision.value, table.pooling_factor, rec.batch_size,
+                                          table.rows)
+        prec[by_precision] += 1
+        size[by_size] += 1
         corner += (rec.precision.value == "fp32" and table.pooling_factor >= corner_pooling
                    and rec.timed_bytes >= corner_mib * 2**20)
     return {"profile": path, "sobol_axes": design.sobol_axes, "one_table": len(ones),

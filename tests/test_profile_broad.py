@@ -370,15 +370,16 @@ def test_dim_choices_draw_few_dims_and_leave_range_profiles_as_they_were(tmp_pat
 
 
 def _cells(samples: list, design: BroadDesign) -> tuple[dict, dict]:
-    """Counts of (precision, pooling above the range's log-middle) and (batch above its log-middle, rows
-    above theirs) over one-table samples."""
+    """Counts of one-table samples in the cells of (precision, pooling half) and (batch half, rows half), as
+    ``benchmarks/design_cells.py`` counts a profile's records."""
     from collections import Counter
 
-    p_mid = float(np.expm1(np.mean(np.log1p(design.pooling))))
-    b_mid, r_mid = float(np.sqrt(np.prod(design.batch_sizes))), float(np.sqrt(np.prod(design.rows)))
-    prec = Counter((s.precision.value, s.tables[0].pooling_factor > p_mid) for s in samples)
-    size = Counter((s.batch_size > b_mid, s.tables[0].rows > r_mid) for s in samples)
-    return dict(prec), dict(size)
+    from tests.conftest import load_script
+
+    script = load_script(Path(__file__).resolve().parents[1] / "benchmarks" / "design_cells.py")
+    keys = [script.cell_keys(design, s.precision.value, s.tables[0].pooling_factor, s.batch_size,
+                             s.tables[0].rows) for s in samples]
+    return dict(Counter(k[0] for k in keys)), dict(Counter(k[1] for k in keys))
 
 
 @pytest.mark.parametrize("seed", [0, 4])
